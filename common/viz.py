@@ -313,25 +313,37 @@ def draw(
     return Drawing(title, dot, text)
 
 
-def _observer_names(gm: GraphModule) -> set[str]:
-    return {n.name for n in gm.graph.nodes if n.op == "call_module" and node_kind(gm, n) == "observer"}
+def _observer_positions(gm: GraphModule) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Each observer node's position: (what it observes, who reads it), by node names.
+
+    Observer node names are renumbered by prepare_pt2e whenever a label is added, so
+    "the same observer" across two stages means "the same position", not the same name.
+    """
+    positions = {}
+    for node in gm.graph.nodes:
+        if node.op == "call_module" and node_kind(gm, node) == "observer":
+            source = node.args[0]
+            source_name = source.name if isinstance(source, Node) else repr(source)
+            positions[node.name] = (source_name, tuple(sorted(u.name for u in node.users)))
+    return positions
 
 
 def draw_stages(stages: Sequence[tuple[GraphModule, str]], title: str | None = None, columns: int = 2) -> Drawing:
     """Draw several versions of a graph side by side, ``columns`` to a row.
 
-    Observers that are new at a stage (absent, by node name, from the stage before)
-    are framed green.
+    Observers that are new at a stage (at a position, an edge between two named
+    nodes, where the stage before had none) are framed green.
     """
     lines = [*_graph_header(title), "compound=true;"]
     texts = [title] if title else []
-    previous: set[str] = set()
+    previous: set[tuple[str, tuple[str, ...]]] = set()
     firsts: list[str] = []
     lasts: list[str] = []
     for index, (gm, stage_title) in enumerate(stages):
-        observers = _observer_names(gm)
-        picture = GraphPicture(gm, highlight=frozenset(observers - previous))
-        previous = observers
+        positions = _observer_positions(gm)
+        new = frozenset(name for name, where in positions.items() if where not in previous)
+        picture = GraphPicture(gm, highlight=new)
+        previous = set(positions.values())
         prefix = f"s{index}:"
         lines.append(f'subgraph "cluster_{index}" {{')
         lines.append(f'label=<{html.escape(stage_title)}>; style="rounded"; color="#d1d5db";')
@@ -365,7 +377,8 @@ def annotation_notes(gm: GraphModule, unlabeled: bool = False) -> dict[str, str]
         lines = [f"邊 {producer.name}：{spec_short(spec)}" for producer, spec in ann.input_qspec_map.items()]
         if ann.output_qspec is not None:
             lines.append(f"輸出：{spec_short(ann.output_qspec)}")
-        notes[node.name] = "\n".join(lines) if lines else "標籤是空的"
+        if lines:  # XNNPACKQuantizer leaves empty annotations on constants: nothing to say
+            notes[node.name] = "\n".join(lines)
     return notes
 
 

@@ -1,0 +1,7 @@
+"""Hidden checks, as pytest tests: one module ``test_<notebook>.py`` per notebook.
+
+Each test judges evidence through the fixtures ``seen`` (the student's) and
+``expected`` (the answer key's, computed in the judging process). Run them with
+``pytest --pyargs autograder.checks`` (without ``--evidence`` they judge the answer
+key against itself) or through ``autograder.judge``.
+"""

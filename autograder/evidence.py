@@ -1,0 +1,289 @@
+"""Collecting evidence from student code: guarded calls, plain data, graph descriptions.
+
+Everything here runs in the process that executed the student's notebook, so it
+trusts nothing it is handed: every call is guarded, every value returned by student
+code is converted to plain JSON data of exactly the expected types, and graphs are
+described from the FX structure, not from what student objects say about themselves.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch.fx import GraphModule, Node
+
+MESSAGE_LIMIT = 400
+CASE_SECONDS = 20
+
+
+class EvidenceError(Exception):
+    """A student value that cannot be turned into evidence (wrong type, too big…)."""
+
+
+class CaseTimeout(BaseException):
+    """Raised inside student code when one case runs past its time limit."""
+
+
+def safe_text(value: object, limit: int = MESSAGE_LIMIT) -> str:
+    """``str(value)`` that survives hostile ``__str__`` methods and is never too long."""
+    try:
+        text = str.__str__(value) if isinstance(value, str) else str(value)
+        if type(text) is not str:
+            text = object.__repr__(value)
+    except BaseException:  # a student's __str__ may raise anything
+        text = object.__repr__(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe_error(exc: BaseException) -> dict[str, str]:
+    """``{"error": type, "message": text}`` for an exception raised by student code."""
+    if isinstance(exc, CaseTimeout):
+        return {"error": "Timeout", "message": f"超過 {CASE_SECONDS} 秒沒有結束"}
+    where = ""
+    try:
+        frames = traceback.extract_tb(exc.__traceback__)
+        if frames:
+            last = frames[-1]
+            where = f"（{last.name}，第 {last.lineno} 行）"
+    except BaseException:
+        where = ""
+    return {"error": type(exc).__name__, "message": safe_text(exc) + where}
+
+
+@contextmanager
+def time_limit(seconds: int) -> Iterator[None]:
+    """Raise ``CaseTimeout`` in the main thread after ``seconds`` (no-op off the main thread)."""
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise CaseTimeout()
+
+    try:
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+    except ValueError:  # not the main thread
+        yield
+        return
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_case(fn: Callable[[], Any], seconds: int = CASE_SECONDS) -> dict[str, Any]:
+    """Run one case of evidence collection; never raises.
+
+    Returns ``{"value": ...}`` with the case's plain-data result, or the error.
+    """
+    try:
+        with time_limit(seconds):
+            value = fn()
+        return {"value": value}
+    except BaseException as exc:  # SystemExit, KeyboardInterrupt, timeouts: all are the student's
+        return describe_error(exc)
+
+
+def plain(value: Any, depth: int = 0) -> Any:
+    """Convert a value produced by student code into plain JSON data.
+
+    Accepts exactly ``None``, ``bool``, ``int``, finite ``float``, ``str``, ``list``,
+    ``tuple`` (becomes a list), ``dict`` with ``str`` keys, and fx ``Node`` (becomes its
+    name). Subclasses are refused: an object whose ``__eq__`` always answers True
+    cannot pass for a right answer.
+    """
+    if depth > 20:
+        raise EvidenceError("回傳值巢狀太深")
+    kind = type(value)
+    if value is None or kind is bool or kind is str:
+        return value
+    if kind is int:
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            raise EvidenceError(f"回傳了非有限的浮點數 {value!r}")
+        return value
+    if kind is Node:
+        return value.name
+    if kind in (list, tuple):
+        if len(value) > 10_000:
+            raise EvidenceError("回傳的 list 太長")
+        return [plain(v, depth + 1) for v in value]
+    if kind is dict:
+        if len(value) > 10_000:
+            raise EvidenceError("回傳的 dict 太大")
+        out = {}
+        for key, item in value.items():
+            key = plain(key, depth + 1)
+            if type(key) is not str:
+                raise EvidenceError(f"dict 的 key 必須是字串或 Node，收到 {type(key).__name__}")
+            out[key] = plain(item, depth + 1)
+        return out
+    raise EvidenceError(f"回傳值的型別 {kind.__name__} 不是預期的型別（str、int、float、bool、list、dict 或 Node）")
+
+
+# --- graphs -----------------------------------------------------------------------------------
+
+
+def _is_observer_node(gm: GraphModule, node: Node) -> bool:
+    from common.graph_utils import is_observer
+
+    if node.op != "call_module":
+        return False
+    try:
+        return is_observer(gm.get_submodule(str(node.target)))
+    except AttributeError:
+        return False
+
+
+def _is_guard(node: Node) -> bool:
+    return node.op == "call_module" and str(node.target).startswith("_guards")
+
+
+def _qscheme_name(qscheme: Any) -> str | None:
+    return str(qscheme).removeprefix("torch.") if qscheme is not None else None
+
+
+def observer_record(module: Any) -> dict[str, Any]:
+    """What an observer instance is: class, dtype, range, scheme, and its qparams if calibrated."""
+    record: dict[str, Any] = {
+        "class": type(module).__name__,
+        "dtype": str(getattr(module, "dtype", None)).removeprefix("torch."),
+        "qmin": _int_or_none(getattr(module, "quant_min", None)),
+        "qmax": _int_or_none(getattr(module, "quant_max", None)),
+        "qscheme": _qscheme_name(getattr(module, "qscheme", None)),
+        "ch_axis": _int_or_none(getattr(module, "ch_axis", None)),
+    }
+    min_val = getattr(module, "min_val", None)
+    if isinstance(min_val, torch.Tensor) and min_val.numel() > 0 and bool(torch.isfinite(min_val).all()):
+        scale, zero_point = module.calculate_qparams()
+        record["scale"] = [round(float(s), 8) for s in scale.flatten()]
+        record["zero_point"] = [int(z) for z in zero_point.flatten()]
+    return record
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | torch.Tensor) and not isinstance(value, bool) else None
+
+
+def describe_prepared(gm: GraphModule) -> dict[str, Any]:
+    """The observers of a prepared graph and where they sit.
+
+    ``observers``: one record per observer node in graph order: ``node``, the non-observer
+    node it ``observes`` (through chained observers), ``instance`` (instances numbered in
+    order of first appearance; a shared instance has one number), and the instance's record.
+    ``edges``: for every non-observer node, its inputs as ``[source, [instance, ...]]``,
+    the instances met walking from the source to the node (empty when unquantized).
+    ``constants``: the names of the ``get_attr`` nodes.
+    """
+    numbers: dict[int, int] = {}
+    instances: list[dict[str, Any]] = []
+    observers = []
+    for node in gm.graph.nodes:
+        if not _is_observer_node(gm, node):
+            continue
+        module = gm.get_submodule(str(node.target))
+        if id(module) not in numbers:
+            numbers[id(module)] = len(numbers)
+            instances.append(observer_record(module))
+        source = node.args[0]
+        while isinstance(source, Node) and _is_observer_node(gm, source):
+            source = source.args[0]
+        observers.append(
+            {
+                "node": node.name,
+                "observes": source.name if isinstance(source, Node) else safe_text(source),
+                "instance": numbers[id(module)],
+            }
+        )
+    edges: dict[str, list[list[Any]]] = {}
+    for node in gm.graph.nodes:
+        if _is_observer_node(gm, node) or node.op == "placeholder" or _is_guard(node):
+            continue
+        inputs = []
+        for arg in node.all_input_nodes:
+            chain: list[int] = []
+            source = arg
+            while _is_observer_node(gm, source):
+                chain.append(numbers[id(gm.get_submodule(str(source.target)))])
+                source = source.args[0]
+            inputs.append([source.name, list(reversed(chain))])
+        if inputs:
+            edges[node.name] = inputs
+    constants = [n.name for n in gm.graph.nodes if n.op == "get_attr"]
+    return {"observers": observers, "instances": instances, "edges": edges, "constants": constants}
+
+
+QDQ_WORDS = (("dequantize", "dq"), ("quantize", "q"))
+
+
+def qdq_kind(node: Node) -> str | None:
+    """``"q"`` / ``"dq"`` for quantize / dequantize call_function nodes, else None."""
+    if node.op != "call_function":
+        return None
+    target = str(node.target)
+    for word, kind in QDQ_WORDS:
+        if word in target:
+            return kind
+    return None
+
+
+def _qdq_step(gm: GraphModule, node: Node) -> list[Any]:
+    kind = qdq_kind(node)
+    scale = node.args[1] if len(node.args) > 1 else None
+    zero_point = node.args[2] if len(node.args) > 2 else None
+    if isinstance(scale, Node) and scale.op == "get_attr":  # per-channel: scales live in constants
+        scale = getattr_value(gm, scale)
+    if isinstance(zero_point, Node) and zero_point.op == "get_attr":
+        zero_point = getattr_value(gm, zero_point)
+    dtype = next((a for a in node.args if isinstance(a, torch.dtype)), None)
+    return [kind, _number_list(scale), _number_list(zero_point), str(dtype).removeprefix("torch.")]
+
+
+def getattr_value(gm: GraphModule, node: Node) -> Any:
+    value: Any = gm
+    for part in str(node.target).split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _number_list(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return [round(float(v), 8) for v in value.flatten()]
+    if isinstance(value, float):
+        return round(value, 8)
+    if isinstance(value, int):
+        return value
+    return None
+
+
+def describe_converted(gm: GraphModule) -> dict[str, Any]:
+    """The quantize / dequantize paths of a converted graph.
+
+    ``paths``: for every node that is not a q/dq op, its inputs as ``[source, [step, ...]]``
+    where each step is ``[kind, scale, zero_point, dtype]`` from the source to the node.
+    ``constants``: the dtype of every constant (``get_attr``) a dequantize reads.
+    """
+    paths: dict[str, list[list[Any]]] = {}
+    constants: dict[str, str] = {}
+    for node in gm.graph.nodes:
+        if qdq_kind(node) is not None or node.op == "placeholder" or _is_guard(node):
+            continue
+        inputs = []
+        for arg in node.all_input_nodes:
+            steps = []
+            source = arg
+            while qdq_kind(source) is not None:
+                steps.append(_qdq_step(gm, source))
+                source = source.args[0]
+            if source.op == "get_attr" and steps:
+                constants[source.name] = str(getattr_value(gm, source).dtype).removeprefix("torch.")
+            inputs.append([source.name, list(reversed(steps))])
+        if inputs:
+            paths[node.name] = inputs
+    return {"paths": paths, "constants": constants}

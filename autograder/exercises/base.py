@@ -1,0 +1,122 @@
+"""The Exercise record and the guarded collection of one exercise's evidence."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from autograder.evidence import run_case
+
+Namespace = Mapping[str, Any]
+CaseFn = Callable[[Namespace, int], Any]
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One graded exercise of a notebook.
+
+    ``names`` are the definitions the student writes (taken from the notebook's
+    namespace); ``cases`` map a case name to a function ``(namespace, seed) -> data``
+    that runs those definitions on one hidden input and returns plain data.
+    """
+
+    notebook: str
+    key: str
+    title: str
+    names: tuple[str, ...]
+    cases: Mapping[str, CaseFn]
+
+
+def module_name(notebook: str) -> str:
+    """``"M03-4"`` → ``"m03_4"``."""
+    return notebook.lower().replace("-", "_")
+
+
+def exercises_of(notebook: str) -> dict[str, Exercise]:
+    """The exercises of ``notebook`` (``KeyError`` for an unknown notebook)."""
+    try:
+        module = importlib.import_module(f"autograder.exercises.{module_name(notebook)}")
+    except ModuleNotFoundError:
+        raise KeyError(f"no exercises for notebook {notebook!r}") from None
+    return dict(module.EXERCISES)
+
+
+class _Sink(io.StringIO):
+    """A stream that keeps at most a few kilobytes of what student code prints."""
+
+    LIMIT = 4000
+
+    def write(self, text: str) -> int:
+        if self.tell() < self.LIMIT:
+            super().write(str(text)[: self.LIMIT])
+        return len(text)
+
+
+def collect(exercise: Exercise, namespace: Namespace, seed: int) -> dict[str, Any]:
+    """Run every case of ``exercise`` on the student's ``namespace``; never raises.
+
+    Returns ``{"missing": [...]}`` when a name the exercise needs is not defined,
+    else ``{"cases": {case: {"value": ...} | {"error": ..., "message": ...}}}``.
+    """
+    missing = [name for name in exercise.names if name not in namespace]
+    if missing:
+        return {"missing": missing}
+    cases: dict[str, Any] = {}
+    sink = _Sink()
+    from common.pt2e import quiet
+
+    for name, fn in exercise.cases.items():
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(contextlib.redirect_stdout(sink))
+            stack.enter_context(contextlib.redirect_stderr(sink))
+            stack.enter_context(warnings.catch_warnings())
+            stack.enter_context(torch.random.fork_rng())
+            quiet()
+            warnings.simplefilter("ignore")
+            torch.manual_seed(seed)
+            cases[name] = run_case(lambda fn=fn: fn(namespace, seed))
+    return {"cases": cases}
+
+
+def seeded_inputs(seed: int, *shapes: tuple[int, ...], scales: tuple[float, ...] = ()) -> tuple[torch.Tensor, ...]:
+    """Random inputs from a generator seeded with ``seed`` (the global RNG is left alone)."""
+    generator = torch.Generator().manual_seed(seed)
+    factors = scales or (1.0,) * len(shapes)
+    return tuple(torch.randn(*shape, generator=generator) * factor for shape, factor in zip(shapes, factors))
+
+
+def quantize_model(
+    quantizer: Any,
+    model: torch.nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    seed: int,
+    calibrate: int = 4,
+    convert: bool = True,
+) -> dict[str, Any]:
+    """Export ``model``, prepare it with ``quantizer``, calibrate, convert; describe each stage.
+
+    Returns ``{"prepared": describe_prepared(...), "converted": describe_converted(...)}``
+    (``converted`` only when ``convert``). The calibration batches come from ``seed``.
+    """
+    import copy
+
+    from autograder.evidence import describe_converted, describe_prepared
+    from common.pt2e import convert_pt2e, export_module, prepare_pt2e
+
+    gm = export_module(model.eval(), inputs)
+    prepared = prepare_pt2e(gm, quantizer)
+    shapes = [tuple(t.shape) for t in inputs]
+    with torch.no_grad():
+        for step in range(calibrate):
+            prepared(*seeded_inputs(seed * 1000 + step, *shapes))
+    result: dict[str, Any] = {"prepared": describe_prepared(prepared)}
+    if convert:
+        result["converted"] = describe_converted(convert_pt2e(copy.deepcopy(prepared)))
+    return result
