@@ -234,7 +234,7 @@ def _attrs(attrs: Mapping[str, str]) -> str:
 
 
 def _html_label(name: str, what: str, note: str | None) -> str:
-    rows = [f'<TR><TD><B>{html.escape(name)}</B></TD></TR>']
+    rows = [f"<TR><TD><B>{html.escape(name)}</B></TD></TR>"]
     for line in what.splitlines():
         rows.append(f'<TR><TD><FONT POINT-SIZE="9" COLOR="#4b5563">{html.escape(line)}</FONT></TD></TR>')
     if note:
@@ -281,7 +281,7 @@ def _graph_header(title: str | None) -> list[str]:
         "digraph G {",
         f'graph [rankdir=TB, fontname="{FONT}", fontsize=14, labelloc=t, nodesep=0.3, ranksep=0.35];',
         f'node [fontname="{FONT}", fontsize=11, margin="0.08,0.04"];',
-        f'edge [color="#4b5563", arrowsize=0.7];',
+        'edge [color="#4b5563", arrowsize=0.7];',
     ]
     if title:
         lines.append(f"label=<<B>{html.escape(title)}</B>>;")

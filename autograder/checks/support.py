@@ -158,7 +158,7 @@ def path_text(steps: list[list[Any]]) -> str:
 
 def _close(a: Any, b: Any, rel: float) -> bool:
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_close(x, y, rel) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_close(x, y, rel) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=rel, abs_tol=1e-12)
     return a == b

@@ -1,0 +1,75 @@
+"""The hidden checks discriminate: the answer key passes, every kept wrong solution loses points.
+
+These run evidence collection and judging directly (no notebook), on two seeds, so
+that a check passing by accident of one seed's hidden models shows up.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+from conftest import WrongSolution, wrong_solutions
+
+from autograder.checks.support import CHECKS
+from autograder.exercises.base import collect, exercises_of, module_name
+from autograder.judge import judge
+from autograder.reference_evidence import reference_evidence
+
+SEEDS = (0, 1)
+
+
+def all_exercises() -> list[tuple[str, str]]:
+    from autograder.course import notebook_id, source_notebooks
+
+    pairs = []
+    for path in source_notebooks():
+        for key in exercises_of(notebook_id(path)):
+            pairs.append((notebook_id(path), key))
+    return pairs
+
+
+def verdicts_for(notebook: str, exercise: str, namespace: dict, seed: int) -> list[dict]:
+    evidence = {
+        "notebook": notebook,
+        "seed": seed,
+        "exercises": {exercise: collect(exercises_of(notebook)[exercise], namespace, seed)},
+    }
+    return judge(evidence, [exercise])
+
+
+@pytest.mark.parametrize(("notebook", "exercise"), all_exercises())
+@pytest.mark.parametrize("seed", SEEDS)
+def test_answer_key_gets_full_marks(notebook: str, exercise: str, seed: int) -> None:
+    evidence = reference_evidence(notebook, exercise, seed)
+    errors = {case: r for case, r in evidence["cases"].items() if "error" in r}
+    assert not errors, f"the answer key fails its own cases: {errors}"
+    answers = importlib.import_module(f"autograder.reference.{module_name(notebook)}")
+    verdicts = verdicts_for(notebook, exercise, dict(vars(answers)), seed)
+    assert verdicts and all(v["passed"] for v in verdicts), [v for v in verdicts if not v["passed"]]
+    assert len(verdicts) == len(CHECKS[(notebook, exercise)])
+
+
+@pytest.mark.parametrize(("notebook", "exercise"), all_exercises())
+def test_missing_definitions_get_zero(notebook: str, exercise: str) -> None:
+    verdicts = verdicts_for(notebook, exercise, {}, 0)
+    assert verdicts and all(v["score"] == 0 for v in verdicts)
+    assert all("找不到" in v["message"] for v in verdicts)
+
+
+@pytest.mark.parametrize("wrong", wrong_solutions(), ids=lambda w: w.id)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_wrong_solution_loses_points(wrong: WrongSolution, seed: int) -> None:
+    namespace: dict = {}
+    exec(compile(wrong.code, str(wrong.path), "exec"), namespace)
+    verdicts = verdicts_for(wrong.notebook, wrong.exercise, namespace, seed)
+    failed = {v["id"].split(":")[-1] for v in verdicts if not v["passed"]}
+    assert failed, f"{wrong.description}: no check caught it"
+    assert set(wrong.expect_fail) <= failed, f"{wrong.description}: expected {wrong.expect_fail} to fail, got {failed}"
+    assert all(v["message"] for v in verdicts if not v["passed"]), "every failed check says what it saw"
+
+
+def test_every_exercise_has_a_wrong_solution() -> None:
+    covered = {(w.notebook, w.exercise) for w in wrong_solutions()}
+    missing = [pair for pair in all_exercises() if pair not in covered]
+    assert not missing, f"exercises without a wrong-solution fixture: {missing}"
