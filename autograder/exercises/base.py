@@ -89,7 +89,9 @@ def seeded_inputs(seed: int, *shapes: tuple[int, ...], scales: tuple[float, ...]
     """Random inputs from a generator seeded with ``seed`` (the global RNG is left alone)."""
     generator = torch.Generator().manual_seed(seed)
     factors = scales or (1.0,) * len(shapes)
-    return tuple(torch.randn(*shape, generator=generator) * factor for shape, factor in zip(shapes, factors, strict=True))
+    return tuple(
+        torch.randn(*shape, generator=generator) * factor for shape, factor in zip(shapes, factors, strict=True)
+    )
 
 
 def quantize_model(
