@@ -10,6 +10,7 @@ notebook and as a plain-text table elsewhere.
 from __future__ import annotations
 
 import html
+import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
@@ -257,26 +258,78 @@ def render_svg(dot_source: str) -> str:
 
 @dataclass
 class Drawing:
-    """A drawing that shows as inline SVG in a notebook and as text elsewhere."""
+    """A drawing that shows as inline SVG in a notebook and as text elsewhere.
+
+    It holds one DOT graph per panel; several panels are laid out ``columns`` to a row
+    in one SVG under ``title``.
+    """
 
     title: str | None
-    dot_source: str
+    dot_sources: list[str]
     text: str
+    columns: int = 2
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         if not dot_available():
             return {"text/plain": f"{DOT_MISSING}\n{self.text}"}
-        return {"image/svg+xml": render_svg(self.dot_source), "text/plain": self.text}
+        return {"image/svg+xml": self.svg(), "text/plain": self.text}
 
     def __repr__(self) -> str:
         return self.text if dot_available() else f"{DOT_MISSING}\n{self.text}"
 
+    @property
+    def dot_source(self) -> str:
+        """The DOT source (of every panel, one after the other)."""
+        return "\n".join(self.dot_sources)
+
     def svg(self) -> str:
         """The SVG text (needs ``dot``)."""
-        return render_svg(self.dot_source)
+        panels = [render_svg(source) for source in self.dot_sources]
+        if len(panels) == 1:
+            return panels[0]
+        return grid_svg(panels, self.columns, self.title)
 
 
-def _graph_header(title: str | None) -> list[str]:
+_SIZE = re.compile(r'<svg[^>]*?width="([0-9.]+)pt"[^>]*?height="([0-9.]+)pt"')
+
+
+def grid_svg(panels: Sequence[str], columns: int, title: str | None, gap: float = 16.0) -> str:
+    """Lay SVG panels out ``columns`` to a row in one SVG, with ``title`` on top."""
+    sizes = []
+    for panel in panels:
+        match = _SIZE.search(panel)
+        sizes.append((float(match.group(1)), float(match.group(2))) if match else (300.0, 300.0))
+    rows = [list(range(i, min(i + columns, len(panels)))) for i in range(0, len(panels), columns)]
+    col_widths = [max(sizes[r[c]][0] for r in rows if c < len(r)) for c in range(min(columns, len(panels)))]
+    row_heights = [max(sizes[i][1] for i in row) for row in rows]
+    top = 28.0 if title else 0.0
+    width = sum(col_widths) + gap * (len(col_widths) - 1)
+    height = top + sum(row_heights) + gap * (len(rows) - 1)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}pt" height="{height:.0f}pt" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}">'
+    ]
+    if title:
+        parts.append(
+            f'<text x="{width / 2:.0f}" y="18" text-anchor="middle" font-family="{FONT}" font-size="14" '
+            f'font-weight="bold">{html.escape(title)}</text>'
+        )
+    y = top
+    for row, row_height in zip(rows, row_heights, strict=True):
+        x = 0.0
+        for column, index in enumerate(row):
+            inner = re.sub(r'width="[0-9.]+pt" height="[0-9.]+pt"', "", panels[index], count=1)
+            inner = inner.replace(
+                "<svg", f'<svg x="{x:.0f}" y="{y:.0f}" width="{sizes[index][0]:.0f}" height="{sizes[index][1]:.0f}"', 1
+            )
+            parts.append(inner)
+            x += col_widths[column] + gap
+        y += row_height + gap
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _graph_header(title: str | None, bold: bool = True) -> list[str]:
     lines = [
         "digraph G {",
         f'graph [rankdir=TB, fontname="{FONT}", fontsize=14, labelloc=t, nodesep=0.3, ranksep=0.35];',
@@ -284,7 +337,8 @@ def _graph_header(title: str | None) -> list[str]:
         'edge [color="#4b5563", arrowsize=0.7];',
     ]
     if title:
-        lines.append(f"label=<<B>{html.escape(title)}</B>>;")
+        text = html.escape(title)
+        lines.append(f"label=<<B>{text}</B>>;" if bold else f"label=<{text}>;")
     return lines
 
 
@@ -310,7 +364,7 @@ def draw(
     picture = GraphPicture(gm, notes or {}, names, hops, guards)
     dot = "\n".join([*_graph_header(title), *picture.dot_body(), "}"])
     text = "\n".join(([title] if title else []) + picture.text_lines())
-    return Drawing(title, dot, text)
+    return Drawing(title, [dot], text)
 
 
 def _observer_positions(gm: GraphModule) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -329,35 +383,23 @@ def _observer_positions(gm: GraphModule) -> dict[str, tuple[str, tuple[str, ...]
 
 
 def draw_stages(stages: Sequence[tuple[GraphModule, str]], title: str | None = None, columns: int = 2) -> Drawing:
-    """Draw several versions of a graph side by side, ``columns`` to a row.
+    """Draw several versions of a graph, ``columns`` to a row, each under its own title.
 
     Observers that are new at a stage (at a position, an edge between two named
     nodes, where the stage before had none) are framed green.
     """
-    lines = [*_graph_header(title), "compound=true;"]
+    sources = []
     texts = [title] if title else []
     previous: set[tuple[str, tuple[str, ...]]] = set()
-    firsts: list[str] = []
-    lasts: list[str] = []
     for index, (gm, stage_title) in enumerate(stages):
         positions = _observer_positions(gm)
         new = frozenset(name for name, where in positions.items() if where not in previous)
         picture = GraphPicture(gm, highlight=new)
         previous = set(positions.values())
-        prefix = f"s{index}:"
-        lines.append(f'subgraph "cluster_{index}" {{')
-        lines.append(f'label=<{html.escape(stage_title)}>; style="rounded"; color="#d1d5db";')
-        lines.extend(picture.dot_body(prefix))
-        lines.append("}")
-        shown = picture.nodes()
-        firsts.append(f"{prefix}{shown[0].name}")
-        lasts.append(f"{prefix}{shown[-1].name}")
+        sources.append("\n".join([*_graph_header(f"{index + 1}. {stage_title}", bold=False), *picture.dot_body(), "}"]))
         texts.append(f"[{index + 1}] {stage_title}")
         texts.extend(picture.text_lines())
-    for index in range(columns, len(stages)):  # stack the rows: each stage under the one a row above
-        lines.append(f'"{lasts[index - columns]}" -> "{firsts[index]}" [style=invis];')
-    lines.append("}")
-    return Drawing(title, "\n".join(lines), "\n".join(texts))
+    return Drawing(title, sources, "\n".join(texts), columns)
 
 
 def annotation_notes(gm: GraphModule, unlabeled: bool = False) -> dict[str, str]:
