@@ -177,3 +177,44 @@ def compare_paths(got: dict[str, Any], want: dict[str, Any], where: str, consume
             if got_steps is None or not _close(got_steps, want_steps, 1e-5):
                 seen = path_text(got_steps) if got_steps is not None else "這條邊不見了"
                 raise Fail(f"{where}：{source} → {consumer} 預期 {path_text(want_steps)}，看到 {seen}")
+
+
+def _relabel(prepared: dict[str, Any], consumers: list[str]) -> tuple[dict[str, dict[str, list[int]]], list[Any]]:
+    """The chains into ``consumers``, instances renumbered by first appearance among them."""
+    numbers: dict[int, int] = {}
+    records: list[Any] = []
+    chains: dict[str, dict[str, list[int]]] = {}
+    for consumer in consumers:
+        chains[consumer] = {}
+        for source, chain in prepared["edges"].get(consumer, []):
+            renumbered = []
+            for instance in chain:
+                if instance not in numbers:
+                    numbers[instance] = len(numbers)
+                    records.append(prepared["instances"][instance])
+                renumbered.append(numbers[instance])
+            chains[consumer][source] = renumbered
+    return chains, records
+
+
+def compare_edges(got: dict[str, Any], want: dict[str, Any], where: str, consumers: list[str]) -> None:
+    """Like ``compare_observers``, restricted to the input edges of ``consumers``.
+
+    Instances are renumbered within those edges, so a difference elsewhere in the
+    graph does not count here.
+    """
+    try:
+        got_chains, got_records = _relabel(got, consumers)
+        want_chains, want_records = _relabel(want, consumers)
+    except (KeyError, TypeError, IndexError):
+        raise Fail(f"{where}：證據格式不對") from None
+    for consumer in consumers:
+        for source, want_chain in want_chains[consumer].items():
+            got_chain = got_chains[consumer].get(source)
+            if got_chain != want_chain:
+                seen = chain_text(got_chain) if got_chain is not None else "這條邊不見了"
+                raise Fail(f"{where}：邊 {source} → {consumer} 預期 {chain_text(want_chain)}，看到 {seen}")
+    for index, want_record in enumerate(want_records):
+        got_kind, want_kind = instance_text(got_records[index]), instance_text(want_record)
+        if got_kind != want_kind:
+            raise Fail(f"{where}：observer 實例 #{index} 預期 {want_kind}，看到 {got_kind}")
