@@ -1,8 +1,8 @@
 """Judging evidence: run a notebook's hidden checks (pytest) and return their verdicts.
 
-``judge(evidence)`` runs in the calling process, which must be one that never ran the
-student's code. ``python -m autograder.judge < evidence.json`` does the same in a fresh
-process and prints the verdicts as JSON; notebooks' hidden test cells use it that way.
+``judge(evidence)`` runs in the calling process; the grading commands call it in a
+process that never ran the student's code. ``python -m autograder.judge < evidence.json``
+does the same in a fresh process and prints the verdicts as JSON.
 """
 
 from __future__ import annotations
@@ -41,6 +41,11 @@ def judge(evidence: dict[str, Any], exercises: list[str] | None = None) -> list[
             "no:cacheprovider",
             "-p",
             "no:randomly",
+            "-p",
+            "no:logging",
+            "-p",
+            "no:faulthandler",
+            "--capture=no",
             "--rootdir",
             tmp,
             "-c",

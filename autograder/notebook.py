@@ -1,38 +1,23 @@
 """Grading from inside a notebook: what nbgrader's hidden test cells call.
 
-A hidden test cell runs ``grade("M03-4", "add_quantizer", globals(), final=True)``. The evidence is
-collected here, in the notebook's kernel; the verdicts come from the hidden checks
-run in a fresh process (``python -m autograder.judge``). The cell prints one line per
-check and evaluates to the points earned, which nbgrader reads as partial credit.
+A hidden test cell runs ``grade("M03-4", "add_quantizer", globals(), final=True)``. As
+everywhere in nbgrader, this runs in the student's own kernel: evidence is collected and
+the hidden checks judge it right there. The cell prints one line per check and evaluates
+to the points earned, which nbgrader reads as partial credit. (``pt2e-course grade``
+does better: it runs the student's code in a sandbox and judges in a clean process.)
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 from autograder.exercises.base import collect, exercises_of
+from autograder.judge import judge
 from autograder.report import exercise_report
 
 NOTEBOOK_SEED = 0
 """Seed of the hidden cases in notebooks, fixed so that committed outputs are reproducible."""
-
-
-def judge_in_subprocess(evidence: dict[str, Any], exercise: str) -> list[dict[str, Any]]:
-    """Verdicts for ``exercise`` from a fresh Python process that never ran student code."""
-    result = subprocess.run(
-        [sys.executable, "-m", "autograder.judge", exercise],
-        input=json.dumps(evidence, ensure_ascii=False),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"評分程式沒有正常結束：{result.stderr[-2000:]}")
-    return json.loads(result.stdout)
 
 
 class ChecksFailed(AssertionError):
@@ -53,7 +38,7 @@ def grade(notebook: str, exercise: str, namespace: Mapping[str, Any], final: boo
         "seed": NOTEBOOK_SEED,
         "exercises": {exercise: collect(spec, dict(namespace), NOTEBOOK_SEED)},
     }
-    verdicts = judge_in_subprocess(evidence, exercise)
+    verdicts = judge(evidence, [exercise])
     print(exercise_report(spec.title, verdicts))
     score = float(sum(v["score"] for v in verdicts))
     failed = [v for v in verdicts if not v["passed"]]
