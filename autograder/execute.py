@@ -19,6 +19,7 @@ def execute(nb: nbformat.NotebookNode, cwd: Path, allow_errors: bool = False) ->
         kernel_name="python3",
         resources={"metadata": {"path": str(cwd)}},
         allow_errors=allow_errors,
+        record_timing=False,
     )
     client.execute()
     return coalesce_streams(nb)
@@ -48,6 +49,8 @@ def execute_in_place(path: Path) -> float:
     """Execute the notebook at ``path`` and write it back with its outputs; returns seconds taken."""
     start = time.perf_counter()
     nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:  # timings from an older run are noise in a diff
+        cell.metadata.pop("execution", None)
     execute(nb, path.parent)
     nbformat.write(nb, path)
     return time.perf_counter() - start

@@ -48,3 +48,89 @@ def wrong_solutions() -> list[WrongSolution]:
             )
         )
     return found
+
+
+# --- notebooks and nbgrader courses ---------------------------------------------------------------
+
+import json  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import nbformat  # noqa: E402
+
+
+def text_outputs(nb: nbformat.NotebookNode) -> list[list[tuple[str, str]]]:
+    """Per code cell, its outputs as (kind, text): streams by name, results by their text/plain."""
+    cells = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        outputs: list[tuple[str, str]] = []
+        for output in cell.get("outputs", []):
+            if output.output_type == "stream":
+                if outputs and outputs[-1][0] == output.name:
+                    outputs[-1] = (output.name, outputs[-1][1] + output.text)
+                else:
+                    outputs.append((output.name, output.text))
+            elif output.output_type in ("execute_result", "display_data"):
+                outputs.append(("result", output.get("data", {}).get("text/plain", "")))
+            elif output.output_type == "error":
+                outputs.append(("error", f"{output.ename}: {output.evalue}"))
+        cells.append(outputs)
+    return cells
+
+
+def solution_lines(cell_source: str) -> list[str]:
+    """The lines between ### BEGIN SOLUTION and ### END SOLUTION."""
+    lines, inside = [], False
+    for line in cell_source.splitlines():
+        if "### BEGIN SOLUTION" in line:
+            inside = True
+        elif "### END SOLUTION" in line:
+            inside = False
+        elif inside:
+            lines.append(line)
+    return lines
+
+
+def strip_markers(source: str) -> str:
+    """A solution cell as a student would have written it: without the nbgrader markers."""
+    return "\n".join(line for line in source.splitlines() if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
+
+
+def tool_env(gradebook: Path | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    if gradebook is not None:
+        env["PT2E_GRADEBOOK"] = str(gradebook)
+    return env
+
+
+def make_course(tmp: Path, modules: list[str]) -> Path:
+    """A throwaway course directory with the config, source/ and release/ of ``modules``."""
+    shutil.copy(ROOT / "nbgrader_config.py", tmp / "nbgrader_config.py")
+    for module in modules:
+        shutil.copytree(ROOT / "source" / module, tmp / "source" / module)
+        if (ROOT / "release" / module).exists():
+            shutil.copytree(ROOT / "release" / module, tmp / "release" / module)
+    return tmp
+
+
+def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run nbgrader in ``course`` with its own gradebook; fails the test with nbgrader's log."""
+    result = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=course,
+        env=tool_env(course / "gradebook.db"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,76 @@
+"""Every source notebook runs top to bottom, passes nbgrader validate, and its committed
+outputs are current; every release notebook fails nbgrader validate --invert.
+
+One execution per notebook serves both: nbgrader's Validator executes the notebook and
+we keep the executed copy to compare its text outputs with the committed ones.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from conftest import ROOT, text_outputs
+from nbgrader.validator import Validator
+from traitlets.config import Config
+
+from autograder.course import source_notebooks
+
+
+class RecordingValidator(Validator):
+    """nbgrader's Validator, keeping the notebook it executed."""
+
+    executed: nbformat.NotebookNode | None = None
+
+    def _preprocess(self, nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+        self.executed = super()._preprocess(nb)
+        return self.executed
+
+
+def validator(invert: bool) -> RecordingValidator:
+    config = Config()
+    config.Validator.invert = invert
+    config.Execute.timeout = 600
+    return RecordingValidator(config=config)
+
+
+def _id(path: Path) -> str:
+    return path.stem
+
+
+SOURCES = source_notebooks()
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_id)
+def test_source_notebook_runs_validates_and_is_current(path: Path) -> None:
+    checker = validator(invert=False)
+    report: dict[str, Any] = checker.validate(str(path))
+    assert not report, f"nbgrader validate failed on {path.name}: {report}"
+    assert checker.executed is not None
+    fresh = text_outputs(checker.executed)
+    errors = [(i, kind, text[:300]) for i, cell in enumerate(fresh) for kind, text in cell if kind in ("error", "stderr")]
+    assert not errors, f"{path.name}: errors or stderr output (warnings?) in cells: {errors}"
+    committed = text_outputs(nbformat.read(path, as_version=4))
+    for index, (now, before) in enumerate(zip(fresh, committed, strict=True)):
+        assert now == before, (
+            f"{path.name}, code cell {index}: committed output is stale; run `pt2e-course execute {path.relative_to(ROOT)}`"
+            f"\ncommitted: {before}\nnow:       {now}"
+        )
+
+
+@pytest.mark.parametrize("path", [ROOT / "release" / p.parent.name / p.name for p in SOURCES], ids=_id)
+def test_release_notebook_fails_validate_when_untouched(path: Path) -> None:
+    report = validator(invert=True).validate(str(path))
+    assert not report, f"nbgrader validate --invert: an untouched {path.name} passes some test: {report}"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_id)
+def test_committed_notebook_is_executed_and_clean(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.get("execution_count") for c in code), f"{path.name} is committed without running every cell"
+    outputs = text_outputs(nb)
+    noisy = [(i, kind) for i, cell in enumerate(outputs) for kind, _ in cell if kind in ("error", "stderr")]
+    assert not noisy, f"{path.name} has errors or stderr output committed: {noisy}"

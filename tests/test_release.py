@@ -1,0 +1,52 @@
+"""release/ is what nbgrader generates from source/ today, and nothing secret is in it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import ROOT, make_course, nbgrader, solution_lines
+
+from autograder.course import modules
+
+MODULES = modules()
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_release_is_up_to_date(module: str, tmp_path: Path) -> None:
+    course = make_course(tmp_path, [module])
+    nbgrader(course, "generate_assignment", module, "--force")
+    fresh = sorted(p.relative_to(course / "release") for p in (course / "release" / module).rglob("*") if p.is_file())
+    committed = sorted(p.relative_to(ROOT / "release") for p in (ROOT / "release" / module).rglob("*") if p.is_file())
+    assert fresh == committed, "release/ has other files than a fresh generate_assignment"
+    for relative in fresh:
+        assert (course / "release" / relative).read_bytes() == (ROOT / "release" / relative).read_bytes(), (
+            f"release/{relative} differs from a fresh `nbgrader generate_assignment`: run `pt2e-course release {module}`"
+        )
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_release_leaks_no_solution_or_hidden_check(module: str) -> None:
+    for path in sorted((ROOT / "source" / module).glob("*.ipynb")):
+        source = nbformat.read(path, as_version=4)
+        release_path = ROOT / "release" / module / path.name
+        text = release_path.read_text(encoding="utf-8")
+        for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "final = True"):
+            assert marker not in text, f"{release_path.name} contains {marker!r}"
+        release = nbformat.read(release_path, as_version=4)
+        release_lines = [line.strip() for c in release.cells for line in c.source.splitlines() if line.strip()]
+        release_runs = {tuple(release_lines[i : i + 3]) for i in range(len(release_lines))}
+        for cell in source.cells:
+            solution = [line.strip() for line in solution_lines(cell.source) if line.strip()]
+            for i in range(len(solution) - 2):  # three solution lines in a row give a solution away
+                run = tuple(solution[i : i + 3])
+                assert run not in release_runs, f"{release_path.name} leaks solution lines {run}"
+        assert not any(o for c in release.cells if c.cell_type == "code" for o in c.get("outputs", [])), (
+            f"{release_path.name} ships outputs (they show the solutions' results)"
+        )
+
+
+def test_release_holds_only_notebooks() -> None:
+    others = [p for p in (ROOT / "release").rglob("*") if p.is_file() and p.suffix != ".ipynb"]
+    assert not others, f"release/ ships non-notebook files: {others}"
