@@ -19,6 +19,7 @@ class WrongSolution:
     exercise: str
     description: str
     expect_fail: tuple[str, ...]
+    via_nbgrader: bool
 
     @property
     def code(self) -> str:
@@ -32,12 +33,15 @@ class WrongSolution:
 def wrong_solutions() -> list[WrongSolution]:
     """Every file tests/fixtures/wrong/<notebook>/<name>.py with its header lines:
 
-    ``# wrong: what is wrong``, ``# exercise: key``, ``# expect-fail: test_a test_b``.
+    ``# wrong: what is wrong``, ``# exercise: key``, ``# expect-fail: test_a test_b``, and
+    optionally ``# via-nbgrader: yes`` for the fixtures that are also graded by a full
+    ``nbgrader autograde`` run (every fixture is graded by the checks directly and by
+    ``pt2e-course grade``).
     """
     found = []
     for path in sorted((FIXTURES / "wrong").glob("*/*.py")):
         text = path.read_text(encoding="utf-8")
-        header = dict(re.findall(r"^# (wrong|exercise|expect-fail): (.*)$", text, flags=re.M))
+        header = dict(re.findall(r"^# (wrong|exercise|expect-fail|via-nbgrader): (.*)$", text, flags=re.M))
         found.append(
             WrongSolution(
                 path,
@@ -45,6 +49,7 @@ def wrong_solutions() -> list[WrongSolution]:
                 header["exercise"].strip(),
                 header["wrong"].strip(),
                 tuple(header["expect-fail"].split()),
+                header.get("via-nbgrader", "").strip() == "yes",
             )
         )
     return found
@@ -97,7 +102,9 @@ def solution_lines(cell_source: str) -> list[str]:
 
 def strip_markers(source: str) -> str:
     """A solution cell as a student would have written it: without the nbgrader markers."""
-    return "\n".join(line for line in source.splitlines() if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
+    return "\n".join(
+        line for line in source.splitlines() if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line
+    )
 
 
 def tool_env(gradebook: Path | None = None) -> dict[str, str]:

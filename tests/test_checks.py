@@ -73,3 +73,9 @@ def test_every_exercise_has_a_wrong_solution() -> None:
     covered = {(w.notebook, w.exercise) for w in wrong_solutions()}
     missing = [pair for pair in all_exercises() if pair not in covered]
     assert not missing, f"exercises without a wrong-solution fixture: {missing}"
+
+
+def test_every_exercise_has_a_wrong_solution_graded_by_nbgrader() -> None:
+    covered = {(w.notebook, w.exercise) for w in wrong_solutions() if w.via_nbgrader}
+    missing = [pair for pair in all_exercises() if pair not in covered]
+    assert not missing, f"exercises without a `# via-nbgrader: yes` fixture: {missing}"

@@ -50,7 +50,9 @@ def test_source_notebook_runs_validates_and_is_current(path: Path) -> None:
     assert not report, f"nbgrader validate failed on {path.name}: {report}"
     assert checker.executed is not None
     fresh = text_outputs(checker.executed)
-    errors = [(i, kind, text[:300]) for i, cell in enumerate(fresh) for kind, text in cell if kind in ("error", "stderr")]
+    errors = [
+        (i, kind, text[:300]) for i, cell in enumerate(fresh) for kind, text in cell if kind in ("error", "stderr")
+    ]
     assert not errors, f"{path.name}: errors or stderr output (warnings?) in cells: {errors}"
     committed = text_outputs(nbformat.read(path, as_version=4))
     for index, (now, before) in enumerate(zip(fresh, committed, strict=True)):

@@ -46,7 +46,9 @@ def test_reads_output(seen, expected):
 
 @check("reads_quantized", 1, "串接的兩個 observer：沿著 observer 一路走到真正的 consumer")
 def test_reads_chained(seen, expected):
-    expect_equal(value(seen, "chained"), value(expected, "chained"), "輸出標籤加上屬性不同的邊標籤（兩個 observer 串接）")
+    expect_equal(
+        value(seen, "chained"), value(expected, "chained"), "輸出標籤加上屬性不同的邊標籤（兩個 observer 串接）"
+    )
 
 
 @check("reads_quantized", 1, "圖的輸出（output node）也是 consumer")

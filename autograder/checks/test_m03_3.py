@@ -23,7 +23,11 @@ def test_rule_conv_alone(seen, expected):
     _edges(seen, expected, "conv_alone", {"conv_two_users": ["relu", "mul"], "cat_pool": ["cat"]})
 
 
-@check("rule_quantizer", 1, "conv 與 linear 的輸入：activation per-tensor affine，weight per-channel symmetric，bias 不量化")
+@check(
+    "rule_quantizer",
+    1,
+    "conv 與 linear 的輸入：activation per-tensor affine，weight per-channel symmetric，bias 不量化",
+)
 def test_rule_weights(seen, expected):
     _edges(seen, expected, "weights", {"conv_relu": ["conv2d"], "mlp": ["linear", "linear_1"]})
 
@@ -40,7 +44,9 @@ def test_rule_linear_add(seen, expected):
 
 @check("rule_quantizer", 1, "max_pool2d 的輸出和它的輸入共用同一個 observer 實例")
 def test_rule_max_pool(seen, expected):
-    _edges(seen, expected, "max_pool", {"conv_relu_pool": ["max_pool2d", "conv2d_1"], "cat_pool": ["max_pool2d", "output"]})
+    _edges(
+        seen, expected, "max_pool", {"conv_relu_pool": ["max_pool2d", "conv2d_1"], "cat_pool": ["max_pool2d", "output"]}
+    )
 
 
 def _rejects(seen, case: str, what: str, node: str, sub: str | None = None) -> None:

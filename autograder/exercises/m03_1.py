@@ -130,13 +130,16 @@ def label_stacked(ns: Namespace, seed: int) -> Any:
     conv = export_module(get_model("conv_relu").eval(), example_inputs(2))
     mlp = export_module(get_model("mlp").eval(), example_inputs(2, "mlp"))
     return {
-        "conv_relu": _labelled(
-            ns, conv, [("out", "relu"), ("edge", "x", "conv2d"), ("edge", "conv_weight", "conv2d")]
-        ),
+        "conv_relu": _labelled(ns, conv, [("out", "relu"), ("edge", "x", "conv2d"), ("edge", "conv_weight", "conv2d")]),
         "mlp": _labelled(
             ns,
             mlp,
-            [("edge", "x", "linear"), ("edge", "fc1_weight", "linear"), ("out", "linear_1"), ("edge", "relu", "linear_1")],
+            [
+                ("edge", "x", "linear"),
+                ("edge", "fc1_weight", "linear"),
+                ("out", "linear_1"),
+                ("edge", "relu", "linear_1"),
+            ],
         ),
     }
 
