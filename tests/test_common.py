@@ -1,0 +1,255 @@
+"""Unit tests of common/: the API the seed chapters and notebooks rely on."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from common.graph_utils import observer_nodes, qspec_summary, spec_short, unannotated_ops
+from common.models import MODELS, example_inputs, get_model
+from common.pt2e import (
+    ANNOTATION_KEY,
+    QuantizationAnnotation,
+    Quantizer,
+    SharedQuantizationSpec,
+    export_module,
+    get_xnnpack_quantizer,
+    prepare_pt2e,
+    quiet,
+)
+from common.qspecs import act_spec, weight_spec
+from common.viz import STYLES, annotation_notes, draw, draw_stages, table
+
+quiet()
+
+
+def exported(name: str):
+    torch.manual_seed(0)
+    return export_module(get_model(name).eval(), example_inputs(2, name))
+
+
+class Labels(Quantizer):
+    """Output labels on named nodes; ``shared`` makes the second share the first's observer."""
+
+    def __init__(self, names: list[str], shared: bool = False) -> None:
+        self.names, self.shared = names, shared
+
+    def annotate(self, model):
+        nodes = {n.name: n for n in model.graph.nodes}
+        for i, name in enumerate(self.names):
+            spec = SharedQuantizationSpec(nodes[self.names[0]]) if self.shared and i else act_spec()
+            nodes[name].meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=spec)
+        return model
+
+    def validate(self, model):
+        pass
+
+
+# --- models -----------------------------------------------------------------------------------------
+
+
+def test_seed_models_export_to_the_node_names_the_seeds_use() -> None:
+    names = [n.name for n in exported("conv_relu").graph.nodes]
+    assert {"x", "conv_weight", "conv_bias", "conv2d", "relu"} <= set(names)
+    assert [n for n in names if n in ("conv2d", "relu")] == ["conv2d", "relu"]
+    residual = [n.name for n in exported("residual").graph.nodes if n.op == "call_function"]
+    assert [n for n in residual if not n.startswith("batch_norm")] == ["conv2d", "relu", "conv2d_1", "add", "relu_1"]
+    cat = [n.name for n in exported("cat_pool").graph.nodes if n.op == "call_function"]
+    assert cat == ["conv2d", "conv2d_1", "cat", "max_pool2d"]
+
+
+def test_residual_bias_after_bn_folding_is_named_conv1_weight_bias() -> None:
+    prepared = prepare_pt2e(exported("residual"), Labels([]))
+    assert "conv1_weight_bias" in {n.name for n in prepared.graph.nodes}
+    assert not any("batch_norm" in n.name for n in prepared.graph.nodes)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_model_runs_on_its_example_inputs(name: str) -> None:
+    out = get_model(name).eval()(*example_inputs(3, name))
+    assert out.shape[0] == 3 and torch.isfinite(out).all()
+
+
+def test_unknown_model_names_the_known_ones() -> None:
+    with pytest.raises(KeyError, match="conv_relu"):
+        get_model("no_such_model")
+
+
+# --- graph_utils --------------------------------------------------------------------------------------
+
+
+def test_observer_nodes_lists_a_shared_instance_once_per_node() -> None:
+    prepared = prepare_pt2e(exported("cat_pool"), Labels(["conv2d", "conv2d_1"], shared=True))
+    found = observer_nodes(prepared)
+    assert len(found) == 2 and len({id(m) for _, m in found}) == 1
+    from common.graph_utils import is_observer
+
+    assert sum(is_observer(m) for _, m in prepared.named_modules()) == 1  # named_modules() de-duplicates it
+
+
+def test_qspec_summary_matches_the_seed_text() -> None:
+    _, config = get_xnnpack_quantizer(is_per_channel=True)
+    assert qspec_summary(config.input_activation) == "int8 per-tensor affine [-128,127]\nHistogramObserver"
+    assert qspec_summary(config.weight) == (
+        "int8 per-channel symmetric [-127,127]\nPerChannelMinMaxObserver, ch_axis=0"
+    )
+    assert qspec_summary(weight_spec(per_channel=False)) == "int8 per-tensor symmetric [-127,127]\nMinMaxObserver"
+    assert qspec_summary(None) == "不量化"
+
+
+def test_unannotated_ops_on_cat_pool_with_xnnpack_are_cat_and_max_pool2d() -> None:
+    gm = exported("cat_pool")
+    xnnpack, _ = get_xnnpack_quantizer(is_per_channel=True)
+    xnnpack.annotate(gm)
+    assert [n.name for n in unannotated_ops(gm)] == ["cat", "max_pool2d"]
+
+
+def test_act_spec_is_int8_affine_minmax() -> None:
+    spec = act_spec()
+    assert (spec.dtype, spec.quant_min, spec.quant_max, spec.qscheme) == (
+        torch.int8,
+        -128,
+        127,
+        torch.per_tensor_affine,
+    )
+    assert spec.observer_or_fake_quant_ctr.__name__ == "MinMaxObserver"
+
+
+def test_spec_short_names_shared_specs_by_position() -> None:
+    gm = exported("conv_relu")
+    nodes = {n.name: n for n in gm.graph.nodes}
+    assert spec_short(SharedQuantizationSpec((nodes["x"], nodes["conv2d"]))) == "共用 x → conv2d"
+    assert spec_short(SharedQuantizationSpec(nodes["relu"])) == "共用 relu 的輸出"
+
+
+# --- viz ----------------------------------------------------------------------------------------------
+
+
+def _node_line(dot: str, name: str) -> str:
+    return next(line for line in dot.splitlines() if line.startswith(f'"{name}" ['))
+
+
+def test_draw_colours_and_shapes_each_kind_of_node() -> None:
+    gm = exported("conv_relu")
+    prepared = prepare_pt2e(copy.deepcopy(gm), Labels(["relu"]))
+    dot = draw(prepared).dot_source
+    kinds = {"x": "input", "conv_weight": "constant", "conv2d": "op", "activation_post_process_0": "observer"}
+    kinds["output"] = "output"
+    for name, kind in kinds.items():
+        line = _node_line(dot, name)
+        assert f'shape="{STYLES[kind].shape}"' in line and f'fillcolor="{STYLES[kind].fill}"' in line, (name, line)
+    assert len({STYLES[k].fill for k in kinds.values()}) == len(kinds), "each kind has its own colour"
+    assert '"x" -> "conv2d"' in dot and '"relu" -> "activation_post_process_0"' in dot
+
+
+def test_draw_writes_notes_under_nodes_and_a_title() -> None:
+    drawing = draw(exported("conv_relu"), notes={"conv2d": "第一行\n第二 <行>"}, title="標題")
+    line = _node_line(drawing.dot_source, "conv2d")
+    assert "第一行" in line and "第二 &lt;行&gt;" in line
+    assert "標題" in drawing.dot_source
+    assert "      第一行" in drawing.text and drawing.text.startswith("標題")
+
+
+def test_draw_marks_quantize_and_dequantize_nodes() -> None:
+    from common.pt2e import convert_pt2e
+
+    prepared = prepare_pt2e(exported("conv_relu"), Labels(["relu"]))
+    prepared(*example_inputs(2))
+    dot = draw(convert_pt2e(prepared)).dot_source
+    q = next(line for line in dot.splitlines() if line.startswith('"quantize_per_tensor'))
+    dq = next(line for line in dot.splitlines() if line.startswith('"dequantize_per_tensor'))
+    assert STYLES["quantize"].fill in q and STYLES["dequantize"].fill in dq
+    assert "scale=" in q
+
+
+def test_focus_and_hops_draw_a_neighbourhood() -> None:
+    gm = exported("small_cnn")
+    lines = draw(gm, focus="max_pool2d", hops=1).dot_source.splitlines()
+    names = {line.split('"')[1] for line in lines if "[shape" in line and not line.startswith('"…')}
+    assert names == {"relu", "max_pool2d", "conv2d_1"}
+    assert any(line.startswith('"…') for line in lines), "cut edges are shown as ⋯"
+    exact = draw(gm, focus=["relu", "conv2d_1"], hops=0).text
+    assert [line.split()[0] for line in exact.splitlines()] == ["relu", "conv2d_1"]
+    with pytest.raises(KeyError, match="focus"):
+        draw(gm, focus="nope")
+
+
+def test_guards_node_hidden_unless_asked() -> None:
+    gm = exported("conv_relu")
+    assert "_guards_fn" not in draw(gm).dot_source
+    assert "_guards_fn" in draw(gm, guards=True).dot_source
+
+
+def test_draw_stages_frames_new_observers_green_by_position() -> None:
+    gm = exported("conv_relu")
+    first = prepare_pt2e(copy.deepcopy(gm), Labels(["relu"]))
+    second = prepare_pt2e(copy.deepcopy(gm), Labels(["relu", "x"]))
+    drawing = draw_stages([(first, "一"), (second, "二")], title="階段")
+    assert len(drawing.dot_sources) == 2
+    green = [line for line in drawing.dot_sources[1].splitlines() if "penwidth" in line]
+    # prepare renumbers observers: x's new one is activation_post_process_0, relu's became _1
+    assert len(green) == 1 and "MinMaxObserver" in green[0]
+    assert "← x  ＊新" in drawing.text and "← relu  ＊新" in drawing.text.split("[2]")[0]
+    svg = drawing.svg()
+    assert svg.count("<svg") == 3 and "階段" in svg
+
+
+def test_svg_renders_inline() -> None:
+    bundle = draw(exported("conv_relu"), title="t")._repr_mimebundle_()
+    assert bundle["image/svg+xml"].lstrip().startswith("<svg") and "conv2d" in bundle["text/plain"]
+
+
+def test_without_dot_a_drawing_says_so_in_one_line_and_shows_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    import common.viz
+
+    monkeypatch.setattr(common.viz.shutil, "which", lambda name: None)
+    bundle = draw(exported("conv_relu"), title="t")._repr_mimebundle_()
+    assert set(bundle) == {"text/plain"}
+    first, *rest = bundle["text/plain"].splitlines()
+    assert "apt-get install graphviz" in first and "dot" in first
+    assert any(line.strip().startswith("conv2d [op]") for line in rest)
+
+
+def test_annotation_notes_one_line_per_edge_and_output() -> None:
+    gm = exported("conv_relu")
+    xnnpack, _ = get_xnnpack_quantizer(is_per_channel=True)
+    xnnpack.annotate(gm)
+    notes = annotation_notes(gm, unlabeled=True)
+    assert notes["conv2d"].splitlines() == [
+        "邊 x：int8 per-tensor affine",
+        "邊 conv_weight：int8 per-channel symmetric",
+        "邊 conv_bias：不量化",
+    ]
+    assert notes["relu"] == "輸出：int8 per-tensor affine"
+    assert "conv_weight" not in notes  # an empty annotation on a constant says nothing
+
+
+def test_table_is_html_in_a_notebook_and_text_elsewhere() -> None:
+    t = table([[1, "<a>"], [2, "b"]], ["n", "值"])
+    assert "<th>值</th>" in t._repr_html_() and "&lt;a&gt;" in t._repr_html_()
+    assert repr(t).splitlines() == ["| n | 值 |", "|---|---|", "| 1 | <a> |", "| 2 | b |"]
+
+
+def test_importing_common_is_silent() -> None:
+    code = "import common.pt2e, common.viz, common.models, common.graph_utils, common.qspecs"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout == "" and result.stderr == "", result.stderr
+
+
+def test_quiet_silences_export_and_prepare_noise() -> None:
+    code = (
+        "import warnings, copy\n"
+        "from common.pt2e import quiet, export_module, prepare_pt2e, get_xnnpack_quantizer\n"
+        "from common.models import get_model, example_inputs\n"
+        "quiet()\n"
+        "warnings.simplefilter('default')\n"
+        "quiet()\n"
+        "gm = export_module(get_model('residual').eval(), example_inputs(2))\n"
+        "p = prepare_pt2e(copy.deepcopy(gm), get_xnnpack_quantizer(True)[0])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
