@@ -10,12 +10,27 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import sys
+from collections.abc import Iterator
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from autograder.exercises.base import module_name
+
+
+@contextlib.contextmanager
+def _plugin_autoload_disabled() -> Iterator[None]:
+    previous = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"]
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = previous
 
 
 def checks_module(notebook: str) -> str:
@@ -33,6 +48,8 @@ def judge(evidence: dict[str, Any], exercises: list[str] | None = None) -> list[
         verdicts_path = Path(tmp, "verdicts.json")
         evidence_path.write_text(json.dumps(evidence, ensure_ascii=False), encoding="utf-8")
         args = [
+            "-p",
+            "autograder.pytest_plugin",
             "--pyargs",
             checks_module(notebook),
             "-q",
@@ -45,6 +62,10 @@ def judge(evidence: dict[str, Any], exercises: list[str] | None = None) -> list[
             "no:logging",
             "-p",
             "no:faulthandler",
+            "-p",
+            "no:unraisableexception",  # its gc.collect() calls cost most of a run
+            "-p",
+            "no:threadexception",
             "--capture=no",
             "--rootdir",
             tmp,
@@ -56,7 +77,10 @@ def judge(evidence: dict[str, Any], exercises: list[str] | None = None) -> list[
         if exercises:
             args.append(f"--exercises={','.join(exercises)}")
         Path(tmp, "none.ini").write_text("[pytest]\n", encoding="utf-8")
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+            stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+            stack.enter_context(_plugin_autoload_disabled())  # only our plugin: pytest starts in a fraction
             pytest.main(args)
         if not verdicts_path.exists():
             raise RuntimeError(f"the hidden checks of {notebook} did not run")
