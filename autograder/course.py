@@ -39,3 +39,17 @@ def source_notebooks(module: str | None = None) -> list[Path]:
 def notebook_id(path: Path) -> str:
     """``source/M03/M03-4.ipynb`` → ``"M03-4"``."""
     return path.stem
+
+
+def preload_course_modules() -> None:
+    """Import every exercise, answer-key and check module now, while they can be read."""
+    import importlib
+    import pkgutil
+
+    import autograder.checks
+    import autograder.exercises
+    import autograder.reference
+
+    for package in (autograder.exercises, autograder.reference, autograder.checks):
+        for info in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{info.name}")

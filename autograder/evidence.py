@@ -26,6 +26,10 @@ class EvidenceError(Exception):
     """A student value that cannot be turned into evidence (wrong type, too big…)."""
 
 
+class TamperingSuspected(EvidenceError):
+    """A student value dressed up as plain data: a subclass that may lie about equality."""
+
+
 class CaseTimeout(BaseException):
     """Raised inside student code when one case runs past its time limit."""
 
@@ -45,6 +49,8 @@ def describe_error(exc: BaseException) -> dict[str, str]:
     """``{"error": type, "message": text}`` for an exception raised by student code."""
     if isinstance(exc, CaseTimeout):
         return {"error": "Timeout", "message": f"超過 {CASE_SECONDS} 秒沒有結束"}
+    if isinstance(exc, EvidenceError):  # our own message says it all; where it was raised is noise
+        return {"error": type(exc).__name__, "message": safe_text(exc)}
     where = ""
     try:
         frames = traceback.extract_tb(exc.__traceback__)
@@ -124,6 +130,13 @@ def plain(value: Any, depth: int = 0) -> Any:
                 raise EvidenceError(f"dict 的 key 必須是字串或 Node，收到 {type(key).__name__}")
             out[key] = plain(item, depth + 1)
         return out
+    if getattr(kind, "__module__", "") == "numpy" and hasattr(value, "item"):  # np.float64 and friends
+        return plain(value.item(), depth + 1)
+    for base in (str, int, float, list, tuple, dict):
+        if isinstance(value, base):
+            raise TamperingSuspected(
+                f"疑似竄改：回傳的是 {kind.__name__}（{base.__name__} 的子類別，可能改寫了 __eq__），只接受真正的 {base.__name__}"
+            )
     raise EvidenceError(f"回傳值的型別 {kind.__name__} 不是預期的型別（str、int、float、bool、list、dict 或 Node）")
 
 

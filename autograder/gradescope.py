@@ -1,0 +1,94 @@
+"""Gradescope: build an autograder bundle, and grade /autograder/submission inside it.
+
+``build_bundle`` writes a zip with ``setup.sh`` (installs Python 3.11, torch 2.13.0 CPU,
+graphviz and this course), ``run_autograder`` and the course itself (packages and the
+module's source notebooks, which the grader needs to restore locked cells; students
+never see the bundle). ``run_autograder`` calls ``python -m autograder.gradescope``,
+which grades with the same sandbox and checks as ``pt2e-course grade`` and writes
+``results/results.json``. The roots can be moved with ``AUTOGRADER_ROOT`` (and the
+interpreter with ``PT2E_PYTHON``), which is how the tests run it locally.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import zipfile
+from pathlib import Path
+
+from autograder.course import ROOT
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once, as root, when the autograder image is built.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq graphviz python3.11 python3.11-venv >/dev/null
+python3.11 -m venv /autograder/venv
+/autograder/venv/bin/pip install --quiet --upgrade pip
+/autograder/venv/bin/pip install --quiet torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+/autograder/venv/bin/pip install --quiet /autograder/source/course
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for every submission. AUTOGRADER_ROOT / PT2E_PYTHON move it elsewhere.
+set -euo pipefail
+ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+PYTHON="${{PT2E_PYTHON:-$ROOT/venv/bin/python}}"
+mkdir -p "$ROOT/results"
+export PT2E_COURSE_ROOT="$ROOT/source/course"
+exec "$PYTHON" -m autograder.gradescope --module {module} \\
+    --submission "$ROOT/submission" --results "$ROOT/results/results.json"
+"""
+
+PACKAGE_FILES = ("pyproject.toml", "README.md", "nbgrader_config.py")
+
+
+def _add_tree(bundle: zipfile.ZipFile, folder: Path, prefix: str) -> None:
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and ".ipynb_checkpoints" not in path.parts:
+            bundle.write(path, f"{prefix}/{path.relative_to(folder).as_posix()}")
+
+
+def build_bundle(module: str, output: Path) -> Path:
+    """Write the Gradescope autograder zip for ``module`` to ``output``."""
+    if not (ROOT / "source" / module).is_dir():
+        raise FileNotFoundError(f"source/{module} 不存在")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER.format(module=module))):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = 0o755 << 16
+            bundle.writestr(info, text)
+        for name in PACKAGE_FILES:
+            bundle.write(ROOT / name, f"course/{name}")
+        _add_tree(bundle, ROOT / "common", "course/common")
+        _add_tree(bundle, ROOT / "autograder", "course/autograder")
+        _add_tree(bundle, ROOT / "source" / module, f"course/source/{module}")
+    return output
+
+
+def run(module: str, submission: Path, results: Path, seed: int | None = None) -> dict:
+    """Grade the notebooks under ``submission`` (one student) and write Gradescope's results.json."""
+    from autograder.grading import grade_class
+    from autograder.results import gradescope_results
+
+    students, seed = grade_class(module, {"submission": submission}, jobs=2, seed=seed)
+    payload = gradescope_results(students[0].notebooks, seed)
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps(payload, ensure_ascii=False, indent=1), encoding="utf-8")
+    return payload
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="grade a Gradescope submission")
+    parser.add_argument("--module", required=True)
+    parser.add_argument("--submission", type=Path, required=True)
+    parser.add_argument("--results", type=Path, required=True)
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args()
+    run(args.module, args.submission, args.results, args.seed)
+
+
+if __name__ == "__main__":
+    main()

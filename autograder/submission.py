@@ -1,0 +1,172 @@
+"""Reading a submitted notebook and rebuilding the notebook that is actually run.
+
+A submission is untrusted: it may not be JSON, may be the wrong nbformat, may have had
+its locked cells edited or deleted, its points changed, or be renamed. Loading never
+raises for such input; it returns what could be read and notes (in Chinese, for the
+student) about what was wrong and what the grader did about it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
+
+HIDDEN_SUFFIX = "_hidden"
+TESTS_SUFFIX = "_tests"
+
+
+@dataclass(frozen=True)
+class RunCell:
+    """One cell of the notebook to run: ordinary code, or the place to collect an exercise's evidence."""
+
+    kind: str  # "code" or "collect"
+    source: str
+    label: str  # grade_id, or "第 N 格" for a student's own cell
+    exercise: str | None = None
+
+
+@dataclass
+class Prepared:
+    """A submission ready to run: its cells, and what the grader noticed while preparing it."""
+
+    cells: list[RunCell] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    tampering: list[str] = field(default_factory=list)
+
+
+class UnreadableNotebook(Exception):
+    """A submitted file that cannot be read as a notebook; the message is for the student."""
+
+
+def _meta(cell: Any) -> dict[str, Any]:
+    meta = cell.get("metadata", {}) if isinstance(cell, dict) else {}
+    nbgrader = meta.get("nbgrader", {}) if isinstance(meta, dict) else {}
+    return nbgrader if isinstance(nbgrader, dict) else {}
+
+
+def _source(cell: Any) -> str:
+    source = cell.get("source", "") if isinstance(cell, dict) else ""
+    if isinstance(source, list):
+        source = "".join(part for part in source if isinstance(part, str))
+    return source if isinstance(source, str) else ""
+
+
+def load_notebook(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
+    """Read a submitted notebook; raises ``UnreadableNotebook`` with a Chinese message."""
+    notes: list[str] = []
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise UnreadableNotebook(f"讀不到檔案 {path.name}（{exc.strerror}）") from None
+    if size > MAX_NOTEBOOK_BYTES:
+        raise UnreadableNotebook(f"{path.name} 有 {size // 1024 // 1024} MB，超過 {MAX_NOTEBOOK_BYTES // 1024 // 1024} MB 的上限")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise UnreadableNotebook(f"{path.name} 不是 UTF-8 文字檔，不是 notebook") from None
+    try:
+        raw = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise UnreadableNotebook(f"{path.name} 不是合法的 JSON：檔案可能損毀或不是 .ipynb") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("cells", raw.get("worksheets")), list):
+        raise UnreadableNotebook(f"{path.name} 是 JSON，但不是 notebook（沒有 cells）")
+    major = raw.get("nbformat")
+    if major not in (3, 4):
+        raise UnreadableNotebook(f"{path.name} 的 nbformat 是 {major!r}，只接受 4（或可轉換的 3）")
+    try:
+        nb = nbformat.reads(text, as_version=4)
+    except Exception as exc:  # nbformat raises many kinds for malformed input
+        raise UnreadableNotebook(f"{path.name} 無法轉成 nbformat 4：{type(exc).__name__}") from None
+    if major == 3:
+        notes.append(f"{path.name} 是 nbformat 3，已轉成 4 再評分")
+    if not all(isinstance(c, dict) for c in nb.get("cells", [])):
+        raise UnreadableNotebook(f"{path.name} 的 cells 格式不對")
+    return nb, notes
+
+
+def as_released(source: str) -> str:
+    """A cell's source as the students received it: nbgrader removes the hidden-test region."""
+    kept, hidden = [], False
+    for line in source.splitlines():
+        if "### BEGIN HIDDEN TESTS" in line:
+            hidden = True
+        elif "### END HIDDEN TESTS" in line:
+            hidden = False
+        elif not hidden:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def grade_ids(nb: Any) -> set[str]:
+    """The nbgrader grade_ids a notebook carries."""
+    return {str(_meta(c).get("grade_id")) for c in nb.get("cells", []) if _meta(c).get("grade_id")}
+
+
+def prepare(student: nbformat.NotebookNode, source: nbformat.NotebookNode) -> Prepared:
+    """The cells to run for ``student``: its own cells and answers, the course's locked cells.
+
+    Locked and graded cells come from ``source`` whatever the submission holds (edited
+    ones are restored, deleted ones put back where they belong). Hidden test cells
+    become evidence collection for their exercise; visible test cells are not run (they
+    judge nothing). Markdown is skipped.
+    """
+    prepared = Prepared()
+    by_id = {str(_meta(c)["grade_id"]): c for c in source.cells if _meta(c).get("grade_id")}
+    order = [str(_meta(c)["grade_id"]) for c in source.cells if _meta(c).get("grade_id")]
+    seen: set[str] = set()
+
+    def course_cell(grade_id: str) -> None:
+        cell = by_id[grade_id]
+        meta = _meta(cell)
+        if grade_id.endswith(HIDDEN_SUFFIX) and meta.get("grade"):
+            exercise = grade_id.removesuffix(HIDDEN_SUFFIX)
+            prepared.cells.append(RunCell("collect", "", grade_id, exercise))
+        elif grade_id.endswith(TESTS_SUFFIX) or cell.cell_type != "code":
+            return
+        else:
+            prepared.cells.append(RunCell("code", cell.source, grade_id))
+
+    def put_back_missing(before: str | None) -> None:
+        """Insert the source's locked / graded cells that the student deleted, up to ``before``."""
+        stop = order.index(before) if before is not None else len(order)
+        for grade_id in order[:stop]:
+            if grade_id in seen:
+                continue
+            meta = _meta(by_id[grade_id])
+            seen.add(grade_id)
+            if meta.get("solution"):
+                prepared.notes.append(f"作答格 {grade_id} 不見了：這一題沒有答案")
+                continue
+            if meta.get("locked") or meta.get("grade"):
+                prepared.tampering.append(f"鎖定的儲存格 {grade_id} 被刪除：評分時補回原本的內容")
+                course_cell(grade_id)
+
+    for index, cell in enumerate(student.cells, start=1):
+        grade_id = str(_meta(cell).get("grade_id", "")) or None
+        if grade_id in by_id and grade_id not in seen:
+            put_back_missing(grade_id)
+            seen.add(grade_id)
+            original = by_id[grade_id]
+            meta = _meta(original)
+            if meta.get("solution"):
+                if cell.get("cell_type") == "code":
+                    prepared.cells.append(RunCell("code", _source(cell), grade_id))
+                continue
+            if _source(cell).strip() != as_released(original.source).strip() or cell.get("cell_type") != original.cell_type:
+                prepared.tampering.append(f"鎖定的儲存格 {grade_id} 被修改過：評分時換回原本的內容")
+            student_points = _meta(cell).get("points")
+            if meta.get("grade") and student_points is not None and student_points != meta.get("points"):
+                prepared.tampering.append(f"{grade_id} 的配分被改過（{meta.get('points')} → {student_points}）：照原本的配分評分")
+            course_cell(grade_id)
+        elif grade_id in by_id:
+            prepared.notes.append(f"第 {index} 格是 {grade_id} 的複本：只用第一份")
+        elif cell.get("cell_type") == "code":
+            prepared.cells.append(RunCell("code", _source(cell), f"第 {index} 格"))
+    put_back_missing(None)
+    return prepared

@@ -1,0 +1,162 @@
+"""Build the sample class in examples/submitted/ from release/ and source/ (M03).
+
+    .venv/bin/python examples/make_sample_class.py
+
+Six students, in nbgrader's layout examples/submitted/<student>/M03/*.ipynb:
+
+full           every exercise solved (the solutions of source/)
+untouched      the release notebooks as handed out
+partial        M03-1 and AddQuantizer solved, the rest untouched
+wrong-sharing  all solved, but AddQuantizer and CatQuantizer never share qparams
+tampered       patches the grader's helpers, forges evidence, edits locked cells and
+               points, returns an object whose __eq__ is always True, writes a fake
+               results.json and prints fake pytest output
+crashing       sys.exit(), a memory bomb, a flood of output, and os._exit() mid-notebook
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "examples" / "submitted"
+MODULE = "M03"
+NOTEBOOKS = ("M03-1", "M03-2", "M03-3", "M03-4")
+
+
+def release(notebook: str) -> nbformat.NotebookNode:
+    return nbformat.read(ROOT / "release" / MODULE / f"{notebook}.ipynb", as_version=4)
+
+
+def solutions(notebook: str) -> dict[str, str]:
+    nb = nbformat.read(ROOT / "source" / MODULE / f"{notebook}.ipynb", as_version=4)
+    out = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            lines = [line for line in cell.source.splitlines() if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line]
+            out[meta["grade_id"]] = "\n".join(lines)
+    return out
+
+
+def fixture(name: str) -> str:
+    return (ROOT / "tests" / "fixtures" / "wrong" / name).read_text(encoding="utf-8")
+
+
+def filled(notebook: str, answers: dict[str, str]) -> nbformat.NotebookNode:
+    nb = release(notebook)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell.source = answers[grade_id]
+    return nb
+
+
+def insert_after(nb: nbformat.NotebookNode, grade_id: str, source: str) -> None:
+    """Add a student's own code cell right after the cell ``grade_id``."""
+    index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
+
+
+def cell(nb: nbformat.NotebookNode, grade_id: str) -> nbformat.NotebookNode:
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+FORGE_EVIDENCE = '''# 「聰明」的作弊：找到評分程式的管道，自己送一份滿分的證據
+import gc, json
+from multiprocessing.connection import Connection
+for obj in gc.get_objects():
+    if isinstance(obj, Connection) and obj.writable:
+        fake = {"cases": {c: {"value": {}} for c in ("output_many_users", "edge_one_user", "stacked")}}
+        obj.send_bytes(json.dumps({"type": "evidence", "exercise": "add_label", "data": fake}).encode())
+'''
+
+PATCH_HELPERS = '''# 作弊：把評分會用到的工具換掉，讓任何 Quantizer 看起來都對
+import builtins
+import common.graph_utils
+import autograder.evidence
+import autograder.checks.support
+common.graph_utils.observer_nodes = lambda gm: []
+autograder.evidence.describe_prepared = lambda gm: {"observers": [], "instances": [], "edges": {}, "constants": []}
+autograder.checks.support.compare_observers = lambda *args, **kwargs: None
+builtins.isinstance = lambda obj, cls: True
+'''
+
+ALWAYS_EQUAL = '''class Anything(dict):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = dict.__hash__
+
+
+def label_positions(labeled):
+    return Anything(edges=[], outputs=[])
+'''
+
+FAKE_RESULTS = '''# 作弊：寫一份假的成績檔，再印出假的 pytest 結果
+import json, os
+fake = {"score": 999, "tests": []}
+for folder in (".", "..", "../..", os.path.expanduser("~")):
+    try:
+        with open(os.path.join(folder, "results.json"), "w") as handle:
+            json.dump(fake, handle)
+    except OSError:
+        pass
+print("===== 10 passed in 0.01s =====")
+print("PASSED autograder/checks/test_m03_3.py::test_validate_accepts")
+'''
+
+
+def main() -> None:
+    if OUT.exists():
+        shutil.rmtree(OUT)
+    answers = {nb: solutions(nb) for nb in NOTEBOOKS}
+    students: dict[str, dict[str, nbformat.NotebookNode]] = {
+        "full": {nb: filled(nb, answers[nb]) for nb in NOTEBOOKS},
+        "untouched": {nb: release(nb) for nb in NOTEBOOKS},
+        "partial": {
+            "M03-1": filled("M03-1", answers["M03-1"]),
+            "M03-2": release("M03-2"),
+            "M03-3": release("M03-3"),
+            "M03-4": filled("M03-4", {"add_quantizer": answers["M03-4"]["add_quantizer"]}),
+        },
+        "wrong-sharing": {nb: filled(nb, answers[nb]) for nb in NOTEBOOKS},
+    }
+    students["wrong-sharing"]["M03-4"] = filled(
+        "M03-4",
+        {"add_quantizer": fixture("M03-4/add_no_sharing.py"), "cat_quantizer": fixture("M03-4/cat_no_sharing.py")},
+    )
+
+    tampered = {nb: filled(nb, answers[nb]) for nb in NOTEBOOKS}
+    insert_after(tampered["M03-1"], "add_label", FORGE_EVIDENCE)
+    tampered["M03-2"] = filled("M03-2", {**answers["M03-2"], "label_positions": ALWAYS_EQUAL})
+    insert_after(tampered["M03-3"], "setup", FAKE_RESULTS)
+    tampered["M03-4"] = filled("M03-4", {**answers["M03-4"], "add_quantizer": fixture("M03-4/add_no_sharing.py")})
+    insert_after(tampered["M03-4"], "add_quantizer", PATCH_HELPERS)
+    hidden = cell(tampered["M03-4"], "add_quantizer_hidden")
+    hidden.source = "7.0  # 直接給自己滿分"
+    hidden.metadata["nbgrader"]["points"] = 99
+    tests = cell(tampered["M03-4"], "add_quantizer_tests")
+    tests.source = "print('自我檢查通過')"
+    students["tampered"] = tampered
+
+    crashing = {nb: filled(nb, answers[nb]) for nb in NOTEBOOKS}
+    insert_after(crashing["M03-1"], "add_label_hidden", "import os\nos._exit(3)  # 行程直接結束：後面的練習沒有評到")
+    insert_after(crashing["M03-2"], "setup", "import sys\nsys.exit('不想做了')")
+    insert_after(crashing["M03-3"], "setup", "memory = bytearray(50 * 1024**3)  # 要 50 GB 記憶體")
+    insert_after(crashing["M03-4"], "setup", "for i in range(200_000):\n    print('洗版' * 100)")
+    students["crashing"] = crashing
+
+    for student, notebooks in students.items():
+        for notebook, nb in notebooks.items():
+            path = OUT / student / MODULE / f"{notebook}.ipynb"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, path)
+    print(f"寫好 {len(students)} 位學生的作業：{OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
