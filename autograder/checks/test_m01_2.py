@@ -1,0 +1,50 @@
+"""Hidden checks of M01-2: find_nodes by node.target on graphs the student has not seen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autograder.checks.support import Fail, check, value
+
+NOTEBOOK = "M01-2"
+
+GRAPHS = {
+    "mixed": "有兩種 conv2d overload、mean、max 與 max_pool2d 的圖",
+    "chain": "十幾個 relu → add 串起來、最後 addmm 的圖",
+}
+
+
+def _compare(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
+    got_case, want_case = value(seen, case), value(expected, case)
+    for graph, queries in want_case.items():
+        got_queries = got_case.get(graph, {})
+        for query, want in queries.items():
+            got = got_queries.get(query)
+            if got == want:
+                continue
+            hint = ""
+            if got is not None and sorted(got) == sorted(want):
+                hint = "（node 都對，但不是圖上的順序）"
+            elif got is not None and set(want) < set(got):
+                hint = f"（多找到 {[g for g in got if g not in want]}）"
+            raise Fail(f"{GRAPHS[graph]}：find_nodes(gm, {query}) 預期 {want}，看到 {got}{hint}")
+
+
+@check("find_nodes", 1, "OpOverloadPacket（例如 torch.ops.aten.conv2d）找出這個 op 的每一種 overload")
+def test_find_packet(seen, expected):
+    _compare(seen, expected, "packets")
+
+
+@check("find_nodes", 1, "OpOverload（例如 torch.ops.aten.conv2d.default）只找這一個 overload")
+def test_find_overload(seen, expected):
+    _compare(seen, expected, "overloads")
+
+
+@check("find_nodes", 1, "名字相近的不算：max 不是 max_pool2d、relu 不是常數 relu_scale；沒有的 op 回傳空 list")
+def test_find_similar(seen, expected):
+    _compare(seen, expected, "similar")
+
+
+@check("find_nodes", 1, "十幾個相同的 op：依圖上順序回傳圖上的 Node")
+def test_find_order(seen, expected):
+    _compare(seen, expected, "order")

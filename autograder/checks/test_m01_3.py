@@ -1,0 +1,101 @@
+"""Hidden checks of M01-3: replace_op and insert_clamp on models the student has not seen."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from autograder.checks.support import Fail, check, value
+
+NOTEBOOK = "M01-3"
+
+CASES = {
+    "relu6": "relu → hardtanh(0, 6)（一個 relu 有兩個使用者、一個 relu 是輸出）",
+    "sigmoid": "sigmoid → hardsigmoid（沒有額外參數；一個 sigmoid 是輸出之一）",
+    "fan_out": "在 conv2d 後面插 clamp（第一個 conv 的輸出有兩個使用者）",
+    "output": "在 linear 後面插 clamp（linear 的輸出直接回傳）",
+}
+
+
+def _counts(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
+    got, want = value(seen, case)["counts"], value(expected, case)["counts"]
+    if got == want:
+        return
+    targets = sorted(set(got) | set(want))
+    diff = [
+        f"{t}：預期 {want.get(t, 0)} 個，看到 {got.get(t, 0)} 個" for t in targets if got.get(t, 0) != want.get(t, 0)
+    ]
+    raise Fail(f"{CASES[case]}：圖上各 op 的數量不對，" + "；".join(diff))
+
+
+def _wiring(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
+    got_case, want_case = value(seen, case), value(expected, case)
+    got, want = got_case["wiring"], want_case["wiring"]
+    for name, inputs in want.items():
+        if got.get(name) != inputs:
+            seen_inputs = got.get(name, "（這個 node 不見了，或 target 被改了）")
+            raise Fail(f"{CASES[case]}：{name} 的輸入預期 {inputs}，看到 {seen_inputs}")
+    extra = sorted(set(got) - set(want))
+    if extra:
+        raise Fail(f"{CASES[case]}：{extra} 還留在圖上（應該已經被換掉、刪除）")
+    if got_case["lint"] != "ok":
+        raise Fail(f"{CASES[case]}：gm.graph.lint() 失敗：{got_case['lint']}")
+
+
+def _numerics(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
+    got_case, want_case = value(seen, case), value(expected, case)
+    got, want = got_case["outputs"], want_case["outputs"]
+    if isinstance(got, dict):
+        raise Fail(f"{CASES[case]}：執行改過的 gm 出錯：{got.get('error')}")
+    if len(got) != len(want):
+        raise Fail(f"{CASES[case]}：輸出的元素個數預期 {len(want)}，看到 {len(got)}")
+    bad = [
+        i for i, (g, w) in enumerate(zip(got, want, strict=True)) if not math.isclose(g, w, rel_tol=1e-4, abs_tol=1e-5)
+    ]
+    if bad:
+        i = bad[0]
+        hint = "（輸出和改圖之前一模一樣：忘了 gm.recompile()？）" if got_case["unchanged"] else ""
+        raise Fail(
+            f"{CASES[case]}：輸出和預期不符（allclose 不成立），{len(bad)} / {len(want)} 個元素不同，"
+            f"例如第 {i} 個預期 {want[i]:.6g}，看到 {got[i]:.6g}{hint}"
+        )
+
+
+@check("replace_op", 1, "old 全部換成 new、舊 node 刪乾淨：圖上各 op 的數量正確")
+def test_replace_counts(seen, expected):
+    for case in ("relu6", "sigmoid"):
+        _counts(seen, expected, case)
+
+
+@check("replace_op", 1, "原本讀 old 的每個 node（包括 output）都改讀 new，而且圖通過 lint")
+def test_replace_wiring(seen, expected):
+    for case in ("relu6", "sigmoid"):
+        _wiring(seen, expected, case)
+
+
+@check("replace_op", 1, "數值：改過的 gm 的輸出和預期 allclose（new 帶上 extra_args，並且 recompile）")
+def test_replace_numerics(seen, expected):
+    for case in ("relu6", "sigmoid"):
+        _numerics(seen, expected, case)
+
+
+@check("insert_clamp", 1, "每個 target 後面各插一個 aten.clamp.default，其他 op 的數量不變")
+def test_clamp_counts(seen, expected):
+    for case in ("fan_out", "output"):
+        _counts(seen, expected, case)
+
+
+@check("insert_clamp", 1, "輸出有兩個使用者的 conv：兩個使用者都改讀 clamp，clamp 讀原本的 conv")
+def test_clamp_fan_out(seen, expected):
+    _wiring(seen, expected, "fan_out")
+
+
+@check("insert_clamp", 1, "輸出直接回傳的 linear：output node 也改讀 clamp")
+def test_clamp_output(seen, expected):
+    _wiring(seen, expected, "output")
+
+
+@check("insert_clamp", 1, "數值：改過的 gm 的輸出和預期 allclose（low、high 的順序正確，並且 recompile）")
+def test_clamp_numerics(seen, expected):
+    for case in ("fan_out", "output"):
+        _numerics(seen, expected, case)
