@@ -1,0 +1,230 @@
+"""M04-2 linear + BN 與不折的 BN: bn_survives, judged against what prepare_pt2e does on hidden models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.fx import GraphModule, Node
+
+from autograder.evidence import EvidenceError
+from autograder.exercises.base import Exercise, Namespace, seeded_inputs
+from common.pt2e import Quantizer, export_module, prepare_pt2e
+
+NOTEBOOK = "M04-2"
+
+BATCH_NORMS = (torch.ops.aten.batch_norm.default, torch.ops.aten._native_batch_norm_legit_no_training.default)
+
+
+class NoLabels(Quantizer):
+    """Labels nothing: prepare_pt2e then only folds BN."""
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        pass
+
+
+def _size(seed: int, low: int, high: int) -> int:
+    return low + seed % (high - low + 1)
+
+
+def _stats(module: nn.Module, seed: int) -> nn.Module:
+    """Every BN of ``module`` gets running statistics, γ and β away from the defaults; eval mode."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for bn in module.modules():
+            if isinstance(bn, nn.modules.batchnorm._BatchNorm):
+                n = bn.num_features
+                bn.running_mean.copy_(torch.randn(n, generator=generator) * 0.5)
+                bn.running_var.copy_(torch.rand(n, generator=generator) + 0.5)
+                bn.weight.copy_(torch.rand(n, generator=generator) + 0.5)
+                bn.bias.copy_(torch.randn(n, generator=generator) * 0.3)
+    return module.eval()
+
+
+# --- hidden models ------------------------------------------------------------------------------
+
+
+class ConvThenBn(nn.Module):
+    """A conv of some kind straight into a BN, and a second BN after a relu (that one stays)."""
+
+    def __init__(self, conv: nn.Module, bn: type[nn.Module], channels: int) -> None:
+        super().__init__()
+        self.conv, self.bn, self.late = conv, bn(channels), bn(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.late(torch.relu(self.bn(self.conv(x))))
+
+
+class LinearThenBn(nn.Module):
+    """linear → BN on an input of any rank (BN over dim 1)."""
+
+    def __init__(self, features: int, out: int, bn_channels: int, bn: type[nn.Module], bias: bool = True) -> None:
+        super().__init__()
+        self.fc, self.bn = nn.Linear(features, out, bias=bias), bn(bn_channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(self.fc(x))
+
+
+class FlattenLinearBn(nn.Module):
+    """A 4-D input flattened to 2-D, then linear → BN (the linear sees 2-D: it folds)."""
+
+    def __init__(self, features: int, out: int) -> None:
+        super().__init__()
+        self.fc, self.bn = nn.Linear(features, out), nn.BatchNorm1d(out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(self.fc(torch.flatten(x, 1)))
+
+
+class BnAfterOtherOps(nn.Module):
+    """BN on the input, after a conv (folds), after relu, after max_pool2d, after an add."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.bn_in = nn.BatchNorm2d(3)
+        self.conv = nn.Conv2d(3, channels, 3, padding=1)
+        self.bn_conv = nn.BatchNorm2d(channels)
+        self.bn_relu = nn.BatchNorm2d(channels)
+        self.bn_pool = nn.BatchNorm2d(channels)
+        self.skip = nn.Conv2d(3, channels, 1)
+        self.bn_add = nn.BatchNorm2d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.bn_in(x)
+        y = self.bn_relu(torch.relu(self.bn_conv(self.conv(x))))
+        y = self.bn_pool(torch.max_pool2d(y, 2))
+        return self.bn_add(y + torch.max_pool2d(self.skip(x), 2))
+
+
+class LinearReluBn(nn.Module):
+    """linear → relu → BN on 2-D input: relu in between, so the BN stays."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.fc, self.bn = nn.Linear(features, features), nn.BatchNorm1d(features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(torch.relu(self.fc(x)))
+
+
+class ConvSharedOutput(nn.Module):
+    """y = conv(x) feeds a BN and an add: the BN still folds (and the add now sees the folded y)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv, self.bn, self.after = (
+            nn.Conv2d(3, channels, 3, padding=1),
+            nn.BatchNorm2d(channels),
+            nn.BatchNorm2d(channels),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return self.after(self.bn(y) + y)
+
+
+class LinearSharedOutput(nn.Module):
+    """y = linear(x) on 2-D feeds a BN and a relu: the BN still folds."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.fc, self.bn = nn.Linear(features, features), nn.BatchNorm1d(features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        return self.bn(y) * torch.relu(y)
+
+
+# --- evidence -----------------------------------------------------------------------------------
+
+
+def _batch_norm_nodes(gm: GraphModule) -> list[Node]:
+    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target in BATCH_NORMS]
+
+
+def judge_model(ns: Namespace, label: str, model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> dict[str, Any]:
+    """For every BN of ``model``: the student's prediction and whether prepare_pt2e really kept it."""
+    truth_graph = prepare_pt2e(export_module(model, inputs), NoLabels())
+    kept = {n.name for n in _batch_norm_nodes(truth_graph)}
+    gm = export_module(model, inputs)
+    found: dict[str, Any] = {}
+    for bn in _batch_norm_nodes(gm):
+        source = bn.args[0]
+        where = f"{label} 的 {bn.name}（輸入是 {source.name if isinstance(source, Node) else source}）"
+        found[bn.name] = {"where": where, "survives": bn.name in kept}
+    for bn in _batch_norm_nodes(gm):
+        answer = ns["bn_survives"](bn)
+        if type(answer) is not bool:
+            raise EvidenceError(f"bn_survives 應該回傳 True 或 False，收到 {type(answer).__name__}")
+        found[bn.name]["predicted"] = answer
+    return {f"{label}/{name}": record for name, record in found.items()}
+
+
+def conv_family(ns: Namespace, seed: int) -> Any:
+    c = _size(seed, 3, 6)
+    models = [
+        ("Conv1d", ConvThenBn(nn.Conv1d(3, c, 3), nn.BatchNorm1d, c), (2, 3, 10)),
+        ("Conv2d(padding='same')", ConvThenBn(nn.Conv2d(3, c, 3, padding="same"), nn.BatchNorm2d, c), (2, 3, 8, 8)),
+        ("ConvTranspose2d", ConvThenBn(nn.ConvTranspose2d(3, c, 2, stride=2), nn.BatchNorm2d, c), (2, 3, 4, 4)),
+        ("Conv3d", ConvThenBn(nn.Conv3d(3, c, 2), nn.BatchNorm3d, c), (1, 3, 4, 4, 4)),
+    ]
+    found: dict[str, Any] = {}
+    for index, (label, model, shape) in enumerate(models):
+        found |= judge_model(ns, label, _stats(model, seed + index), seeded_inputs(seed + index, shape))
+    return found
+
+
+def linear_rank(ns: Namespace, seed: int) -> Any:
+    f, o = _size(seed, 4, 7), _size(seed + 1, 3, 6)
+    length = _size(seed + 2, 3, 5)
+    models = [
+        ("2-D linear", LinearThenBn(f, o, o, nn.BatchNorm1d), (4, f)),
+        ("2-D linear（沒有 bias）", LinearThenBn(f, o, o, nn.BatchNorm1d, bias=False), (4, f)),
+        ("flatten → linear", FlattenLinearBn(3 * 2 * 2, o), (4, 3, 2, 2)),
+        ("3-D linear", LinearThenBn(f, o, length, nn.BatchNorm1d), (2, length, f)),
+        ("4-D linear", LinearThenBn(f, o, 3, nn.BatchNorm2d), (2, 3, length, f)),
+    ]
+    found: dict[str, Any] = {}
+    for index, (label, model, shape) in enumerate(models):
+        found |= judge_model(ns, label, _stats(model, seed + index), seeded_inputs(seed + index, shape))
+    return found
+
+
+def not_directly_after(ns: Namespace, seed: int) -> Any:
+    c = _size(seed, 2, 5)
+    f = _size(seed, 3, 6)
+    found = judge_model(ns, "多種 op 之後的 BN", _stats(BnAfterOtherOps(c), seed), seeded_inputs(seed, (2, 3, 8, 8)))
+    found |= judge_model(ns, "linear → relu → BN", _stats(LinearReluBn(f), seed + 1), seeded_inputs(seed, (4, f)))
+    return found
+
+
+def shared_output(ns: Namespace, seed: int) -> Any:
+    c, f = _size(seed, 2, 5), _size(seed + 1, 3, 6)
+    found = judge_model(
+        ns, "conv 的輸出還有別的使用者", _stats(ConvSharedOutput(c), seed), seeded_inputs(seed, (2, 3, 6, 6))
+    )
+    found |= judge_model(
+        ns, "linear 的輸出還有別的使用者", _stats(LinearSharedOutput(f), seed + 1), seeded_inputs(seed, (4, f))
+    )
+    return found
+
+
+EXERCISES = {
+    "bn_survives": Exercise(
+        NOTEBOOK,
+        "bn_survives",
+        "bn_survives：預測哪些 BN 在 prepare_pt2e 之後還在",
+        ("bn_survives",),
+        {
+            "conv_family": conv_family,
+            "linear_rank": linear_rank,
+            "not_directly_after": not_directly_after,
+            "shared_output": shared_output,
+        },
+    ),
+}
