@@ -1,0 +1,99 @@
+"""Hidden checks of M05-1: qdq_path and qdq_summary on converted graphs the student has not seen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autograder.checks.support import Fail, check, expect, value
+
+NOTEBOOK = "M05-1"
+
+
+def _path_text(entry: Any) -> str:
+    try:
+        source, steps = entry
+        return f"({source!r}, {list(steps)!r})"
+    except (TypeError, ValueError):
+        return repr(entry)
+
+
+def compare_paths(seen: dict[str, Any], expected: dict[str, Any], case: str, where: str) -> None:
+    """qdq_path(gm, consumer) gives the answer key's list for every consumer of the hidden graph."""
+    got, want = value(seen, case), value(expected, case)
+    expect(isinstance(got, dict), f"{where}：證據格式不對")
+    for consumer, want_entries in want.items():
+        got_entries = got.get(consumer)
+        if got_entries == want_entries:
+            continue
+        if not isinstance(got_entries, list) or len(got_entries) != len(want_entries):
+            count = len(got_entries) if isinstance(got_entries, list) else "不是 list"
+            raise Fail(
+                f"{where}：qdq_path(gm, {consumer!r}) 應該有 {len(want_entries)} 項（{consumer} 的每個輸入一項），"
+                f"看到 {count}；預期 {want_entries!r}"
+            )
+        for index, (got_entry, want_entry) in enumerate(zip(got_entries, want_entries, strict=True)):
+            if got_entry != want_entry:
+                raise Fail(
+                    f"{where}：qdq_path(gm, {consumer!r}) 第 {index} 個輸入預期 {_path_text(want_entry)}，"
+                    f"看到 {_path_text(got_entry)}"
+                )
+
+
+def compare_summary(seen: dict[str, Any], expected: dict[str, Any], case: str, where: str) -> None:
+    """qdq_summary(gm) counts the same q/dq ops as the answer key (entries with count 0 are ignored)."""
+    got, want = value(seen, case), value(expected, case)
+    expect(isinstance(got, dict), f"{where}：qdq_summary 應該回傳 dict，看到 {type(got).__name__}")
+    got = {k: v for k, v in got.items() if v != 0}
+    if got != want:
+        raise Fail(f"{where}：qdq_summary(gm) 預期 {dict(sorted(want.items()))!r}，看到 {dict(sorted(got.items()))!r}")
+
+
+# --- qdq_path -------------------------------------------------------------------------------------
+
+
+@check("qdq_path", 1, "per-tensor weight、fold_quantize=True：activation 走 q → dq，weight 從 int8 常數只走 dq")
+def test_path_per_tensor(seen, expected):
+    compare_paths(seen, expected, "per_tensor", "conv → relu → flatten → linear（per-tensor）")
+
+
+@check("qdq_path", 1, "per-channel weight：dequantize_per_channel，以及一個 tensor 餵兩個 linear")
+def test_path_per_channel(seen, expected):
+    compare_paths(seen, expected, "per_channel", "linear → relu → 兩個 linear 相加（per-channel）")
+
+
+@check("qdq_path", 1, "fold_quantize=False：weight 從 fp32 常數走 quantize → dequantize")
+def test_path_unfolded(seen, expected):
+    compare_paths(seen, expected, "unfolded", "conv → relu → flatten → linear（fold_quantize=False）")
+
+
+@check("qdq_path", 1, "x 餵兩個 conv：每個 consumer 都從 x 經過 q → 自己的 dq")
+def test_path_fan_out(seen, expected):
+    compare_paths(seen, expected, "fan_out", "x 分給兩個 conv 再相加")
+
+
+@check("qdq_path", 1, "cat 的輸入在 list 裡：每個輸入都要列出")
+def test_path_cat(seen, expected):
+    compare_paths(seen, expected, "cat", "三個 conv 分支 → cat → max_pool2d")
+
+
+# --- qdq_summary ----------------------------------------------------------------------------------
+
+
+@check("qdq_summary", 1, "fold_quantize=True：int8 常數不是 quantize op，不算進去")
+def test_summary_per_tensor(seen, expected):
+    compare_summary(seen, expected, "per_tensor", "conv → relu → flatten → linear（per-tensor）")
+
+
+@check("qdq_summary", 1, "fold_quantize=False 與 per-channel：quantize_per_channel 也要算")
+def test_summary_unfolded(seen, expected):
+    compare_summary(seen, expected, "unfolded", "conv → relu → flatten → linear（fold_quantize=False）")
+
+
+@check("qdq_summary", 1, "一個 quantize 餵兩個 dequantize：每個 node 只算一次")
+def test_summary_fan_out(seen, expected):
+    compare_summary(seen, expected, "fan_out", "x 分給兩個 conv 再相加")
+
+
+@check("qdq_summary", 1, "cat 與 per-channel weight：在沒看過的模型上數對每種 op")
+def test_summary_cat(seen, expected):
+    compare_summary(seen, expected, "cat", "三個 conv 分支 → cat → max_pool2d")

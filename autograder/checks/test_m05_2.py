@@ -1,0 +1,193 @@
+"""Hidden checks of M05-2: BiasQuantizer, an int32 bias whose scale is s_act · s_w."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from autograder.checks.support import Fail, check, compare_paths, expect, value
+
+NOTEBOOK = "M05-2"
+
+RTOL = 1e-6
+
+WHERE = {
+    "conv_per_tensor": "conv → relu → conv（per-tensor weight）",
+    "conv_per_channel": "conv → relu → conv（per-channel weight）",
+    "linear_per_tensor": "linear → relu → linear（per-tensor weight）",
+    "linear_per_channel": "linear → relu → linear（per-channel weight）",
+    "no_bias": "沒有 bias 的 conv → linear → 沒有 bias 的 linear（per-channel weight）",
+}
+
+
+def _ops(evidence: dict[str, Any], case: str) -> dict[str, Any]:
+    result = value(evidence, case)
+    try:
+        ops = result["ops"]
+    except (KeyError, TypeError):
+        raise Fail(f"{WHERE[case]}：證據格式不對") from None
+    expect(isinstance(ops, dict), f"{WHERE[case]}：證據格式不對")
+    return ops
+
+
+def _steps_text(edge: dict[str, Any] | None) -> str:
+    if not edge:
+        return "這條邊不存在"
+    steps = edge.get("steps") or []
+    if not steps:
+        return f"{edge.get('source')}（{edge.get('source_dtype', 'fp32')}）直接進來，沒有 q/dq"
+    parts = [f"{s.get('op')}({s.get('dtype')})" for s in steps]
+    return f"{edge.get('source')}（{edge.get('source_dtype', '?')}）→ " + " → ".join(parts)
+
+
+def _last(edge: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not isinstance(edge, dict) or not edge.get("steps"):
+        return None
+    return edge["steps"][-1]
+
+
+def _biased(got: dict[str, Any], want: dict[str, Any], case: str) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """The (name, seen record, expected record) of every op whose bias the answer key quantizes."""
+    pairs = []
+    for name, want_op in want.items():
+        if want_op.get("bias") is None:
+            continue
+        got_op = got.get(name)
+        expect(isinstance(got_op, dict), f"{WHERE[case]}：圖上找不到 {name}")
+        pairs.append((name, got_op, want_op))
+    expect(bool(pairs), f"{WHERE[case]}：證據格式不對")
+    return pairs
+
+
+def _int32_bias(got_op: dict[str, Any], name: str, case: str) -> dict[str, Any]:
+    bias = got_op.get("bias")
+    step = _last(bias)
+    if step is None or not str(step.get("op", "")).startswith("dequantize"):
+        raise Fail(f"{WHERE[case]}：{name} 的 bias 預期是 int32 常數 → dequantize，看到 {_steps_text(bias)}")
+    if step.get("dtype") != "int32" or bias.get("source_dtype") != "int32":
+        raise Fail(f"{WHERE[case]}：{name} 的 bias 預期量化成 int32，看到 {_steps_text(bias)}")
+    return step
+
+
+def _scales(step: dict[str, Any]) -> list[float]:
+    scale = step.get("scale")
+    values = scale if isinstance(scale, list) else [scale]
+    if not values or not all(isinstance(s, float | int) and not isinstance(s, bool) for s in values):
+        raise Fail("bias 的 scale 不是數字")
+    return [float(s) for s in values]
+
+
+def _input_scale(got_op: dict[str, Any], edge: str, name: str, case: str) -> list[float]:
+    step = _last(got_op.get(edge))
+    if step is None or not str(step.get("op", "")).startswith("dequantize"):
+        what = "x（activation）" if edge == "x" else "weight"
+        raise Fail(f"{WHERE[case]}：{name} 的 {what} 邊沒有量化：{_steps_text(got_op.get(edge))}")
+    return _scales(step)
+
+
+def _short(numbers: list[float]) -> str:
+    text = ", ".join(f"{n:.6g}" for n in numbers[:4])
+    return f"[{text}{', …' if len(numbers) > 4 else ''}]" if len(numbers) > 1 else text
+
+
+def check_bias_scale(seen: dict[str, Any], expected: dict[str, Any], case: str, per_channel: bool) -> None:
+    """The bias dequantize scale equals s_act · s_w (rtol 1e-6), read off the student's own graph."""
+    got, want = _ops(seen, case), _ops(expected, case)
+    for name, got_op, want_op in _biased(got, want, case):
+        step = _int32_bias(got_op, name, case)
+        op = "dequantize_per_channel" if per_channel else "dequantize_per_tensor"
+        if step.get("op") != op:
+            raise Fail(f"{WHERE[case]}：{name} 的 bias 預期用 {op}，看到 {step.get('op')}")
+        bias_scales = _scales(step)
+        act = _input_scale(got_op, "x", name, case)
+        weight = _input_scale(got_op, "weight", name, case)
+        channels = len(want_op.get("float_bias") or [])
+        if per_channel and (len(bias_scales) != channels or len(weight) != channels):
+            raise Fail(
+                f"{WHERE[case]}：{name} 有 {channels} 個 output channel，per-channel 的 bias 應該有 {channels} 個 scale，"
+                f"看到 bias {len(bias_scales)} 個、weight {len(weight)} 個"
+            )
+        if len(act) != 1 or (not per_channel and (len(bias_scales) != 1 or len(weight) != 1)):
+            raise Fail(f"{WHERE[case]}：{name} 的 activation、weight、bias 預期各有一個 scale（per-tensor）")
+        products = [act[0] * w for w in weight]
+        for index, (got_scale, product) in enumerate(zip(bias_scales, products, strict=True)):
+            if not math.isclose(got_scale, product, rel_tol=RTOL):
+                where = f"第 {index} 個 channel 的 scale" if per_channel else "scale"
+                raise Fail(
+                    f"{WHERE[case]}：{name} 的 bias {where} 預期 s_act · s_w = {act[0]:.6g} × {weight[index]:.6g} "
+                    f"= {product:.6g}，看到 {got_scale:.6g}（全部：{_short(bias_scales)}）"
+                )
+
+
+def check_bias_values(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
+    """Dequantized, the int32 bias is within half a step of the fp32 bias (nothing clipped)."""
+    got, want = _ops(seen, case), _ops(expected, case)
+    for name, got_op, want_op in _biased(got, want, case):
+        step = _int32_bias(got_op, name, case)
+        scales = _scales(step)
+        floats = want_op.get("float_bias") or []
+        dequantized = got_op["bias"].get("value")
+        if not isinstance(dequantized, list) or len(dequantized) != len(floats):
+            raise Fail(f"{WHERE[case]}：{name} 的 bias 預期 {len(floats)} 個值")
+        if len(scales) == 1:
+            scales = scales * len(floats)
+        for index, (got_value, want_value, scale) in enumerate(zip(dequantized, floats, scales, strict=True)):
+            if abs(got_value - want_value) > 0.5 * scale * (1 + RTOL) + 1e-12:
+                raise Fail(
+                    f"{WHERE[case]}：{name} 的 bias[{index}] 是 {want_value:.6g}，量化再反量化後應該在 ±scale/2"
+                    f"（{0.5 * scale:.3g}）以內，看到 {got_value:.6g}：整數範圍太小被截斷了？"
+                )
+
+
+def check_int32(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
+    got, want = _ops(seen, case), _ops(expected, case)
+    for name, got_op, _ in _biased(got, want, case):
+        step = _int32_bias(got_op, name, case)
+        zero_points = step.get("zero_point")
+        zero_points = zero_points if isinstance(zero_points, list) else [zero_points]
+        if any(z != 0 for z in zero_points):
+            raise Fail(f"{WHERE[case]}：{name} 的 bias 是 symmetric，zero point 應該都是 0，看到 {_short(zero_points)}")
+
+
+def check_paths(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
+    got, want = value(seen, case), value(expected, case)
+    try:
+        compare_paths(got["converted"], want["converted"], WHERE[case])
+    except (KeyError, TypeError):
+        raise Fail(f"{WHERE[case]}：證據格式不對") from None
+
+
+@check("bias_quantizer", 1, "bias 變成 int32 常數 → dequantize，zero point 為 0")
+def test_bias_int32(seen, expected):
+    for case in ("conv_per_tensor", "linear_per_channel"):
+        check_int32(seen, expected, case)
+
+
+@check("bias_quantizer", 1, "per-tensor：conv 與 linear 的 bias scale = s_act · s_w（rtol 1e-6）")
+def test_bias_scale_per_tensor(seen, expected):
+    for case in ("conv_per_tensor", "linear_per_tensor"):
+        check_bias_scale(seen, expected, case, per_channel=False)
+
+
+@check("bias_quantizer", 1, "per-channel：bias 每個 output channel 一個 scale = s_act · s_w[c]")
+def test_bias_scale_per_channel(seen, expected):
+    for case in ("conv_per_channel", "linear_per_channel"):
+        check_bias_scale(seen, expected, case, per_channel=True)
+
+
+@check("bias_quantizer", 1, "int32 的整數範圍：反量化後的 bias 與 fp32 bias 相差不超過 scale/2")
+def test_bias_values(seen, expected):
+    for case in ("conv_per_tensor", "conv_per_channel", "linear_per_tensor", "linear_per_channel"):
+        check_bias_values(seen, expected, case)
+
+
+@check("bias_quantizer", 1, "activation、weight 與輸出的 q/dq 和標準答案相同")
+def test_same_as_key(seen, expected):
+    for case in ("conv_per_tensor", "linear_per_channel"):
+        check_paths(seen, expected, case)
+
+
+@check("bias_quantizer", 1, "沒有 bias 的 conv / linear 也要能量化，有 bias 的照樣 int32")
+def test_no_bias(seen, expected):
+    check_paths(seen, expected, "no_bias")
+    check_bias_scale(seen, expected, "no_bias", per_channel=True)

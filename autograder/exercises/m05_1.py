@@ -1,0 +1,161 @@
+"""M05-1 convert 之後的圖: qdq_path and qdq_summary, run on converted graphs the student has not seen."""
+
+from __future__ import annotations
+
+import collections
+import copy
+import functools
+from typing import Any
+
+import torch
+from torch import nn
+from torch.fx import GraphModule
+
+from autograder.evidence import plain, qdq_kind
+from autograder.exercises.base import Exercise, Namespace, seeded_inputs
+
+NOTEBOOK = "M05-1"
+
+
+class ConvLinear(nn.Module):
+    """conv → relu → flatten → linear."""
+
+    def __init__(self, channels: int, classes: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, channels, 3, padding=1)
+        self.fc = nn.Linear(channels * 4 * 4, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(torch.relu(self.conv(x)), 1))
+
+
+class FanOut(nn.Module):
+    """x feeds two convs; their outputs are added, then relu."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.left = nn.Conv2d(3, channels, 3, padding=1)
+        self.right = nn.Conv2d(3, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.relu(self.left(x)) + self.right(x))
+
+
+class BranchCat(nn.Module):
+    """Three conv branches of x concatenated, then max-pooled."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, channels, 3, padding=1)
+        self.b = nn.Conv2d(3, channels, 1)
+        self.c = nn.Conv2d(3, channels, 3, padding=1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.max_pool2d(torch.cat([self.a(x), self.b(x), self.c(x)], dim=1), 2)
+
+
+class MlpFanOut(nn.Module):
+    """linear → relu, whose output feeds two linears that are added."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(features, 2 * features)
+        self.fc2 = nn.Linear(2 * features, features)
+        self.fc3 = nn.Linear(2 * features, features, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.fc1(x))
+        return self.fc2(h) + self.fc3(h)
+
+
+def _size(seed: int, low: int, high: int) -> int:
+    return low + seed % (high - low + 1)
+
+
+def converted(model: nn.Module, shape: tuple[int, ...], seed: int, per_channel: bool, fold: bool) -> GraphModule:
+    """Export ``model``, quantize it with XNNPACKQuantizer, calibrate on ``seed``, convert."""
+    from common.pt2e import convert_pt2e, export_module, get_xnnpack_quantizer, prepare_pt2e
+
+    quantizer, _ = get_xnnpack_quantizer(is_per_channel=per_channel)
+    prepared = prepare_pt2e(export_module(model.eval(), seeded_inputs(seed, shape)), quantizer)
+    with torch.no_grad():
+        for step in range(2):
+            prepared(*seeded_inputs(seed * 1000 + step, shape))
+    return convert_pt2e(prepared, fold_quantize=fold)
+
+
+def hidden_graph(kind: str, seed: int) -> GraphModule:
+    """The converted graphs of the hidden cases (weights from the global RNG, seeded by the collector)."""
+    if kind == "per_tensor":
+        return converted(ConvLinear(_size(seed, 2, 5), _size(seed, 3, 6)), (2, 3, 4, 4), seed, False, True)
+    if kind == "per_channel":
+        return converted(MlpFanOut(_size(seed, 4, 9)), (3, _size(seed, 4, 9)), seed, True, True)
+    if kind == "unfolded":
+        return converted(ConvLinear(_size(seed, 3, 6), 4), (2, 3, 4, 4), seed, True, False)
+    if kind == "fan_out":
+        return converted(FanOut(_size(seed, 2, 6)), (2, 3, 6, 6), seed, False, True)
+    if kind == "cat":
+        return converted(BranchCat(_size(seed, 2, 4)), (2, 3, 6, 6), seed, True, True)
+    raise KeyError(kind)
+
+
+@functools.cache
+def _built(kind: str, seed: int) -> GraphModule:
+    return hidden_graph(kind, seed)
+
+
+def fresh_graph(kind: str, seed: int) -> GraphModule:
+    """A copy of the hidden graph (built once per kind and seed), so student code cannot change the next case's."""
+    return copy.deepcopy(_built(kind, seed))
+
+
+def consumers(gm: GraphModule) -> list[str]:
+    """Every node that is neither a q/dq op nor an input, constant or guard: the ops and the output."""
+    return [n.name for n in gm.graph.nodes if n.op in ("call_function", "output") and qdq_kind(n) is None]
+
+
+# --- qdq_path -----------------------------------------------------------------------------------
+
+
+def _paths(kind: str) -> Any:
+    def case(ns: Namespace, seed: int) -> Any:
+        gm = fresh_graph(kind, seed)
+        qdq_path = ns["qdq_path"]
+        return {name: plain(qdq_path(gm, name)) for name in consumers(gm)}
+
+    return case
+
+
+# --- qdq_summary --------------------------------------------------------------------------------
+
+
+def _summary(kind: str) -> Any:
+    def case(ns: Namespace, seed: int) -> Any:
+        gm = fresh_graph(kind, seed)
+        result = ns["qdq_summary"](gm)
+        if type(result) is collections.Counter:  # an exact Counter is a dict of counts: accept it
+            result = dict(result)
+        return plain(result)
+
+    return case
+
+
+PATH_CASES = ("per_tensor", "per_channel", "unfolded", "fan_out", "cat")
+SUMMARY_CASES = ("per_tensor", "unfolded", "fan_out", "cat")
+
+EXERCISES = {
+    "qdq_path": Exercise(
+        NOTEBOOK,
+        "qdq_path",
+        "qdq_path：每條輸入邊經過的 quantize / dequantize",
+        ("qdq_path",),
+        {kind: _paths(kind) for kind in PATH_CASES},
+    ),
+    "qdq_summary": Exercise(
+        NOTEBOOK,
+        "qdq_summary",
+        "qdq_summary：每種 q/dq op 各有幾個",
+        ("qdq_summary",),
+        {kind: _summary(kind) for kind in SUMMARY_CASES},
+    ),
+}
