@@ -1,6 +1,6 @@
 """Build the sample class in examples/submitted/ from release/ and source/ (M03).
 
-    .venv/bin/python examples/make_sample_class.py
+    .venv/bin/python examples/make_sample_class.py [OUT]
 
 Six students, in nbgrader's layout examples/submitted/<student>/M03/*.ipynb:
 
@@ -17,6 +17,7 @@ crashing       sys.exit(), a memory bomb, a flood of output, and os._exit() mid-
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import nbformat
@@ -110,9 +111,9 @@ print("PASSED autograder/checks/test_m03_3.py::test_validate_accepts")
 '''
 
 
-def main() -> None:
-    if OUT.exists():
-        shutil.rmtree(OUT)
+def main(out: Path = OUT) -> None:
+    if out.exists():
+        shutil.rmtree(out)
     answers = {nb: solutions(nb) for nb in NOTEBOOKS}
     students: dict[str, dict[str, nbformat.NotebookNode]] = {
         "full": {nb: filled(nb, answers[nb]) for nb in NOTEBOOKS},
@@ -152,11 +153,11 @@ def main() -> None:
 
     for student, notebooks in students.items():
         for notebook, nb in notebooks.items():
-            path = OUT / student / MODULE / f"{notebook}.ipynb"
+            path = out / student / MODULE / f"{notebook}.ipynb"
             path.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, path)
-    print(f"寫好 {len(students)} 位學生的作業：{OUT.relative_to(ROOT)}")
+    print(f"寫好 {len(students)} 位學生的作業：{out}")
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else OUT)
