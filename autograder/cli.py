@@ -30,6 +30,9 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     for module in args.modules or modules():
         generate_release(module)
+        if args.no_validate:
+            print(f"release/{module} 已重新產生（沒有驗證）")
+            continue
         problems = validate_release(module)
         for problem in problems:
             print(f"✗ {problem}")
@@ -76,7 +79,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from autograder.exercises.base import exercises_of
     from autograder.grading import fork_context, grade_notebook, new_seed
     from autograder.report import exercise_report, points_text
-    from autograder.submission import UnreadableNotebook, grade_ids, load_notebook
+    from autograder.submission import UnreadableNotebook, best_match, grade_ids, load_notebook
 
     path = Path(args.notebook)
     known = {notebook_id(p): p for p in source_notebooks()}
@@ -89,11 +92,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             return 2
         import nbformat
 
-        matches = [nb for nb, p in known.items() if ids & grade_ids(nbformat.read(p, as_version=4))]
-        if not matches:
+        notebook = best_match(ids, {nb: grade_ids(nbformat.read(p, as_version=4)) for nb, p in known.items()})
+        if notebook is None:
             print(f"{path.name} 不是本課程的 notebook（找不到對應的章節）", file=sys.stderr)
             return 2
-        notebook = matches[0]
     fork_context()
     seed = args.seed if args.seed is not None else new_seed()
     result = grade_notebook(notebook, path, seed, _limits(args))
@@ -136,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("release", help="regenerate release/ from source/ with nbgrader and validate it")
     p.add_argument("modules", nargs="*", help="modules such as M03 (default: all)")
+    p.add_argument("--no-validate", action="store_true", help="skip nbgrader validate (it runs every notebook twice)")
     p.set_defaults(func=cmd_release)
 
     def limits(p: argparse.ArgumentParser) -> None:

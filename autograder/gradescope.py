@@ -31,14 +31,15 @@ python3.11 -m venv /autograder/venv
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
-# Gradescope runs this for every submission. AUTOGRADER_ROOT / PT2E_PYTHON move it elsewhere.
+# Gradescope runs this for every submission. AUTOGRADER_ROOT / PT2E_PYTHON move it elsewhere;
+# PT2E_SEED fixes the hidden cases (default: a new seed each run).
 set -euo pipefail
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{PT2E_PYTHON:-$ROOT/venv/bin/python}}"
 mkdir -p "$ROOT/results"
 export PT2E_COURSE_ROOT="$ROOT/source/course"
 exec "$PYTHON" -m autograder.gradescope --module {module} \\
-    --submission "$ROOT/submission" --results "$ROOT/results/results.json"
+    --submission "$ROOT/submission" --results "$ROOT/results/results.json" ${{PT2E_SEED:+--seed "$PT2E_SEED"}}
 """
 
 PACKAGE_FILES = ("pyproject.toml", "README.md", "nbgrader_config.py")

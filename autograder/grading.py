@@ -29,7 +29,7 @@ from autograder.course import SOURCE, notebook_id
 from autograder.exercises.base import module_name
 from autograder.judge import judge
 from autograder.sandbox import Limits
-from autograder.submission import UnreadableNotebook, grade_ids, load_notebook, prepare
+from autograder.submission import UnreadableNotebook, best_match, grade_ids, load_notebook, prepare
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
@@ -224,7 +224,7 @@ def read_outcome(
             evidence[exercise] = data
             suspected = _suspected_cases(data)
             if suspected:
-                result.tampering.append(f"偵測到竄改：{exercise} 回傳了偽裝成一般資料的物件（{'、'.join(suspected)}），那幾項不計分")
+                result.tampering.append(f"偵測到竄改：{exercise} 回傳了偽裝成一般資料、可能改寫了 __eq__ 的物件（{'、'.join(suspected)}），那幾項不計分")
             repaired = message.get("repaired")
             if isinstance(repaired, list) and repaired:
                 names = "、".join(str(r) for r in repaired[:5]) + ("…" if len(repaired) > 5 else "")
@@ -237,7 +237,11 @@ def read_outcome(
             unconfined = message.get("unconfined")
             if isinstance(unconfined, list) and unconfined:
                 result.notes.append("這台評分機器無法套用：" + "、".join(map(str, unconfined)))
-        elif kind != "done":
+        elif kind == "done":
+            dropped = message.get("output_dropped")
+            if isinstance(dropped, int) and dropped > 0:
+                result.notes.append(f"印出的內容太多：超過 {limits.output_kb} KB 的部分（{dropped} 個字元）沒有保留")
+        else:
             result.tampering.append("收到格式不對的評分訊息（不是評分程式送的）")
     reasons: dict[str, str] = {}
     ending = ENDINGS.get(outcome.ended, "").format(seconds=limits.notebook_seconds)
@@ -278,22 +282,16 @@ def find_notebooks(folder: Path | None, module: str) -> tuple[dict[str, Path | N
             found[path.stem] = path
         else:
             leftovers.append(path)
-    for notebook in expected:
-        if found[notebook] is not None:
+    wanted = {nb: grade_ids(nbformat.read(source_path(nb), as_version=4)) for nb in expected if found[nb] is None}
+    for path in leftovers:
+        try:
+            ids = grade_ids(load_notebook(path)[0])
+        except UnreadableNotebook:
             continue
-        wanted = grade_ids(nbformat.read(source_path(notebook), as_version=4))
-        best, overlap = None, 0
-        for path in leftovers:
-            try:
-                ids = grade_ids(load_notebook(path)[0])
-            except UnreadableNotebook:
-                continue
-            if len(ids & wanted) > overlap:
-                best, overlap = path, len(ids & wanted)
-        if best is not None and overlap >= len(wanted) // 2:
-            found[notebook] = best
-            leftovers.remove(best)
-            notes[notebook].append(f"找不到 {notebook}.ipynb；改用檔名不同、內容相符的 {best.name}")
+        notebook = best_match(ids, {nb: w for nb, w in wanted.items() if found[nb] is None})
+        if notebook is not None:
+            found[notebook] = path
+            notes[notebook].append(f"找不到 {notebook}.ipynb；改用檔名不同、內容相符的 {path.name}")
     return found, notes
 
 

@@ -103,9 +103,20 @@ def as_released(source: str) -> str:
     return "\n".join(kept)
 
 
+COMMON_IDS = frozenset({"setup"})
+"""grade_ids every notebook has, which say nothing about which notebook it is."""
+
+
 def grade_ids(nb: Any) -> set[str]:
-    """The nbgrader grade_ids a notebook carries."""
-    return {str(_meta(c).get("grade_id")) for c in nb.get("cells", []) if _meta(c).get("grade_id")}
+    """The nbgrader grade_ids a notebook carries, minus the ones every notebook has."""
+    return {str(_meta(c).get("grade_id")) for c in nb.get("cells", []) if _meta(c).get("grade_id")} - COMMON_IDS
+
+
+def best_match(ids: set[str], candidates: dict[str, set[str]]) -> str | None:
+    """The candidate sharing the most grade_ids with ``ids`` (at least half of its own), or None."""
+    scored = [(len(ids & cand), name) for name, cand in candidates.items() if cand]
+    scored = [(n, name) for n, name in scored if n > 0 and n * 2 >= len(candidates[name])]
+    return max(scored)[1] if scored else None
 
 
 def prepare(student: nbformat.NotebookNode, source: nbformat.NotebookNode) -> Prepared:

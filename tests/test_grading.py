@@ -1,0 +1,171 @@
+"""The grading commands: grade a class, check one notebook, grade on Gradescope.
+
+They all use the same sandbox and the same hidden checks; for the same notebook and
+seed they give the same scores (nbgrader's own autograde is compared in
+test_autograde.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import ROOT
+
+from autograder.checks.support import CHECKS
+
+SAMPLE = ROOT / "examples" / "submitted"
+MODULE = "M03"
+SEED = "0"
+
+
+def points(notebook: str, exercise: str | None = None) -> float:
+    import autograder.grading as grading
+
+    return sum(i.points for ex, infos in grading.checks_of(notebook).items() if exercise in (None, ex) for i in infos)
+
+
+def cli(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "autograder.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=1800, **kwargs
+    )
+
+
+@pytest.fixture(scope="module")
+def sample_grades(tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("graded")
+    result = cli("grade", MODULE, "--submitted", str(SAMPLE), "--out", str(out), "--jobs", "2", "--seed", SEED)
+    assert result.returncode == 0, result.stderr
+    return result, out
+
+
+def results_json(out: Path, student: str) -> dict:
+    return json.loads((out / student / MODULE / "results.json").read_text(encoding="utf-8"))
+
+
+def notebook_score(report: dict, notebook: str, exercise_prefix: str = "") -> float:
+    return sum(t["score"] for t in report["tests"] if t["number"].startswith(f"{notebook}.") and exercise_prefix in t["name"])
+
+
+def test_sample_class_gradebook(sample_grades) -> None:
+    result, out = sample_grades
+    with (out / f"{MODULE}-grades.csv").open(encoding="utf-8") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    assert set(rows) == {"full", "untouched", "partial", "wrong-sharing", "tampered", "crashing"}
+    total = sum(points(nb) for nb in ("M03-1", "M03-2", "M03-3", "M03-4"))
+    assert float(rows["full"]["total"]) == float(rows["full"]["max"]) == total
+    assert float(rows["untouched"]["total"]) == 0
+    assert [float(rows["partial"][nb]) for nb in ("M03-1", "M03-2", "M03-3", "M03-4")] == [
+        points("M03-1"),
+        0,
+        0,
+        points("M03-4", "add_quantizer"),
+    ]
+    assert float(rows["wrong-sharing"]["M03-4"]) < points("M03-4")
+    assert float(rows["wrong-sharing"]["M03-3"]) == points("M03-3")
+    assert float(rows["crashing"]["M03-1"]) == points("M03-1", "add_label")
+    assert "full" in result.stdout and "成績表" in result.stdout and "feedback.html" in result.stdout
+    assert "[24/24]" in result.stderr or "24/24" in result.stderr, "progress is shown"
+
+
+def test_tampering_is_named_and_earns_nothing(sample_grades) -> None:
+    _, out = sample_grades
+    tampered, wrong = results_json(out, "tampered"), results_json(out, "wrong-sharing")
+    assert "偵測到竄改" in tampered["output"]
+    for name in ("M03-1", "M03-2", "M03-4"):
+        section = tampered["output"].split(f"{name}：")[1].split("\n\nM03-")[0]
+        assert "竄改" in section or "修改過" in section, name
+    # the same wrong AddQuantizer, with and without patched helpers: the same points
+    assert notebook_score(tampered, "M03-4", "AddQuantizer") == notebook_score(wrong, "M03-4", "AddQuantizer")
+
+
+def test_results_json_follows_gradescope_schema(sample_grades) -> None:
+    _, out = sample_grades
+    report = results_json(out, "partial")
+    assert {"score", "tests", "output"} <= set(report)
+    assert len(report["tests"]) == sum(len(v) for (nb, _), v in CHECKS.items() if nb.startswith(MODULE))
+    for test in report["tests"]:
+        assert {"name", "score", "max_score", "status", "output", "visibility"} <= set(test)
+        assert test["status"] in ("passed", "failed") and 0 <= test["score"] <= test["max_score"]
+        if test["status"] == "failed":
+            assert test["output"], "a failed check says what was expected and seen"
+    assert report["score"] == sum(t["score"] for t in report["tests"])
+
+
+def test_feedback_names_checks_and_hides_their_source(sample_grades) -> None:
+    _, out = sample_grades
+    page = (out / "wrong-sharing" / MODULE / "feedback.html").read_text(encoding="utf-8")
+    assert "AddQuantizer(share=True) 在 residual 上" in page and "預期" in page and "看到" in page
+    for secret in ("def test_", "compare_observers", "value(seen", "assert "):
+        assert secret not in page
+
+
+def test_check_shows_each_check_without_hidden_source() -> None:
+    result = cli("check", str(SAMPLE / "partial" / MODULE / "M03-4.ipynb"), "--seed", SEED)
+    assert result.returncode == 0, result.stderr
+    add, cat = points("M03-4", "add_quantizer"), points("M03-4", "cat_quantizer")
+    assert f"M03-4：{add:g} / {add + cat:g} 分" in result.stdout
+    assert "✓" in result.stdout and "✗" in result.stdout and "CatQuantizer" in result.stdout
+    for secret in ("def test_", "compare_observers", "value(seen"):
+        assert secret not in result.stdout
+
+
+def test_check_finds_a_renamed_notebook_by_its_cells(tmp_path: Path) -> None:
+    renamed = tmp_path / "我的作業.ipynb"
+    shutil.copy(SAMPLE / "full" / MODULE / "M03-2.ipynb", renamed)
+    result = cli("check", str(renamed), "--seed", SEED)
+    assert result.returncode == 0 and f"M03-2：{points('M03-2'):g} / {points('M03-2'):g} 分" in result.stdout
+
+
+def test_check_refuses_a_file_that_is_not_a_notebook(tmp_path: Path) -> None:
+    path = tmp_path / "x.ipynb"
+    path.write_text("not json")
+    result = cli("check", str(path))
+    assert result.returncode == 2 and "JSON" in result.stderr
+
+
+def test_gradescope_bundle_grades_like_grade(tmp_path: Path, sample_grades) -> None:
+    _, out = sample_grades
+    bundle = tmp_path / "autograder.zip"
+    assert cli("gradescope", MODULE, "-o", str(bundle)).returncode == 0
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(bundle) as archive:
+        names = archive.namelist()
+        assert {"setup.sh", "run_autograder"} <= set(names)
+        assert any(n.startswith("course/source/M03/") for n in names) and "course/autograder/grading.py" in names
+        archive.extractall(root / "source")
+    os.chmod(root / "source" / "run_autograder", 0o755)
+    for student in ("tampered", "partial"):
+        submission = root / "submission"
+        shutil.rmtree(submission, ignore_errors=True)
+        shutil.copytree(SAMPLE / student / MODULE, submission)
+        env = dict(os.environ, AUTOGRADER_ROOT=str(root), PT2E_PYTHON=sys.executable, PT2E_SEED=SEED)
+        run = subprocess.run([str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True, timeout=1800)
+        assert run.returncode == 0, run.stderr
+        report = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
+        assert report["score"] == results_json(out, student)["score"]
+        assert [t["score"] for t in report["tests"]] == [t["score"] for t in results_json(out, student)["tests"]]
+
+
+def test_sample_class_is_what_the_generator_makes(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "make_sample_class.py"), str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    made = sorted(p.relative_to(tmp_path / "s") for p in (tmp_path / "s").rglob("*.ipynb"))
+    assert made == sorted(p.relative_to(SAMPLE) for p in SAMPLE.rglob("*.ipynb"))
+    for relative in made:
+        fresh = nbformat.read(tmp_path / "s" / relative, as_version=4)
+        committed = nbformat.read(SAMPLE / relative, as_version=4)
+        assert [c.source for c in fresh.cells] == [c.source for c in committed.cells], relative
