@@ -6,8 +6,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV="${VENV:-.venv}"
-PYTHON="${PYTHON:-python3.11}"
-command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+# Prefer the system's Python 3.11: other users can read it, so the grader can run
+# submissions as an unprivileged user (a Python under /root cannot be read by them).
+if [ -z "${PYTHON:-}" ]; then
+  for candidate in /usr/bin/python3.11 /usr/local/bin/python3.11 python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1; then PYTHON="$candidate"; break; fi
+  done
+fi
 
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
   echo "需要 Python 3.11（找到 $("$PYTHON" --version 2>&1)）。Python 3.11 is required." >&2
@@ -37,4 +42,4 @@ if ! command -v dot >/dev/null 2>&1; then
     exit 1
   fi
 fi
-echo "==> 環境就緒：$("$VENV/bin/python" -c 'import torch, torchao; print(f"torch {torch.__version__}, torchao {torchao.__version__}")'), $(dot -V 2>&1)"
+echo "==> 環境就緒：$("$VENV/bin/python" -c 'import torch, torchao; print(f"torch {torch.__version__}, torchao {torchao.__version__}")' 2>/dev/null), $(dot -V 2>&1)"

@@ -68,3 +68,21 @@ def test_wrong_solutions_lose_points(graded) -> None:
         for exercise, wrong in info["pack"].items():
             score, maximum = scores[exercise]
             assert score < maximum, f"{wrong.id} ({wrong.description}) kept full marks {score} / {maximum}"
+
+
+def test_grade_gives_the_scores_nbgrader_gives(graded) -> None:
+    """The sandboxed grader and nbgrader's hidden cells judge with the same checks."""
+    from autograder.grading import class_folders, grade_class
+    from autograder.notebook import NOTEBOOK_SEED
+
+    module, course, _ = graded
+    students, _ = grade_class(module, class_folders(course / "submitted", module), jobs=2, seed=NOTEBOOK_SEED)
+    for student in students:
+        for result in student.notebooks:
+            if result.file is None:
+                continue
+            ours = {}
+            for verdict in result.verdicts:
+                ours[verdict["exercise"]] = ours.get(verdict["exercise"], 0.0) + verdict["score"]
+            theirs = {ex: score for ex, (score, _) in exercise_scores(course, module, student.student, result.notebook).items()}
+            assert ours == theirs, f"{student.student} {result.notebook}: grade {ours} vs nbgrader {theirs}"

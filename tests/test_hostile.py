@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -281,8 +283,9 @@ def graded(tmp_path_factory: pytest.TempPathFactory):
     stop = threading.Event()
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
-    whoami = root / "whoami.txt"
-    os.chmod(root, 0o777)
+    shared = Path(tempfile.mkdtemp(prefix="pt2e-whoami-"))  # reachable by an unprivileged user, unlike tmp_path
+    os.chmod(shared, 0o777)
+    whoami = shared / "whoami.txt"
     os.environ.update(
         PT2E_TEST_PORT=str(listener.getsockname()[1]),
         PT2E_TEST_WHOAMI=str(whoami),
@@ -294,11 +297,13 @@ def graded(tmp_path_factory: pytest.TempPathFactory):
         stop.set()
         thread.join(5)
         listener.close()
+    uid = whoami.read_text().strip() if whoami.exists() else None
+    shutil.rmtree(shared, ignore_errors=True)
     from autograder.results import write_student
 
     for student in students:
         write_student(out, student, 0)
-    return {s.student: s for s in students}, connections, whoami, out
+    return {s.student: s for s in students}, connections, uid, out
 
 
 def nb(graded, student: str, notebook: str = "M03-4") -> NotebookResult:
@@ -420,11 +425,10 @@ def test_forged_result_files_and_pytest_output_change_nothing(graded) -> None:
 
 
 def test_no_network_and_no_privileges_where_the_os_allows(graded) -> None:
-    _, connections, whoami, _ = graded
+    _, connections, uid, _ = graded
     notes = messages(nb(graded, "network"))
     if "斷網" not in notes:
         assert not connections, "a submission reached a server on the grader's loopback"
-    uid = whoami.read_text().strip() if whoami.exists() else None
     notes = messages(nb(graded, "whoami"))
     if os.getuid() == 0 and "無權限的使用者" not in notes:
         assert uid == "65534", f"the submission ran as uid {uid}"
