@@ -6,13 +6,19 @@ BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 JOBS ?= 2
 
-.PHONY: setup release test lint lab bench clean
+.PHONY: setup grade release test lint lab bench clean
 
 $(READY): pyproject.toml scripts/bootstrap.sh
 	VENV=$(VENV) bash scripts/bootstrap.sh
 	@touch $@
 
 setup: $(READY)
+
+## make grade (the main job): regenerate release/, grade the sample class in examples/submitted,
+## print the gradebook and where the feedback is (graded/<student>/M03/feedback.html)
+grade: $(READY)
+	$(BIN)/pt2e-course release --no-validate
+	$(BIN)/pt2e-course grade M03 --submitted examples/submitted --out graded --jobs $(JOBS)
 
 ## make release: run the source notebooks (outputs are committed), regenerate release/ and validate it
 release: $(READY)
@@ -33,6 +39,7 @@ lab: $(READY)
 
 bench: $(READY)
 	$(BIN)/python bench/notebooks.py
+	$(BIN)/python bench/grading.py
 
 clean:
 	rm -rf autograded feedback graded submitted gradebook.db .pytest_cache

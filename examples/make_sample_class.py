@@ -76,14 +76,12 @@ for obj in gc.get_objects():
 '''
 
 PATCH_HELPERS = '''# 作弊：把評分會用到的工具換掉，讓任何 Quantizer 看起來都對
-import builtins
 import common.graph_utils
 import autograder.evidence
 import autograder.checks.support
 common.graph_utils.observer_nodes = lambda gm: []
 autograder.evidence.describe_prepared = lambda gm: {"observers": [], "instances": [], "edges": {}, "constants": []}
 autograder.checks.support.compare_observers = lambda *args, **kwargs: None
-builtins.isinstance = lambda obj, cls: True
 '''
 
 ALWAYS_EQUAL = '''class Anything(dict):
@@ -148,7 +146,7 @@ def main(out: Path = OUT) -> None:
     insert_after(crashing["M03-1"], "add_label_hidden", "import os\nos._exit(3)  # 行程直接結束：後面的練習沒有評到")
     insert_after(crashing["M03-2"], "setup", "import sys\nsys.exit('不想做了')")
     insert_after(crashing["M03-3"], "setup", "memory = bytearray(50 * 1024**3)  # 要 50 GB 記憶體")
-    insert_after(crashing["M03-4"], "setup", "for i in range(200_000):\n    print('洗版' * 100)")
+    insert_after(crashing["M03-4"], "setup", "for i in range(20_000):\n    print('洗版' * 100)")
     students["crashing"] = crashing
 
     for student, notebooks in students.items():
