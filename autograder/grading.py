@@ -204,9 +204,7 @@ ENDINGS = {
 }
 
 
-def read_outcome(
-    outcome: RunOutcome, result: NotebookResult, limits: Limits
-) -> tuple[dict[str, Any], dict[str, str]]:
+def read_outcome(outcome: RunOutcome, result: NotebookResult, limits: Limits) -> tuple[dict[str, Any], dict[str, str]]:
     """Evidence per exercise, and a zero-score reason for the exercises that have none or are forged."""
     exercises = checks_of(result.notebook)
     evidence: dict[str, Any] = {}
@@ -224,7 +222,9 @@ def read_outcome(
             evidence[exercise] = data
             suspected = _suspected_cases(data)
             if suspected:
-                result.tampering.append(f"偵測到竄改：{exercise} 回傳了偽裝成一般資料、可能改寫了 __eq__ 的物件（{'、'.join(suspected)}），那幾項不計分")
+                result.tampering.append(
+                    f"偵測到竄改：{exercise} 回傳了偽裝成一般資料、可能改寫了 __eq__ 的物件（{'、'.join(suspected)}），那幾項不計分"
+                )
             repaired = message.get("repaired")
             if isinstance(repaired, list) and repaired:
                 names = "、".join(str(r) for r in repaired[:5]) + ("…" if len(repaired) > 5 else "")
@@ -247,7 +247,9 @@ def read_outcome(
     ending = ENDINGS.get(outcome.ended, "").format(seconds=limits.notebook_seconds)
     for exercise in exercises:
         if counts.get(exercise, 0) > 1:
-            reasons[exercise] = f"偵測到竄改：{exercise} 收到 {counts[exercise]} 份評分證據（評分程式只送一份），這一題不計分"
+            reasons[exercise] = (
+                f"偵測到竄改：{exercise} 收到 {counts[exercise]} 份評分證據（評分程式只送一份），這一題不計分"
+            )
             result.tampering.append(reasons[exercise])
             evidence.pop(exercise, None)
         elif exercise not in evidence:
@@ -351,7 +353,9 @@ def grade_class(
         except Exception as exc:  # a grader bug must not cost the rest of the batch
             result = NotebookResult(notebook, path.name if path else None, notes=list(notes))
             for exercise in checks_of(notebook):
-                result.verdicts += zero_verdicts(notebook, exercise, f"評分程式出錯（{type(exc).__name__}），請通知助教")
+                result.verdicts += zero_verdicts(
+                    notebook, exercise, f"評分程式出錯（{type(exc).__name__}），請通知助教"
+                )
         results[(student, notebook)] = result
         if on_done is not None:
             on_done(student, result)

@@ -12,8 +12,8 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterator
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 

@@ -76,7 +76,9 @@ def feedback_html(student: StudentResult) -> str:
         f"<p>總分 <b>{points_text(student.score)} / {points_text(student.max_score)}</b></p>",
     ]
     for result in student.notebooks:
-        parts.append(f"<h2>{esc(result.notebook)}：{points_text(result.score)} / {points_text(result.max_score)} 分</h2>")
+        parts.append(
+            f"<h2>{esc(result.notebook)}：{points_text(result.score)} / {points_text(result.max_score)} 分</h2>"
+        )
         for warning in result.tampering:
             parts.append(f'<p class="warn">⚠ {esc(warning)}</p>')
         for note in result.notes:
@@ -118,7 +120,12 @@ def write_csv(out: Path, module: str, students: list[StudentResult]) -> Path:
         for student in students:
             scores = {n.notebook: points_text(n.score) for n in student.notebooks}
             writer.writerow(
-                [student.student, *(scores[nb] for nb in notebooks), points_text(student.score), points_text(student.max_score)]
+                [
+                    student.student,
+                    *(scores[nb] for nb in notebooks),
+                    points_text(student.score),
+                    points_text(student.max_score),
+                ]
             )
     return path
 
@@ -129,7 +136,11 @@ def gradebook_table(students: list[StudentResult]) -> str:
         return "（沒有學生）"
     notebooks = [n.notebook for n in students[0].notebooks]
     maxima = [points_text(n.max_score) for n in students[0].notebooks]
-    header = ["學生", *(f"{nb} /{m}" for nb, m in zip(notebooks, maxima, strict=True)), f"總分 /{points_text(students[0].max_score)}"]
+    header = [
+        "學生",
+        *(f"{nb} /{m}" for nb, m in zip(notebooks, maxima, strict=True)),
+        f"總分 /{points_text(students[0].max_score)}",
+    ]
     rows = [
         [s.student, *(points_text(n.score) + ("⚠" if n.tampering else "") for n in s.notebooks), points_text(s.score)]
         for s in students

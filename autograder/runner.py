@@ -24,17 +24,16 @@ from typing import Any
 import IPython.core.interactiveshell  # noqa: F401
 import torch  # noqa: F401
 
-import common.graph_utils  # noqa: F401
-import common.models  # noqa: F401
-import common.pt2e  # noqa: F401
-import common.qspecs  # noqa: F401
+import common.graph_utils
+import common.models
+import common.pt2e
+import common.qspecs
 import common.viz  # noqa: F401
 from autograder.course import preload_course_modules
 from autograder.evidence import safe_text
 from autograder.exercises.base import collect, exercises_of
 from autograder.sandbox import Limits, confine
 from autograder.submission import RunCell
-
 
 preload_course_modules()  # the child may lose the right to read them (sandbox.confine)
 

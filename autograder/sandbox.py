@@ -43,7 +43,7 @@ def _virtual_size_bytes() -> int:
 
 def _set(limit: int, value: int) -> bool:
     try:
-        soft, hard = resource.getrlimit(limit)
+        _soft, hard = resource.getrlimit(limit)
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
         resource.setrlimit(limit, (value, value))

@@ -65,7 +65,9 @@ def load_notebook(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
     except OSError as exc:
         raise UnreadableNotebook(f"讀不到檔案 {path.name}（{exc.strerror}）") from None
     if size > MAX_NOTEBOOK_BYTES:
-        raise UnreadableNotebook(f"{path.name} 有 {size // 1024 // 1024} MB，超過 {MAX_NOTEBOOK_BYTES // 1024 // 1024} MB 的上限")
+        raise UnreadableNotebook(
+            f"{path.name} 有 {size // 1024 // 1024} MB，超過 {MAX_NOTEBOOK_BYTES // 1024 // 1024} MB 的上限"
+        )
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
@@ -169,11 +171,16 @@ def prepare(student: nbformat.NotebookNode, source: nbformat.NotebookNode) -> Pr
                 if cell.get("cell_type") == "code":
                     prepared.cells.append(RunCell("code", _source(cell), grade_id))
                 continue
-            if _source(cell).strip() != as_released(original.source).strip() or cell.get("cell_type") != original.cell_type:
+            if (
+                _source(cell).strip() != as_released(original.source).strip()
+                or cell.get("cell_type") != original.cell_type
+            ):
                 prepared.tampering.append(f"鎖定的儲存格 {grade_id} 被修改過：評分時換回原本的內容")
             student_points = _meta(cell).get("points")
             if meta.get("grade") and student_points is not None and student_points != meta.get("points"):
-                prepared.tampering.append(f"{grade_id} 的配分被改過（{meta.get('points')} → {student_points}）：照原本的配分評分")
+                prepared.tampering.append(
+                    f"{grade_id} 的配分被改過（{meta.get('points')} → {student_points}）：照原本的配分評分"
+                )
             course_cell(grade_id)
         elif grade_id in by_id:
             prepared.notes.append(f"第 {index} 格是 {grade_id} 的複本：只用第一份")

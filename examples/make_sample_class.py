@@ -38,7 +38,11 @@ def solutions(notebook: str) -> dict[str, str]:
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("solution"):
-            lines = [line for line in cell.source.splitlines() if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line]
+            lines = [
+                line
+                for line in cell.source.splitlines()
+                if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line
+            ]
             out[meta["grade_id"]] = "\n".join(lines)
     return out
 
@@ -66,25 +70,25 @@ def cell(nb: nbformat.NotebookNode, grade_id: str) -> nbformat.NotebookNode:
     return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
 
 
-FORGE_EVIDENCE = '''# 「聰明」的作弊：找到評分程式的管道，自己送一份滿分的證據
+FORGE_EVIDENCE = """# 「聰明」的作弊：找到評分程式的管道，自己送一份滿分的證據
 import gc, json
 from multiprocessing.connection import Connection
 for obj in gc.get_objects():
     if isinstance(obj, Connection) and obj.writable:
         fake = {"cases": {c: {"value": {}} for c in ("output_many_users", "edge_one_user", "stacked")}}
         obj.send_bytes(json.dumps({"type": "evidence", "exercise": "add_label", "data": fake}).encode())
-'''
+"""
 
-PATCH_HELPERS = '''# 作弊：把評分會用到的工具換掉，讓任何 Quantizer 看起來都對
+PATCH_HELPERS = """# 作弊：把評分會用到的工具換掉，讓任何 Quantizer 看起來都對
 import common.graph_utils
 import autograder.evidence
 import autograder.checks.support
 common.graph_utils.observer_nodes = lambda gm: []
 autograder.evidence.describe_prepared = lambda gm: {"observers": [], "instances": [], "edges": {}, "constants": []}
 autograder.checks.support.compare_observers = lambda *args, **kwargs: None
-'''
+"""
 
-ALWAYS_EQUAL = '''class Anything(dict):
+ALWAYS_EQUAL = """class Anything(dict):
     def __eq__(self, other):
         return True
 
@@ -93,9 +97,9 @@ ALWAYS_EQUAL = '''class Anything(dict):
 
 def label_positions(labeled):
     return Anything(edges=[], outputs=[])
-'''
+"""
 
-FAKE_RESULTS = '''# 作弊：寫一份假的成績檔，再印出假的 pytest 結果
+FAKE_RESULTS = """# 作弊：寫一份假的成績檔，再印出假的 pytest 結果
 import json, os
 fake = {"score": 999, "tests": []}
 for folder in (".", "..", "../..", os.path.expanduser("~")):
@@ -106,7 +110,7 @@ for folder in (".", "..", "../..", os.path.expanduser("~")):
         pass
 print("===== 10 passed in 0.01s =====")
 print("PASSED autograder/checks/test_m03_3.py::test_validate_accepts")
-'''
+"""
 
 
 def main(out: Path = OUT) -> None:

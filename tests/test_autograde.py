@@ -84,5 +84,8 @@ def test_grade_gives_the_scores_nbgrader_gives(graded) -> None:
             ours = {}
             for verdict in result.verdicts:
                 ours[verdict["exercise"]] = ours.get(verdict["exercise"], 0.0) + verdict["score"]
-            theirs = {ex: score for ex, (score, _) in exercise_scores(course, module, student.student, result.notebook).items()}
+            theirs = {
+                ex: score
+                for ex, (score, _) in exercise_scores(course, module, student.student, result.notebook).items()
+            }
             assert ours == theirs, f"{student.student} {result.notebook}: grade {ours} vs nbgrader {theirs}"

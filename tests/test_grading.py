@@ -35,7 +35,12 @@ def points(notebook: str, exercise: str | None = None) -> float:
 
 def cli(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "autograder.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=1800, **kwargs
+        [sys.executable, "-m", "autograder.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1800,
+        **kwargs,
     )
 
 
@@ -52,7 +57,9 @@ def results_json(out: Path, student: str) -> dict:
 
 
 def notebook_score(report: dict, notebook: str, exercise_prefix: str = "") -> float:
-    return sum(t["score"] for t in report["tests"] if t["number"].startswith(f"{notebook}.") and exercise_prefix in t["name"])
+    return sum(
+        t["score"] for t in report["tests"] if t["number"].startswith(f"{notebook}.") and exercise_prefix in t["name"]
+    )
 
 
 def test_sample_class_gradebook(sample_grades) -> None:
@@ -148,7 +155,9 @@ def test_gradescope_bundle_grades_like_grade(tmp_path: Path, sample_grades) -> N
         shutil.rmtree(submission, ignore_errors=True)
         shutil.copytree(SAMPLE / student / MODULE, submission)
         env = dict(os.environ, AUTOGRADER_ROOT=str(root), PT2E_PYTHON=sys.executable, PT2E_SEED=SEED)
-        run = subprocess.run([str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True, timeout=1800)
+        run = subprocess.run(
+            [str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True, timeout=1800
+        )
         assert run.returncode == 0, run.stderr
         report = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
         assert report["score"] == results_json(out, student)["score"]

@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import FIXTURES
-from submissions import release_notebook, solved, with_wrong, write
+from submissions import release_notebook, solved, write
 
 from autograder.grading import NotebookResult, StudentResult, class_folders, grade_class
 from autograder.sandbox import Limits
@@ -170,7 +170,14 @@ def patched_helpers(folder: Path) -> None:
 def patched_builtins(folder: Path) -> None:
     wrong = (FIXTURES / "wrong" / "M03-4" / "add_no_sharing.py").read_text(encoding="utf-8")
     nb = with_wrong_code("M03-4", {"add_quantizer": wrong})
-    m03_4(folder, after(nb, "add_quantizer", "import builtins\nbuiltins.isinstance = lambda obj, cls: True\nbuiltins.len = lambda obj: 1"))
+    m03_4(
+        folder,
+        after(
+            nb,
+            "add_quantizer",
+            "import builtins\nbuiltins.isinstance = lambda obj, cls: True\nbuiltins.len = lambda obj: 1",
+        ),
+    )
 
 
 @case
@@ -334,7 +341,12 @@ def test_honest_student_gets_full_marks(graded) -> None:
 
 @pytest.mark.parametrize(
     ("student", "phrase"),
-    [("not_json", "不是合法的 JSON"), ("wrong_nbformat", "nbformat"), ("empty_folder", "沒有交"), ("no_module_folder", "沒有交")],
+    [
+        ("not_json", "不是合法的 JSON"),
+        ("wrong_nbformat", "nbformat"),
+        ("empty_folder", "沒有交"),
+        ("no_module_folder", "沒有交"),
+    ],
 )
 def test_unreadable_or_missing_notebooks_get_zero_with_a_reason(graded, student: str, phrase: str) -> None:
     result = nb(graded, student)
@@ -378,7 +390,10 @@ def test_a_bad_cell_costs_nothing_else(graded, student: str) -> None:
         assert "時間上限" in messages(result)
 
 
-@pytest.mark.parametrize(("student", "phrase"), [("os_exit", "行程結束"), ("crashed_process", "行程結束"), ("loop_that_swallows_timeouts", "時間上限")])
+@pytest.mark.parametrize(
+    ("student", "phrase"),
+    [("os_exit", "行程結束"), ("crashed_process", "行程結束"), ("loop_that_swallows_timeouts", "時間上限")],
+)
 def test_the_process_ending_keeps_what_was_earned_before(graded, student: str, phrase: str) -> None:
     result = nb(graded, student)
     assert exercise_score(result, "add_quantizer") == ADD_POINTS, "graded before the trouble"
