@@ -143,10 +143,11 @@ def plain(value: Any, depth: int = 0) -> Any:
 # --- graphs -----------------------------------------------------------------------------------
 
 
-def _is_observer_node(gm: GraphModule, node: Node) -> bool:
+def is_observer_node(gm: GraphModule, node: Any) -> bool:
+    """True for a ``call_module`` node of ``gm`` that runs an observer or fake-quantize module."""
     from common.graph_utils import is_observer
 
-    if node.op != "call_module":
+    if not isinstance(node, Node) or node.op != "call_module":
         return False
     try:
         return is_observer(gm.get_submodule(str(node.target)))
@@ -154,7 +155,8 @@ def _is_observer_node(gm: GraphModule, node: Node) -> bool:
         return False
 
 
-def _is_guard(node: Node) -> bool:
+def is_guard(node: Node) -> bool:
+    """True for the ``_guards_fn`` node torch.export adds."""
     return node.op == "call_module" and str(node.target).startswith("_guards")
 
 
@@ -198,14 +200,14 @@ def describe_prepared(gm: GraphModule) -> dict[str, Any]:
     instances: list[dict[str, Any]] = []
     observers = []
     for node in gm.graph.nodes:
-        if not _is_observer_node(gm, node):
+        if not is_observer_node(gm, node):
             continue
         module = gm.get_submodule(str(node.target))
         if id(module) not in numbers:
             numbers[id(module)] = len(numbers)
             instances.append(observer_record(module))
         source = node.args[0]
-        while isinstance(source, Node) and _is_observer_node(gm, source):
+        while isinstance(source, Node) and is_observer_node(gm, source):
             source = source.args[0]
         observers.append(
             {
@@ -216,13 +218,13 @@ def describe_prepared(gm: GraphModule) -> dict[str, Any]:
         )
     edges: dict[str, list[list[Any]]] = {}
     for node in gm.graph.nodes:
-        if _is_observer_node(gm, node) or node.op == "placeholder" or _is_guard(node):
+        if is_observer_node(gm, node) or node.op == "placeholder" or is_guard(node):
             continue
         inputs = []
         for arg in node.all_input_nodes:
             chain: list[int] = []
             source = arg
-            while _is_observer_node(gm, source):
+            while is_observer_node(gm, source):
                 chain.append(numbers[id(gm.get_submodule(str(source.target)))])
                 source = source.args[0]
             inputs.append([source.name, list(reversed(chain))])
@@ -285,7 +287,7 @@ def describe_converted(gm: GraphModule) -> dict[str, Any]:
     paths: dict[str, list[list[Any]]] = {}
     constants: dict[str, str] = {}
     for node in gm.graph.nodes:
-        if qdq_kind(node) is not None or node.op == "placeholder" or _is_guard(node):
+        if qdq_kind(node) is not None or node.op == "placeholder" or is_guard(node):
             continue
         inputs = []
         for arg in node.all_input_nodes:

@@ -85,6 +85,11 @@ def collect(exercise: Exercise, namespace: Namespace, seed: int) -> dict[str, An
     return {"cases": cases}
 
 
+def seed_size(seed: int, low: int, high: int) -> int:
+    """A size in [low, high] that changes with the seed, so hidden models differ from run to run."""
+    return low + seed % (high - low + 1)
+
+
 def seeded_inputs(seed: int, *shapes: tuple[int, ...], scales: tuple[float, ...] = ()) -> tuple[torch.Tensor, ...]:
     """Random inputs from a generator seeded with ``seed`` (the global RNG is left alone)."""
     generator = torch.Generator().manual_seed(seed)

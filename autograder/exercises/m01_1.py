@@ -13,13 +13,9 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from autograder.evidence import EvidenceError, safe_text
-from autograder.exercises.base import Exercise, Namespace, seeded_inputs
+from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
 
 NOTEBOOK = "M01-1"
-
-
-def _size(seed: int, low: int, high: int) -> int:
-    return low + seed % (high - low + 1)
 
 
 def export(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> GraphModule:
@@ -131,15 +127,15 @@ def describe_targets(gm: GraphModule, value: Any) -> dict[str, Any]:
 
 
 def targets_gated(ns: Namespace, seed: int) -> Any:
-    features = _size(seed, 3, 7)
+    features = seed_size(seed, 3, 7)
     inputs = seeded_inputs(seed, (2, features), (2, features))
-    gm = export(GatedStack(features, _size(seed, 2, 4)), inputs)
+    gm = export(GatedStack(features, seed_size(seed, 2, 4)), inputs)
     return describe_targets(gm, ns["op_targets"](gm))
 
 
 def targets_conv(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
-    gm = export(ConvCatHead(_size(seed, 2, 5)), inputs)
+    gm = export(ConvCatHead(seed_size(seed, 2, 5)), inputs)
     return describe_targets(gm, ns["op_targets"](gm))
 
 
@@ -150,7 +146,7 @@ NEIGHBOR_QUERIES = ("x", "conv2d", "add", "cat", "output")
 
 def neighbors_fork(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
-    gm = export(Fork(_size(seed, 2, 4), seed % 3), inputs)
+    gm = export(Fork(seed_size(seed, 2, 4), seed % 3), inputs)
     answers: dict[str, Any] = {}
     for name in NEIGHBOR_QUERIES:
         value = ns["neighbors"](gm, name)

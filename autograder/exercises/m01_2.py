@@ -7,8 +7,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from autograder.exercises.base import Exercise, Namespace, seeded_inputs
-from autograder.exercises.m01_1 import _size, export, node_labels
+from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.exercises.m01_1 import export, node_labels
 
 NOTEBOOK = "M01-2"
 
@@ -50,11 +50,11 @@ class LongChain(nn.Module):
 
 def _mixed(seed: int):
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
-    return export(MixedOverloads(_size(seed, 2, 4)), inputs)
+    return export(MixedOverloads(seed_size(seed, 2, 4)), inputs)
 
 
 def _chain(seed: int):
-    features = _size(seed, 3, 6)
+    features = seed_size(seed, 3, 6)
     return export(LongChain(features, 11 + seed % 3), seeded_inputs(seed, (2, features)))
 
 

@@ -17,8 +17,8 @@ from torch._ops import OpOverload, OpOverloadPacket
 from torch.fx import GraphModule, Node
 
 from autograder.evidence import EvidenceError, safe_text
-from autograder.exercises.base import Exercise, Namespace, seeded_inputs
-from autograder.exercises.m01_1 import _size, export
+from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.exercises.m01_1 import export
 
 NOTEBOOK = "M01-3"
 
@@ -172,12 +172,12 @@ def describe_pass(
 
 def replace_relu6(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 8, 8), scales=(8.0,))
-    model = ReluBranches(_size(seed, 2, 4))
+    model = ReluBranches(seed_size(seed, 2, 4))
     return describe_pass(ns, "replace_op", model, inputs, aten.relu.default, aten.hardtanh.default, (0.0, 6.0))
 
 
 def replace_sigmoid(ns: Namespace, seed: int) -> Any:
-    features = _size(seed, 3, 6)
+    features = seed_size(seed, 3, 6)
     inputs = seeded_inputs(seed, (3, features), scales=(2.0,))
     return describe_pass(
         ns, "replace_op", SigmoidGates(features), inputs, aten.sigmoid.default, aten.hardsigmoid.default
@@ -194,11 +194,11 @@ def _bounds(seed: int) -> tuple[float, float]:
 def clamp_fan_out(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
     low, high = _bounds(seed)
-    return describe_pass(ns, "insert_clamp", ConvFanOut(_size(seed, 2, 4)), inputs, aten.conv2d.default, low, high)
+    return describe_pass(ns, "insert_clamp", ConvFanOut(seed_size(seed, 2, 4)), inputs, aten.conv2d.default, low, high)
 
 
 def clamp_output(ns: Namespace, seed: int) -> Any:
-    features = _size(seed, 3, 6)
+    features = seed_size(seed, 3, 6)
     inputs = seeded_inputs(seed, (3, features))
     low, high = _bounds(seed + 1)
     return describe_pass(ns, "insert_clamp", LinearOut(features), inputs, aten.linear.default, low, high)

@@ -16,15 +16,11 @@ from typing import Any
 import torch
 
 from autograder.evidence import EvidenceError, plain
-from autograder.exercises.base import Exercise, Namespace
+from autograder.exercises.base import Exercise, Namespace, seed_size
 
 NOTEBOOK = "M02-1"
 
 ObserverFactory = Callable[[], torch.nn.Module]
-
-
-def _size(seed: int, low: int, high: int) -> int:
-    return low + seed % (high - low + 1)
 
 
 def _generator(seed: int, salt: int) -> torch.Generator:
@@ -118,8 +114,8 @@ def run_scenario(
 
 def channel_outlier_batches(seed: int) -> list[torch.Tensor]:
     g = _generator(seed, 1)
-    channels = _size(seed, 4, 10)
-    batches = [torch.randn(_size(seed, 32, 64), channels, generator=g) for _ in range(_size(seed, 4, 8))]
+    channels = seed_size(seed, 4, 10)
+    batches = [torch.randn(seed_size(seed, 32, 64), channels, generator=g) for _ in range(seed_size(seed, 4, 8))]
     channel = int(torch.randint(channels, (1,), generator=g))
     batches[int(torch.randint(len(batches), (1,), generator=g))][0, channel] = 10.0 + 10 * float(
         torch.rand(1, generator=g)
@@ -129,15 +125,15 @@ def channel_outlier_batches(seed: int) -> list[torch.Tensor]:
 
 def late_outlier_batches(seed: int) -> list[torch.Tensor]:
     g = _generator(seed, 2)
-    count = _size(seed, 5, 9)
-    batches = [torch.randn(_size(seed, 40, 80), _size(seed, 3, 6), generator=g) for _ in range(count)]
+    count = seed_size(seed, 5, 9)
+    batches = [torch.randn(seed_size(seed, 40, 80), seed_size(seed, 3, 6), generator=g) for _ in range(count)]
     batches[count - 1 - seed % 2][1, 0] = -(8.0 + 8 * float(torch.rand(1, generator=g)))
     return batches
 
 
 def relu_batches(seed: int) -> list[torch.Tensor]:
     g = _generator(seed, 3)
-    return [torch.relu(torch.randn(_size(seed, 40, 80), 6, generator=g)) * 2 for _ in range(_size(seed, 3, 6))]
+    return [torch.relu(torch.randn(seed_size(seed, 40, 80), 6, generator=g)) * 2 for _ in range(seed_size(seed, 3, 6))]
 
 
 def laplace_batches(seed: int) -> list[torch.Tensor]:
@@ -151,7 +147,7 @@ def laplace_batches(seed: int) -> list[torch.Tensor]:
 
 def weight_batches(seed: int) -> list[torch.Tensor]:
     g = _generator(seed, 5)
-    rows = _size(seed, 8, 16)
+    rows = seed_size(seed, 8, 16)
     weight = torch.randn(rows, 3, 3, 3, generator=g) * (torch.rand(rows, 1, 1, 1, generator=g) * 3 + 0.05)
     return [weight]
 

@@ -18,8 +18,8 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from autograder.evidence import observer_record
-from autograder.exercises.base import Exercise, Namespace, seeded_inputs
+from autograder.evidence import is_guard, is_observer_node, observer_record
+from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
 from common.pt2e import (
     MinMaxObserver,
     MovingAverageMinMaxObserver,
@@ -34,10 +34,6 @@ NOTEBOOK = "M02-2"
 
 # A position: ("edge", producer name, consumer name) or ("node", node name).
 Position = tuple[str, ...]
-
-
-def _size(seed: int, low: int, high: int) -> int:
-    return low + seed % (high - low + 1)
 
 
 # --- hidden models ------------------------------------------------------------------------------
@@ -73,21 +69,6 @@ class AddTwo(nn.Module):
 # --- describing a graph by behaviour ------------------------------------------------------------
 
 
-def _is_observer_node(gm: GraphModule, node: Any) -> bool:
-    from common.graph_utils import is_observer
-
-    if not isinstance(node, Node) or node.op != "call_module":
-        return False
-    try:
-        return is_observer(gm.get_submodule(str(node.target)))
-    except AttributeError:
-        return False
-
-
-def _is_guard(node: Node) -> bool:
-    return node.op == "call_module" and str(node.target).startswith("_guards")
-
-
 def describe_observed(gm: GraphModule) -> dict[str, Any]:
     """What a graph with observers does, independent of node order and observer names.
 
@@ -100,13 +81,13 @@ def describe_observed(gm: GraphModule) -> dict[str, Any]:
     instances: list[dict[str, Any]] = []
     edges: list[list[Any]] = []
     for node in gm.graph.nodes:
-        if _is_observer_node(gm, node) or node.op == "placeholder" or _is_guard(node):
+        if is_observer_node(gm, node) or node.op == "placeholder" or is_guard(node):
             continue
         for arg in node.all_input_nodes:
             modules = []
             source: Any = arg
             steps = 0
-            while _is_observer_node(gm, source) and steps < 100:
+            while is_observer_node(gm, source) and steps < 100:
                 modules.append(gm.get_submodule(str(source.target)))
                 source = source.args[0] if source.args else None
                 steps += 1
@@ -185,7 +166,7 @@ def run_positions(
         returned.append(
             type(result) is Node
             and result.graph is gm.graph
-            and _is_observer_node(gm, result)
+            and is_observer_node(gm, result)
             and gm.get_submodule(str(result.target)) is observers[group]
         )
     quantizer = reference_quantizer() if reference_quantizer else PositionQuantizer(positions, specs)
@@ -239,7 +220,7 @@ def _xnnpack_case(ns: Namespace, seed: int, model_name: str, per_channel: bool, 
     op, weight, relu = names
     positions = [(("edge", "x", op), "act"), (("edge", weight, op), "weight"), (("node", relu), "out")]
     specs = {"act": config.input_activation, "weight": config.weight, "out": config.output_activation}
-    shape = (_size(seed, 2, 5), 3, 16, 16) if model_name == "conv_relu" else (_size(seed, 2, 5), 16)
+    shape = (seed_size(seed, 2, 5), 3, 16, 16) if model_name == "conv_relu" else (seed_size(seed, 2, 5), 16)
     inputs = seeded_inputs(seed, shape)
     return run_positions(
         ns,
@@ -265,7 +246,7 @@ def case_edges(ns: Namespace, seed: int) -> Any:
     from common.models import get_model
 
     positions = [(("edge", "x", "conv2d"), "a"), (("edge", "conv2d_1", "cat"), "b")]
-    inputs = seeded_inputs(seed, (_size(seed, 2, 4), 3, 16, 16))
+    inputs = seeded_inputs(seed, (seed_size(seed, 2, 4), 3, 16, 16))
     return run_positions(ns, seed, get_model("cat_pool"), inputs, positions, {"a": _minmax(), "b": _moving(0.5)})
 
 
@@ -274,9 +255,9 @@ def case_nodes(ns: Namespace, seed: int) -> Any:
     from common.models import get_model
 
     positions = [(("node", "x"), "a"), (("node", "cat"), "b")]
-    inputs = seeded_inputs(seed, (_size(seed, 2, 4), 3, 16, 16))
+    inputs = seeded_inputs(seed, (seed_size(seed, 2, 4), 3, 16, 16))
     pool = run_positions(ns, seed, get_model("cat_pool"), inputs, positions, {"a": _minmax(), "b": _moving(0.5)})
-    features = _size(seed, 4, 9)
+    features = seed_size(seed, 4, 9)
     positions = [(("edge", "x", "linear"), "a"), (("node", "relu"), "b")]
     inputs = seeded_inputs(seed, (3, features))
     outputs = run_positions(
@@ -288,13 +269,13 @@ def case_nodes(ns: Namespace, seed: int) -> Any:
 def case_repeated_input(ns: Namespace, seed: int) -> Any:
     """mul(r, r): one edge, one observer, read at both argument positions."""
     positions = [(("edge", "relu", "mul"), "a")]
-    inputs = seeded_inputs(seed, (4, _size(seed, 3, 10)))
+    inputs = seeded_inputs(seed, (4, seed_size(seed, 3, 10)))
     return run_positions(ns, seed, SquareRelu(), inputs, positions, {"a": _moving(0.5)})
 
 
 def case_shared(ns: Namespace, seed: int) -> Any:
     """One observer instance passed for both input edges and the output of an add."""
-    features = _size(seed, 4, 12)
+    features = seed_size(seed, 4, 12)
     positions = [(("edge", "a", "add"), "s"), (("edge", "b", "add"), "s"), (("node", "add"), "s")]
     inputs = seeded_inputs(seed, (4, features), (4, features), scales=(1.0, 4.0))
     return run_positions(ns, seed, AddTwo(), inputs, positions, {"s": _minmax()})

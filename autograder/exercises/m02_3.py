@@ -14,15 +14,11 @@ from typing import Any
 import torch
 
 from autograder.evidence import EvidenceError
-from autograder.exercises.base import Exercise, Namespace
+from autograder.exercises.base import Exercise, Namespace, seed_size
 
 NOTEBOOK = "M02-3"
 EPS = torch.finfo(torch.float32).eps
 XNNPACK_EPS = 2**-12
-
-
-def _size(seed: int, low: int, high: int) -> int:
-    return low + seed % (high - low + 1)
 
 
 def _generator(seed: int, salt: int) -> torch.Generator:
@@ -114,7 +110,7 @@ def _seeded_batches(seed: int, salt: int, count: int = 3) -> list[torch.Tensor]:
     g = _generator(seed, salt)
     spread = 0.05 + 4 * torch.rand(1, generator=g).item()
     shift = (torch.rand(1, generator=g).item() - 0.5) * spread
-    return [torch.randn(_size(seed + i, 20, 60), generator=g) * spread + shift for i in range(count)]
+    return [torch.randn(seed_size(seed + i, 20, 60), generator=g) * spread + shift for i in range(count)]
 
 
 def qparams_affine(ns: Namespace, seed: int) -> Any:
@@ -138,7 +134,7 @@ def qparams_zero_range(ns: Namespace, seed: int) -> Any:
     g = _generator(seed, 200)
     tiny = float(torch.rand(1, generator=g)) * 1e-6
     cases = [
-        ("全部是 0", [torch.zeros(_size(seed, 3, 9))]),
+        ("全部是 0", [torch.zeros(seed_size(seed, 3, 9))]),
         (f"範圍極小（±{tiny:.2g}）", [torch.tensor([-tiny, tiny * 0.5])]),
         (f"只有一個極小的正數 {tiny / 7:.2g}", [torch.tensor([tiny / 7])]),
     ]
@@ -153,8 +149,8 @@ def qparams_one_sided(ns: Namespace, seed: int) -> Any:
     """Ranges that do not contain 0: a single value, only negatives, only positives."""
     g = _generator(seed, 300)
     single = 0.5 + 3 * float(torch.rand(1, generator=g))
-    negative = -(torch.rand(_size(seed, 5, 15), generator=g) * 3 + 0.25)
-    positive = torch.rand(_size(seed, 5, 15), generator=g) * 2 + 0.5
+    negative = -(torch.rand(seed_size(seed, 5, 15), generator=g) * 3 + 0.25)
+    positive = torch.rand(seed_size(seed, 5, 15), generator=g) * 2 + 0.5
     cases = [
         (f"只有一個值 {single:.4g}", [torch.tensor([single])]),
         (f"一個值重複（全是 {-single:.4g}）", [torch.full((4,), -single)]),
@@ -182,7 +178,7 @@ def qparams_ties(ns: Namespace, seed: int) -> Any:
 def qparams_per_channel(ns: Namespace, seed: int) -> Any:
     """A weight of C output channels, one scale per channel; some channels are all 0 or one-sided."""
     g = _generator(seed, 400)
-    channels = _size(seed, 24, 40)
+    channels = seed_size(seed, 24, 40)
     weight = torch.randn(channels, 3, 3, 3, generator=g) * (torch.rand(channels, 1, 1, 1, generator=g) * 2 + 0.01)
     weight[1] = 0.0
     weight[2] = -weight[2].abs()
@@ -196,7 +192,7 @@ def qparams_per_channel(ns: Namespace, seed: int) -> Any:
 def qparams_eps(ns: Namespace, seed: int) -> Any:
     """XNNPACKQuantizer's observers use eps = 2**-12: a small range is clamped to it."""
     g = _generator(seed, 500)
-    small = torch.randn(_size(seed, 8, 20), generator=g) * 1e-3
+    small = torch.randn(seed_size(seed, 8, 20), generator=g) * 1e-3
     cases = [("全部是 0", [torch.zeros(4)]), ("範圍很小（約 ±0.003）", [small])]
     return [
         _qparams_case(ns, label, batches, config, eps=XNNPACK_EPS)
@@ -245,7 +241,7 @@ def quantize_seeded(ns: Namespace, seed: int) -> Any:
     rows = []
     for i, (qmin, qmax, dtype) in enumerate(((-128, 127, torch.int8), (0, 255, torch.uint8))):
         g = _generator(seed, 600 + i)
-        x = torch.randn(_size(seed, 200, 400), generator=g) * (0.5 + 3 * float(torch.rand(1, generator=g)))
+        x = torch.randn(seed_size(seed, 200, 400), generator=g) * (0.5 + 3 * float(torch.rand(1, generator=g)))
         scale, zero_point = _observed_qparams(x[: x.numel() // 2], qmin, qmax, dtype)  # the rest may fall outside
         rows.append(_quantize_case(ns, "亂數資料", x, scale, zero_point, qmin, qmax, dtype))
     return rows
@@ -277,7 +273,7 @@ def quantize_near_ties(ns: Namespace, seed: int) -> Any:
 def quantize_clamp(ns: Namespace, seed: int) -> Any:
     g = _generator(seed, 800)
     rows = []
-    x = torch.randn(_size(seed, 100, 200), generator=g) * 2
+    x = torch.randn(seed_size(seed, 100, 200), generator=g) * 2
     x[:4] = torch.tensor([1e4, -1e4, 300.0, -300.0])  # far outside: clamped, never wrapped around
     for qmin, qmax, dtype in (
         (-8, 7, torch.int8),

@@ -9,7 +9,7 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from autograder.evidence import describe_prepared, plain
-from autograder.exercises.base import Exercise, Namespace, seeded_inputs
+from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
 from common.pt2e import (
     ANNOTATION_KEY,
     MinMaxObserver,
@@ -50,12 +50,8 @@ class FanOut(nn.Module):
         return self.first(r), self.second(r), r * 2, r
 
 
-def _size(seed: int) -> int:
-    return 4 + seed % 6
-
-
 def _fan_out(seed: int) -> GraphModule:
-    features = _size(seed)
+    features = seed_size(seed, 4, 9)
     return export_module(FanOut(features).eval(), seeded_inputs(seed, (2, features)))
 
 

@@ -9,23 +9,12 @@ from torch import nn
 from torch.fx import GraphModule
 
 from autograder.evidence import describe_prepared, safe_text
-from autograder.exercises.base import Exercise, Namespace, seeded_inputs
+from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.exercises.m03_2 import ConvTwoUsers
 from common.pt2e import ANNOTATION_KEY, QuantizationSpec, Quantizer, export_module, prepare_pt2e
 from common.qspecs import act_spec
 
 NOTEBOOK = "M03-3"
-
-
-class ConvTwoUsers(nn.Module):
-    """conv read by a relu and by a mul: not a fusable pattern."""
-
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, channels, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        y = self.conv(x)
-        return torch.relu(y), y * 2
 
 
 class ConvReluPool(nn.Module):
@@ -53,15 +42,11 @@ class LinearAdd(nn.Module):
         return self.c(self.a(x) + self.b(x))
 
 
-def _size(seed: int) -> int:
-    return 3 + seed % 5
-
-
 def build(name: str, seed: int) -> GraphModule:
     """Export a named model (seed models from common.models, or the hidden ones here)."""
     from common.models import example_inputs, get_model
 
-    size = _size(seed)
+    size = seed_size(seed, 3, 7)
     hidden = {
         "conv_two_users": lambda: (ConvTwoUsers(size), seeded_inputs(seed, (2, 3, 8, 8))),
         "conv_relu_pool": lambda: (ConvReluPool(size), seeded_inputs(seed, (2, 3, 8, 8))),

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from autograder.exercises.base import Exercise, Namespace, quantize_model, seeded_inputs
+from autograder.exercises.base import Exercise, Namespace, quantize_model, seed_size, seeded_inputs
 
 NOTEBOOK = "M03-4"
 
@@ -86,15 +86,11 @@ class CatWithConstant(nn.Module):
         return torch.cat([r, self.table, r], dim=0)
 
 
-def _size(seed: int, low: int, high: int) -> int:
-    return low + seed % (high - low + 1)
-
-
 # --- AddQuantizer -------------------------------------------------------------------------------
 
 
 def add_separate(ns: Namespace, seed: int) -> Any:
-    features = _size(seed, 5, 12)
+    features = seed_size(seed, 5, 12)
     inputs = seeded_inputs(seed, (4, features), (4, features), scales=(1.0, 5.0))
     return quantize_model(ns["AddQuantizer"](share=False), TwoInputAdd(), inputs, seed)
 
@@ -108,17 +104,17 @@ def add_shared_residual(ns: Namespace, seed: int) -> Any:
 
 def add_shared_branches(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
-    return quantize_model(ns["AddQuantizer"](share=True), BranchAdds(_size(seed, 2, 6)), inputs, seed)
+    return quantize_model(ns["AddQuantizer"](share=True), BranchAdds(seed_size(seed, 2, 6)), inputs, seed)
 
 
 def add_constants(ns: Namespace, seed: int) -> Any:
-    features = _size(seed, 4, 9)
+    features = seed_size(seed, 4, 9)
     inputs = seeded_inputs(seed, (3, features))
     return quantize_model(ns["AddQuantizer"](share=True), ConstantAdds(features), inputs, seed)
 
 
 def add_self(ns: Namespace, seed: int) -> Any:
-    inputs = seeded_inputs(seed, (4, _size(seed, 3, 10)))
+    inputs = seeded_inputs(seed, (4, seed_size(seed, 3, 10)))
     return quantize_model(ns["AddQuantizer"](share=True), SelfAdd(), inputs, seed)
 
 
@@ -142,11 +138,11 @@ def cat_pool(ns: Namespace, seed: int) -> Any:
 
 def cat_three_way(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
-    return quantize_model(ns["CatQuantizer"](), ThreeWayCat(_size(seed, 2, 5)), inputs, seed)
+    return quantize_model(ns["CatQuantizer"](), ThreeWayCat(seed_size(seed, 2, 5)), inputs, seed)
 
 
 def cat_constant_and_repeat(ns: Namespace, seed: int) -> Any:
-    features = _size(seed, 3, 8)
+    features = seed_size(seed, 3, 8)
     inputs = seeded_inputs(seed, (2, features))
     return quantize_model(ns["CatQuantizer"](), CatWithConstant(features), inputs, seed)
 

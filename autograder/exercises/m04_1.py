@@ -7,11 +7,12 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.fx import GraphModule, Node
+from torch.fx import Node
 
 from autograder.evidence import EvidenceError, getattr_value, plain
-from autograder.exercises.base import Exercise, Namespace, seeded_inputs
-from common.pt2e import Quantizer, export_module, prepare_pt2e
+from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.exercises.probes import NoLabels
+from common.pt2e import export_module, prepare_pt2e
 
 NOTEBOOK = "M04-1"
 
@@ -33,20 +34,6 @@ class ConvBn(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.bn(self.conv(x))
-
-
-class NoLabels(Quantizer):
-    """A Quantizer that labels nothing: prepare_pt2e then only folds BN."""
-
-    def annotate(self, model: GraphModule) -> GraphModule:
-        return model
-
-    def validate(self, model: GraphModule) -> None:
-        pass
-
-
-def _size(seed: int, low: int, high: int) -> int:
-    return low + seed % (high - low + 1)
 
 
 def set_bn_statistics(bn: nn.Module, seed: int) -> None:
@@ -107,35 +94,35 @@ def run_fold(ns: Namespace, conv: nn.Module, bn: nn.Module, inputs: tuple[torch.
 
 
 def conv2d_with_bias(ns: Namespace, seed: int) -> Any:
-    cin, cout = _size(seed, 2, 4), _size(seed + 1, 3, 7)
+    cin, cout = seed_size(seed, 2, 4), seed_size(seed + 1, 3, 7)
     conv, bn = nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout)
     set_bn_statistics(bn, seed)
     return run_fold(ns, conv, bn, seeded_inputs(seed, (2, cin, 6, 6)))
 
 
 def conv2d_without_bias(ns: Namespace, seed: int) -> Any:
-    cin, cout = _size(seed + 2, 2, 5), _size(seed, 3, 6)
+    cin, cout = seed_size(seed + 2, 2, 5), seed_size(seed, 3, 6)
     conv, bn = nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout)
     set_bn_statistics(bn, seed + 10)
     return run_fold(ns, conv, bn, seeded_inputs(seed, (2, cin, 6, 6)))
 
 
 def conv1d(ns: Namespace, seed: int) -> Any:
-    cin, cout = _size(seed, 2, 4), _size(seed + 3, 4, 8)
-    conv, bn = nn.Conv1d(cin, cout, _size(seed, 2, 3)), nn.BatchNorm1d(cout)
+    cin, cout = seed_size(seed, 2, 4), seed_size(seed + 3, 4, 8)
+    conv, bn = nn.Conv1d(cin, cout, seed_size(seed, 2, 3)), nn.BatchNorm1d(cout)
     set_bn_statistics(bn, seed + 20)
     return run_fold(ns, conv, bn, seeded_inputs(seed, (2, cin, 9)))
 
 
 def conv3d(ns: Namespace, seed: int) -> Any:
-    cin, cout = _size(seed + 1, 2, 3), _size(seed, 3, 5)
+    cin, cout = seed_size(seed + 1, 2, 3), seed_size(seed, 3, 5)
     conv, bn = nn.Conv3d(cin, cout, 2, bias=False), nn.BatchNorm3d(cout)
     set_bn_statistics(bn, seed + 30)
     return run_fold(ns, conv, bn, seeded_inputs(seed, (1, cin, 4, 4, 4)))
 
 
 def other_eps(ns: Namespace, seed: int) -> Any:
-    cin, cout = _size(seed, 2, 3), _size(seed + 2, 3, 6)
+    cin, cout = seed_size(seed, 2, 3), seed_size(seed + 2, 3, 6)
     eps = (0.05, 0.2, 0.5)[seed % 3]
     conv, bn = nn.Conv2d(cin, cout, 3), nn.BatchNorm2d(cout, eps=eps)
     set_bn_statistics(bn, seed + 40)
@@ -145,7 +132,7 @@ def other_eps(ns: Namespace, seed: int) -> Any:
 
 
 def not_affine(ns: Namespace, seed: int) -> Any:
-    cin, cout = _size(seed + 1, 2, 4), _size(seed + 1, 3, 6)
+    cin, cout = seed_size(seed + 1, 2, 4), seed_size(seed + 1, 3, 6)
     conv, bn = nn.Conv2d(cin, cout, 3, padding=1, bias=seed % 2 == 0), nn.BatchNorm2d(cout, affine=False)
     set_bn_statistics(bn, seed + 50)
     return run_fold(ns, conv, bn, seeded_inputs(seed, (2, cin, 6, 6)))

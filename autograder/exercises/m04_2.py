@@ -9,26 +9,13 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from autograder.evidence import EvidenceError
-from autograder.exercises.base import Exercise, Namespace, seeded_inputs
-from common.pt2e import Quantizer, export_module, prepare_pt2e
+from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.exercises.probes import NoLabels
+from common.pt2e import export_module, prepare_pt2e
 
 NOTEBOOK = "M04-2"
 
 BATCH_NORMS = (torch.ops.aten.batch_norm.default, torch.ops.aten._native_batch_norm_legit_no_training.default)
-
-
-class NoLabels(Quantizer):
-    """Labels nothing: prepare_pt2e then only folds BN."""
-
-    def annotate(self, model: GraphModule) -> GraphModule:
-        return model
-
-    def validate(self, model: GraphModule) -> None:
-        pass
-
-
-def _size(seed: int, low: int, high: int) -> int:
-    return low + seed % (high - low + 1)
 
 
 def _stats(module: nn.Module, seed: int) -> nn.Module:
@@ -166,7 +153,7 @@ def judge_model(ns: Namespace, label: str, model: nn.Module, inputs: tuple[torch
 
 
 def conv_family(ns: Namespace, seed: int) -> Any:
-    c = _size(seed, 3, 6)
+    c = seed_size(seed, 3, 6)
     models = [
         ("Conv1d", ConvThenBn(nn.Conv1d(3, c, 3), nn.BatchNorm1d, c), (2, 3, 10)),
         ("Conv2d(padding='same')", ConvThenBn(nn.Conv2d(3, c, 3, padding="same"), nn.BatchNorm2d, c), (2, 3, 8, 8)),
@@ -180,8 +167,8 @@ def conv_family(ns: Namespace, seed: int) -> Any:
 
 
 def linear_rank(ns: Namespace, seed: int) -> Any:
-    f, o = _size(seed, 4, 7), _size(seed + 1, 3, 6)
-    length = _size(seed + 2, 3, 5)
+    f, o = seed_size(seed, 4, 7), seed_size(seed + 1, 3, 6)
+    length = seed_size(seed + 2, 3, 5)
     models = [
         ("2-D linear", LinearThenBn(f, o, o, nn.BatchNorm1d), (4, f)),
         ("2-D linear（沒有 bias）", LinearThenBn(f, o, o, nn.BatchNorm1d, bias=False), (4, f)),
@@ -196,15 +183,15 @@ def linear_rank(ns: Namespace, seed: int) -> Any:
 
 
 def not_directly_after(ns: Namespace, seed: int) -> Any:
-    c = _size(seed, 2, 5)
-    f = _size(seed, 3, 6)
+    c = seed_size(seed, 2, 5)
+    f = seed_size(seed, 3, 6)
     found = judge_model(ns, "多種 op 之後的 BN", _stats(BnAfterOtherOps(c), seed), seeded_inputs(seed, (2, 3, 8, 8)))
     found |= judge_model(ns, "linear → relu → BN", _stats(LinearReluBn(f), seed + 1), seeded_inputs(seed, (4, f)))
     return found
 
 
 def shared_output(ns: Namespace, seed: int) -> Any:
-    c, f = _size(seed, 2, 5), _size(seed + 1, 3, 6)
+    c, f = seed_size(seed, 2, 5), seed_size(seed + 1, 3, 6)
     found = judge_model(
         ns, "conv 的輸出還有別的使用者", _stats(ConvSharedOutput(c), seed), seeded_inputs(seed, (2, 3, 6, 6))
     )

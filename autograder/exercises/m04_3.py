@@ -10,7 +10,7 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from autograder.evidence import describe_converted, describe_prepared
-from autograder.exercises.base import Exercise, Namespace, seeded_inputs
+from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
 from autograder.exercises.probes import ChainQuantizer
 from common.pt2e import (
     ANNOTATION_KEY,
@@ -30,10 +30,6 @@ RELU = torch.ops.aten.relu.default
 ADD = torch.ops.aten.add.Tensor
 LINEAR = torch.ops.aten.linear.default
 MAX_POOL = torch.ops.aten.max_pool2d.default
-
-
-def _size(seed: int, low: int, high: int) -> int:
-    return low + seed % (high - low + 1)
 
 
 # --- hidden models ------------------------------------------------------------------------------
@@ -162,13 +158,13 @@ def fuse(
 
 
 def chain(ns: Namespace, seed: int) -> Any:
-    model = ConvChain(_size(seed, 2, 4), _size(seed, 3, 6))
+    model = ConvChain(seed_size(seed, 2, 4), seed_size(seed, 3, 6))
     inputs = seeded_inputs(seed, (2, 3, 4, 4))
     return fuse(ns["FusionQuantizer"]([(CONV, RELU), (LINEAR, RELU)]), model, inputs, seed, convert=True)
 
 
 def residual(ns: Namespace, seed: int) -> Any:
-    model = ResidualBlock(_size(seed, 2, 5))
+    model = ResidualBlock(seed_size(seed, 2, 5))
     inputs = seeded_inputs(seed, (2, 3, 6, 6))
     quantizer = ns["FusionQuantizer"]([(CONV, RELU), (ADD, RELU), (CONV,)])
     return fuse(quantizer, model, inputs, seed, convert=True)
@@ -182,12 +178,12 @@ def three_ops(ns: Namespace, seed: int) -> Any:
 def shared_output(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 6, 6))
     quantizer = ns["FusionQuantizer"]([(CONV, RELU), (CONV,), (ADD,)])
-    return fuse(quantizer, SharedConvOutput(_size(seed, 2, 4)), inputs, seed)
+    return fuse(quantizer, SharedConvOutput(seed_size(seed, 2, 4)), inputs, seed)
 
 
 def priority(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
-    model = ConvReluPool(_size(seed, 2, 4))
+    model = ConvReluPool(seed_size(seed, 2, 4))
     return {
         "single_first": fuse(ns["FusionQuantizer"]([(RELU,), (CONV, RELU)]), model, inputs, seed),
         "pair_first": fuse(ns["FusionQuantizer"]([(CONV, RELU), (RELU,)]), model, inputs, seed),
@@ -197,7 +193,7 @@ def priority(ns: Namespace, seed: int) -> Any:
 def marks_members(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
     quantizer = ChainQuantizer([ns["FusionQuantizer"]([(CONV, RELU, MAX_POOL)]), LateOutputClaimer()])
-    return fuse(quantizer, ConvReluPool(_size(seed + 1, 2, 4)), inputs, seed)
+    return fuse(quantizer, ConvReluPool(seed_size(seed + 1, 2, 4)), inputs, seed)
 
 
 EXERCISES = {

@@ -12,7 +12,7 @@ from torch import nn
 from torch.fx import GraphModule
 
 from autograder.evidence import plain, qdq_kind
-from autograder.exercises.base import Exercise, Namespace, seeded_inputs
+from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
 
 NOTEBOOK = "M05-1"
 
@@ -68,10 +68,6 @@ class MlpFanOut(nn.Module):
         return self.fc2(h) + self.fc3(h)
 
 
-def _size(seed: int, low: int, high: int) -> int:
-    return low + seed % (high - low + 1)
-
-
 def converted(model: nn.Module, shape: tuple[int, ...], seed: int, per_channel: bool, fold: bool) -> GraphModule:
     """Export ``model``, quantize it with XNNPACKQuantizer, calibrate on ``seed``, convert."""
     from common.pt2e import convert_pt2e, export_module, get_xnnpack_quantizer, prepare_pt2e
@@ -87,15 +83,15 @@ def converted(model: nn.Module, shape: tuple[int, ...], seed: int, per_channel: 
 def hidden_graph(kind: str, seed: int) -> GraphModule:
     """The converted graphs of the hidden cases (weights from the global RNG, seeded by the collector)."""
     if kind == "per_tensor":
-        return converted(ConvLinear(_size(seed, 2, 5), _size(seed, 3, 6)), (2, 3, 4, 4), seed, False, True)
+        return converted(ConvLinear(seed_size(seed, 2, 5), seed_size(seed, 3, 6)), (2, 3, 4, 4), seed, False, True)
     if kind == "per_channel":
-        return converted(MlpFanOut(_size(seed, 4, 9)), (3, _size(seed, 4, 9)), seed, True, True)
+        return converted(MlpFanOut(seed_size(seed, 4, 9)), (3, seed_size(seed, 4, 9)), seed, True, True)
     if kind == "unfolded":
-        return converted(ConvLinear(_size(seed, 3, 6), 4), (2, 3, 4, 4), seed, True, False)
+        return converted(ConvLinear(seed_size(seed, 3, 6), 4), (2, 3, 4, 4), seed, True, False)
     if kind == "fan_out":
-        return converted(FanOut(_size(seed, 2, 6)), (2, 3, 6, 6), seed, False, True)
+        return converted(FanOut(seed_size(seed, 2, 6)), (2, 3, 6, 6), seed, False, True)
     if kind == "cat":
-        return converted(BranchCat(_size(seed, 2, 4)), (2, 3, 6, 6), seed, True, True)
+        return converted(BranchCat(seed_size(seed, 2, 4)), (2, 3, 6, 6), seed, True, True)
     raise KeyError(kind)
 
 

@@ -9,7 +9,7 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from autograder.evidence import describe_converted, getattr_value, qdq_kind
-from autograder.exercises.base import Exercise, Namespace, seeded_inputs
+from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
 
 NOTEBOOK = "M05-2"
 
@@ -58,10 +58,6 @@ class MixedBias(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = torch.relu(self.conv(x)).mean(dim=(2, 3))
         return self.fc2(self.fc1(h))
-
-
-def _size(seed: int, low: int, high: int) -> int:
-    return low + seed % (high - low + 1)
 
 
 def _qdq_chain(node: Node) -> tuple[Node, list[Node]]:
@@ -164,13 +160,13 @@ def run_bias_quantizer(quantizer: Any, model: nn.Module, shape: tuple[int, ...],
 def _case(model_kind: str, per_channel: bool) -> Any:
     def case(ns: Namespace, seed: int) -> Any:
         if model_kind == "conv":
-            model: nn.Module = ConvChain(_size(seed, 2, 5))
+            model: nn.Module = ConvChain(seed_size(seed, 2, 5))
             shape: tuple[int, ...] = (2, 3, 6, 6)
         elif model_kind == "linear":
-            features = _size(seed, 4, 8)
+            features = seed_size(seed, 4, 8)
             model, shape = LinearChain(features), (4, features)
         else:
-            model, shape = MixedBias(_size(seed, 3, 6)), (2, 3, 6, 6)
+            model, shape = MixedBias(seed_size(seed, 3, 6)), (2, 3, 6, 6)
         return run_bias_quantizer(ns["BiasQuantizer"](per_channel=per_channel), model, shape, seed)
 
     return case

@@ -11,15 +11,11 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from autograder.evidence import EvidenceError, getattr_value, plain
-from autograder.exercises.base import Exercise, Namespace, seeded_inputs
+from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
 
 NOTEBOOK = "M05-3"
 
 LINEAR = torch.ops.aten.linear.default
-
-
-def _size(seed: int, low: int, high: int) -> int:
-    return low + seed % (high - low + 1)
 
 
 def linear_quantizer() -> Any:
@@ -82,7 +78,7 @@ def hidden_layers(seed: int) -> dict[str, dict[str, Any]]:
     """
     from common.pt2e import convert_pt2e, export_module, prepare_pt2e
 
-    in_features = _size(seed, 5, 12)
+    in_features = seed_size(seed, 5, 12)
     model = FourLinears(in_features, in_features - 2).eval()
     shapes = {kind: (2, 3, in_features) if kind == "batched" else (6, in_features) for kind in KINDS}
 

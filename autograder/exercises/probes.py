@@ -80,3 +80,13 @@ class ChainQuantizer(Quantizer):
     def validate(self, model: GraphModule) -> None:
         for quantizer in self.quantizers:
             quantizer.validate(model)
+
+
+class NoLabels(Quantizer):
+    """Labels nothing: prepare_pt2e then only folds BN (and inserts no observer)."""
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        pass
