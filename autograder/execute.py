@@ -52,5 +52,6 @@ def execute_in_place(path: Path) -> float:
     for cell in nb.cells:  # timings from an older run are noise in a diff
         cell.metadata.pop("execution", None)
     execute(nb, path.parent)
+    nb.metadata.get("language_info", {}).pop("version", None)  # the Python patch level is machine noise
     nbformat.write(nb, path)
     return time.perf_counter() - start
