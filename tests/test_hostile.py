@@ -33,6 +33,10 @@ LIMITS = Limits(cell_seconds=4, notebook_seconds=45, memory_mb=1536)
 
 Builder = Callable[[Path], None]
 CASES: dict[str, Builder] = {}
+CONTEXT: dict[str, str] = {}
+"""Values the fixture decides before building the cases (a port, paths). They are written into
+the notebooks: a child forked from an already running fork server does not see later changes
+to this process's environment."""
 
 
 def case(fn: Builder) -> Builder:
@@ -213,7 +217,7 @@ def oversized_message(folder: Path) -> None:
 
 FORGED_FILES = """
 import json, os
-for folder in (".", "..", "../..", os.path.expanduser("~"), os.environ.get("PT2E_FORGE_INTO", ".")):
+for folder in (".", "..", "../..", os.path.expanduser("~"), FORGE_INTO):
     try:
         with open(os.path.join(folder, "results.json"), "w") as handle:
             json.dump({"score": 999, "tests": []}, handle)
@@ -227,13 +231,13 @@ print("PASSED autograder/checks/test_m03_4.py::test_add_separate")
 @case
 def forged_results_and_pytest_output(folder: Path) -> None:
     nb = release_notebook("M03-4")
-    m03_4(folder, after(nb, "setup", FORGED_FILES))
+    m03_4(folder, after(nb, "setup", f"FORGE_INTO = {CONTEXT['forge_into']!r}\n" + FORGED_FILES))
 
 
 NETWORK = """
 import os, socket
 try:
-    socket.create_connection(("127.0.0.1", int(os.environ["PT2E_TEST_PORT"])), timeout=2).close()
+    socket.create_connection(("127.0.0.1", PORT), timeout=2).close()
 except OSError:
     pass
 """
@@ -241,19 +245,19 @@ except OSError:
 
 @case
 def network(folder: Path) -> None:
-    m03_4(folder, after(solved("M03-4"), "setup", NETWORK))
+    m03_4(folder, after(solved("M03-4"), "setup", f"PORT = {CONTEXT['port']}\n" + NETWORK))
 
 
 WHOAMI = """
 import os
-with open(os.environ["PT2E_TEST_WHOAMI"], "w") as handle:
+with open(WHOAMI, "w") as handle:
     handle.write(str(os.getuid()))
 """
 
 
 @case
 def whoami(folder: Path) -> None:
-    m03_4(folder, after(solved("M03-4"), "setup", WHOAMI))
+    m03_4(folder, after(solved("M03-4"), "setup", f"WHOAMI = {CONTEXT['whoami']!r}\n" + WHOAMI))
 
 
 @case
@@ -274,9 +278,13 @@ def with_wrong_code(notebook: str, answers: dict[str, str]) -> nbformat.Notebook
 def graded(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("hostile")
     submitted, out = root / "submitted", root / "graded"
+    listener = socket.create_server(("127.0.0.1", 0))
+    shared = Path(tempfile.mkdtemp(prefix="pt2e-whoami-"))  # reachable by an unprivileged user, unlike tmp_path
+    os.chmod(shared, 0o777)
+    whoami = shared / "whoami.txt"
+    CONTEXT.update(port=str(listener.getsockname()[1]), whoami=str(whoami), forge_into=str(out))
     for name, build in CASES.items():
         build(submitted / name)
-    listener = socket.create_server(("127.0.0.1", 0))
     connections: list[object] = []
 
     def accept() -> None:
@@ -290,14 +298,6 @@ def graded(tmp_path_factory: pytest.TempPathFactory):
     stop = threading.Event()
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
-    shared = Path(tempfile.mkdtemp(prefix="pt2e-whoami-"))  # reachable by an unprivileged user, unlike tmp_path
-    os.chmod(shared, 0o777)
-    whoami = shared / "whoami.txt"
-    os.environ.update(
-        PT2E_TEST_PORT=str(listener.getsockname()[1]),
-        PT2E_TEST_WHOAMI=str(whoami),
-        PT2E_FORGE_INTO=str(out),
-    )
     try:
         students, _ = grade_class(MODULE, class_folders(submitted, MODULE), jobs=2, seed=0, limits=LIMITS)
     finally:
