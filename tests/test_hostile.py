@@ -156,6 +156,8 @@ def output_flood(folder: Path) -> None:
 
 PATCHES = """
 import common.graph_utils, autograder.evidence, autograder.checks.support, torch.fx
+import torchao.quantization.pt2e.quantize_pt2e as quantize_pt2e
+quantize_pt2e.prepare = lambda model, *args, **kwargs: model  # prepare_pt2e would insert no observer
 common.graph_utils.observer_nodes = lambda gm: []
 autograder.evidence.describe_prepared = lambda gm: {"observers": [], "instances": [], "edges": {}, "constants": []}
 autograder.checks.support.compare_observers = lambda *a, **k: None
