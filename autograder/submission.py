@@ -171,10 +171,9 @@ def prepare(student: nbformat.NotebookNode, source: nbformat.NotebookNode) -> Pr
                 if cell.get("cell_type") == "code":
                     prepared.cells.append(RunCell("code", _source(cell), grade_id))
                 continue
-            if (
-                _source(cell).strip() != as_released(original.source).strip()
-                or cell.get("cell_type") != original.cell_type
-            ):
+            # the release's version of the cell, or the instructor's own (a self-study learner's copy)
+            expected = (as_released(original.source).strip(), original.source.strip())
+            if _source(cell).strip() not in expected or cell.get("cell_type") != original.cell_type:
                 prepared.tampering.append(f"鎖定的儲存格 {grade_id} 被修改過：評分時換回原本的內容")
             student_points = _meta(cell).get("points")
             if meta.get("grade") and student_points is not None and student_points != meta.get("points"):

@@ -58,7 +58,6 @@ def wrong_solutions() -> list[WrongSolution]:
 # --- notebooks and nbgrader courses ---------------------------------------------------------------
 
 import json  # noqa: E402
-import os  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -107,12 +106,11 @@ def strip_markers(source: str) -> str:
     )
 
 
-def tool_env(gradebook: Path | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    if gradebook is not None:
-        env["PT2E_GRADEBOOK"] = str(gradebook)
-    return env
+def tool_env(gradebook: Path) -> dict[str, str]:
+    """The environment nbgrader needs (autograder.release.tool_env), with its own gradebook."""
+    from autograder.release import tool_env as release_env
+
+    return {**release_env(), "PT2E_GRADEBOOK": str(gradebook)}
 
 
 def make_course(tmp: Path, modules: list[str]) -> Path:
