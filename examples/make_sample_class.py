@@ -22,52 +22,16 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.answers import answered, cell_with_id, insert_after, release_notebook, source_answers
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "examples" / "submitted"
 MODULE = "M03"
 NOTEBOOKS = ("M03-1", "M03-2", "M03-3", "M03-4")
 
 
-def release(notebook: str) -> nbformat.NotebookNode:
-    return nbformat.read(ROOT / "release" / MODULE / f"{notebook}.ipynb", as_version=4)
-
-
-def solutions(notebook: str) -> dict[str, str]:
-    nb = nbformat.read(ROOT / "source" / MODULE / f"{notebook}.ipynb", as_version=4)
-    out = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution"):
-            lines = [
-                line
-                for line in cell.source.splitlines()
-                if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line
-            ]
-            out[meta["grade_id"]] = "\n".join(lines)
-    return out
-
-
 def fixture(name: str) -> str:
     return (ROOT / "tests" / "fixtures" / "wrong" / name).read_text(encoding="utf-8")
-
-
-def filled(notebook: str, answers: dict[str, str]) -> nbformat.NotebookNode:
-    nb = release(notebook)
-    for cell in nb.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade_id in answers:
-            cell.source = answers[grade_id]
-    return nb
-
-
-def insert_after(nb: nbformat.NotebookNode, grade_id: str, source: str) -> None:
-    """Add a student's own code cell right after the cell ``grade_id``."""
-    index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
-
-
-def cell(nb: nbformat.NotebookNode, grade_id: str) -> nbformat.NotebookNode:
-    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
 
 
 FORGE_EVIDENCE = """# 「聰明」的作弊：找到評分程式的管道，自己送一份滿分的證據
@@ -116,37 +80,37 @@ print("PASSED autograder/checks/test_m03_3.py::test_validate_accepts")
 def main(out: Path = OUT) -> None:
     if out.exists():
         shutil.rmtree(out)
-    answers = {nb: solutions(nb) for nb in NOTEBOOKS}
+    answers = {nb: source_answers(nb) for nb in NOTEBOOKS}
     students: dict[str, dict[str, nbformat.NotebookNode]] = {
-        "full": {nb: filled(nb, answers[nb]) for nb in NOTEBOOKS},
-        "untouched": {nb: release(nb) for nb in NOTEBOOKS},
+        "full": {nb: answered(nb, answers[nb]) for nb in NOTEBOOKS},
+        "untouched": {nb: release_notebook(nb) for nb in NOTEBOOKS},
         "partial": {
-            "M03-1": filled("M03-1", answers["M03-1"]),
-            "M03-2": release("M03-2"),
-            "M03-3": release("M03-3"),
-            "M03-4": filled("M03-4", {"add_quantizer": answers["M03-4"]["add_quantizer"]}),
+            "M03-1": answered("M03-1", answers["M03-1"]),
+            "M03-2": release_notebook("M03-2"),
+            "M03-3": release_notebook("M03-3"),
+            "M03-4": answered("M03-4", {"add_quantizer": answers["M03-4"]["add_quantizer"]}),
         },
-        "wrong-sharing": {nb: filled(nb, answers[nb]) for nb in NOTEBOOKS},
+        "wrong-sharing": {nb: answered(nb, answers[nb]) for nb in NOTEBOOKS},
     }
-    students["wrong-sharing"]["M03-4"] = filled(
+    students["wrong-sharing"]["M03-4"] = answered(
         "M03-4",
         {"add_quantizer": fixture("M03-4/add_no_sharing.py"), "cat_quantizer": fixture("M03-4/cat_no_sharing.py")},
     )
 
-    tampered = {nb: filled(nb, answers[nb]) for nb in NOTEBOOKS}
+    tampered = {nb: answered(nb, answers[nb]) for nb in NOTEBOOKS}
     insert_after(tampered["M03-1"], "add_label", FORGE_EVIDENCE)
-    tampered["M03-2"] = filled("M03-2", {**answers["M03-2"], "label_positions": ALWAYS_EQUAL})
+    tampered["M03-2"] = answered("M03-2", {**answers["M03-2"], "label_positions": ALWAYS_EQUAL})
     insert_after(tampered["M03-3"], "setup", FAKE_RESULTS)
-    tampered["M03-4"] = filled("M03-4", {**answers["M03-4"], "add_quantizer": fixture("M03-4/add_no_sharing.py")})
+    tampered["M03-4"] = answered("M03-4", {**answers["M03-4"], "add_quantizer": fixture("M03-4/add_no_sharing.py")})
     insert_after(tampered["M03-4"], "add_quantizer", PATCH_HELPERS)
-    hidden = cell(tampered["M03-4"], "add_quantizer_hidden")
+    hidden = cell_with_id(tampered["M03-4"], "add_quantizer_hidden")
     hidden.source = "7.0  # 直接給自己滿分"
     hidden.metadata["nbgrader"]["points"] = 99
-    tests = cell(tampered["M03-4"], "add_quantizer_tests")
+    tests = cell_with_id(tampered["M03-4"], "add_quantizer_tests")
     tests.source = "print('自我檢查通過')"
     students["tampered"] = tampered
 
-    crashing = {nb: filled(nb, answers[nb]) for nb in NOTEBOOKS}
+    crashing = {nb: answered(nb, answers[nb]) for nb in NOTEBOOKS}
     insert_after(crashing["M03-1"], "add_label_hidden", "import os\nos._exit(3)  # 行程直接結束：後面的練習沒有評到")
     insert_after(crashing["M03-2"], "setup", "import sys\nsys.exit('不想做了')")
     insert_after(crashing["M03-3"], "setup", "memory = bytearray(50 * 1024**3)  # 要 50 GB 記憶體")

@@ -99,13 +99,6 @@ def solution_lines(cell_source: str) -> list[str]:
     return lines
 
 
-def strip_markers(source: str) -> str:
-    """A solution cell as a student would have written it: without the nbgrader markers."""
-    return "\n".join(
-        line for line in source.splitlines() if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line
-    )
-
-
 def tool_env(gradebook: Path) -> dict[str, str]:
     """The environment nbgrader needs (autograder.release.tool_env), with its own gradebook."""
     from autograder.release import tool_env as release_env

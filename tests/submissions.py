@@ -5,35 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
-from conftest import ROOT, WrongSolution, strip_markers, wrong_solutions
+from conftest import WrongSolution, wrong_solutions
 
-
-def release_notebook(notebook: str) -> nbformat.NotebookNode:
-    return nbformat.read(ROOT / "release" / notebook[:3] / f"{notebook}.ipynb", as_version=4)
-
-
-def source_solutions(notebook: str) -> dict[str, str]:
-    """grade_id → the solution cell's code as a student would write it."""
-    nb = nbformat.read(ROOT / "source" / notebook[:3] / f"{notebook}.ipynb", as_version=4)
-    return {
-        c.metadata["nbgrader"]["grade_id"]: strip_markers(c.source)
-        for c in nb.cells
-        if c.metadata.get("nbgrader", {}).get("solution")
-    }
-
-
-def submission(notebook: str, answers: dict[str, str] | None = None) -> nbformat.NotebookNode:
-    """The release notebook with the solution cells in ``answers`` (grade_id → code) filled in."""
-    nb = release_notebook(notebook)
-    for cell in nb.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if answers and grade_id in answers:
-            cell.source = answers[grade_id]
-    return nb
+from autograder.answers import answered, release_notebook, source_answers  # noqa: F401 (re-exported)
 
 
 def solved(notebook: str) -> nbformat.NotebookNode:
-    return submission(notebook, source_solutions(notebook))
+    return answered(notebook, source_answers(notebook))
 
 
 def wrong_packs(notebook: str, everything: bool = False) -> list[dict[str, WrongSolution]]:
@@ -48,9 +26,9 @@ def wrong_packs(notebook: str, everything: bool = False) -> list[dict[str, Wrong
 
 
 def with_wrong(notebook: str, pack: dict[str, WrongSolution]) -> nbformat.NotebookNode:
-    answers = source_solutions(notebook)
+    answers = source_answers(notebook)
     answers.update({exercise: wrong.code for exercise, wrong in pack.items()})
-    return submission(notebook, answers)
+    return answered(notebook, answers)
 
 
 def write(nb: nbformat.NotebookNode, path: Path) -> Path:

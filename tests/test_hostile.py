@@ -22,8 +22,9 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import FIXTURES
-from submissions import release_notebook, solved, write
+from submissions import solved, write
 
+from autograder.answers import answered, cell_with_id, insert_after, release_notebook, source_answers
 from autograder.grading import NotebookResult, StudentResult, class_folders, grade_class
 from autograder.sandbox import Limits
 
@@ -42,17 +43,6 @@ to this process's environment."""
 def case(fn: Builder) -> Builder:
     CASES[fn.__name__] = fn
     return fn
-
-
-def grade_id_cell(nb: nbformat.NotebookNode, grade_id: str) -> nbformat.NotebookNode:
-    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-
-
-def after(nb: nbformat.NotebookNode, grade_id: str, source: str) -> nbformat.NotebookNode:
-    """``nb`` with a student's own code cell inserted right after the cell ``grade_id``."""
-    index = nb.cells.index(grade_id_cell(nb, grade_id))
-    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
-    return nb
 
 
 def m03_4(folder: Path, nb: nbformat.NotebookNode, name: str = "M03-4.ipynb") -> None:
@@ -106,52 +96,52 @@ def deleted_locked_cells(folder: Path) -> None:
 @case
 def edited_locked_cells(folder: Path) -> None:
     nb = solved("M03-4")
-    grade_id_cell(nb, "setup").source = "raise SystemExit('不 import 了')"
-    grade_id_cell(nb, "add_quantizer_hidden").source = "7.0"
+    cell_with_id(nb, "setup").source = "raise SystemExit('不 import 了')"
+    cell_with_id(nb, "add_quantizer_hidden").source = "7.0"
     m03_4(folder, nb)
 
 
 @case
 def edited_points(folder: Path) -> None:
     nb = solved("M03-4")
-    grade_id_cell(nb, "add_quantizer_hidden").metadata["nbgrader"]["points"] = 100
+    cell_with_id(nb, "add_quantizer_hidden").metadata["nbgrader"]["points"] = 100
     m03_4(folder, nb)
 
 
 @case
 def infinite_loop(folder: Path) -> None:
-    m03_4(folder, after(solved("M03-4"), "add_quantizer", "while True:\n    pass"))
+    m03_4(folder, insert_after(solved("M03-4"), "add_quantizer", "while True:\n    pass"))
 
 
 @case
 def loop_that_swallows_timeouts(folder: Path) -> None:
     loop = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"
-    m03_4(folder, after(solved("M03-4"), "add_quantizer_hidden", loop))
+    m03_4(folder, insert_after(solved("M03-4"), "add_quantizer_hidden", loop))
 
 
 @case
 def memory_bomb(folder: Path) -> None:
-    m03_4(folder, after(solved("M03-4"), "setup", "hog = bytearray(64 * 1024**3)"))
+    m03_4(folder, insert_after(solved("M03-4"), "setup", "hog = bytearray(64 * 1024**3)"))
 
 
 @case
 def sys_exit(folder: Path) -> None:
-    m03_4(folder, after(solved("M03-4"), "setup", "import sys\nsys.exit(1)"))
+    m03_4(folder, insert_after(solved("M03-4"), "setup", "import sys\nsys.exit(1)"))
 
 
 @case
 def os_exit(folder: Path) -> None:
-    m03_4(folder, after(solved("M03-4"), "add_quantizer_hidden", "import os\nos._exit(0)"))
+    m03_4(folder, insert_after(solved("M03-4"), "add_quantizer_hidden", "import os\nos._exit(0)"))
 
 
 @case
 def crashed_process(folder: Path) -> None:
-    m03_4(folder, after(solved("M03-4"), "add_quantizer_hidden", "import ctypes\nctypes.string_at(0)"))
+    m03_4(folder, insert_after(solved("M03-4"), "add_quantizer_hidden", "import ctypes\nctypes.string_at(0)"))
 
 
 @case
 def output_flood(folder: Path) -> None:
-    m03_4(folder, after(solved("M03-4"), "setup", "for _ in range(100_000):\n    print('x' * 1000)"))
+    m03_4(folder, insert_after(solved("M03-4"), "setup", "for _ in range(100_000):\n    print('x' * 1000)"))
 
 
 PATCHES = """
@@ -169,7 +159,7 @@ torch.fx.Node.__eq__ = lambda self, other: True
 def patched_helpers(folder: Path) -> None:
     wrong = (FIXTURES / "wrong" / "M03-4" / "add_no_sharing.py").read_text(encoding="utf-8")
     nb = with_wrong_code("M03-4", {"add_quantizer": wrong})
-    m03_4(folder, after(nb, "add_quantizer", PATCHES))
+    m03_4(folder, insert_after(nb, "add_quantizer", PATCHES))
 
 
 @case
@@ -178,7 +168,7 @@ def patched_builtins(folder: Path) -> None:
     nb = with_wrong_code("M03-4", {"add_quantizer": wrong})
     m03_4(
         folder,
-        after(
+        insert_after(
             nb,
             "add_quantizer",
             "import builtins\nbuiltins.isinstance = lambda obj, cls: True\nbuiltins.len = lambda obj: 1",
@@ -190,7 +180,7 @@ def patched_builtins(folder: Path) -> None:
 def always_equal(folder: Path) -> None:
     lie = "class Anything(dict):\n    def __eq__(self, other):\n        return True\n\n\ndef reads_quantized(prepared, producer):\n    return Anything()\n"
     nb = solved("M03-1")
-    grade_id_cell(nb, "reads_quantized").source = lie
+    cell_with_id(nb, "reads_quantized").source = lie
     write(nb, folder / MODULE / "M03-1.ipynb")
 
 
@@ -207,14 +197,14 @@ for obj in gc.get_objects():
 
 @case
 def forged_evidence(folder: Path) -> None:
-    m03_4(folder, after(solved("M03-4"), "cat_quantizer_hidden", FORGE))
+    m03_4(folder, insert_after(solved("M03-4"), "cat_quantizer_hidden", FORGE))
 
 
 @case
 def oversized_message(folder: Path) -> None:
     flood = "import gc\nfrom multiprocessing.connection import Connection\n"
     flood += "for obj in gc.get_objects():\n    if isinstance(obj, Connection) and obj.writable:\n        obj.send_bytes(b'x' * 9_000_000)"
-    m03_4(folder, after(solved("M03-4"), "add_quantizer_hidden", flood))
+    m03_4(folder, insert_after(solved("M03-4"), "add_quantizer_hidden", flood))
 
 
 FORGED_FILES = """
@@ -233,7 +223,7 @@ print("PASSED autograder/checks/test_m03_4.py::test_add_separate")
 @case
 def forged_results_and_pytest_output(folder: Path) -> None:
     nb = release_notebook("M03-4")
-    m03_4(folder, after(nb, "setup", f"FORGE_INTO = {CONTEXT['forge_into']!r}\n" + FORGED_FILES))
+    m03_4(folder, insert_after(nb, "setup", f"FORGE_INTO = {CONTEXT['forge_into']!r}\n" + FORGED_FILES))
 
 
 NETWORK = """
@@ -247,7 +237,7 @@ except OSError:
 
 @case
 def network(folder: Path) -> None:
-    m03_4(folder, after(solved("M03-4"), "setup", f"PORT = {CONTEXT['port']}\n" + NETWORK))
+    m03_4(folder, insert_after(solved("M03-4"), "setup", f"PORT = {CONTEXT['port']}\n" + NETWORK))
 
 
 WHOAMI = """
@@ -259,7 +249,7 @@ with open(WHOAMI, "w") as handle:
 
 @case
 def whoami(folder: Path) -> None:
-    m03_4(folder, after(solved("M03-4"), "setup", f"WHOAMI = {CONTEXT['whoami']!r}\n" + WHOAMI))
+    m03_4(folder, insert_after(solved("M03-4"), "setup", f"WHOAMI = {CONTEXT['whoami']!r}\n" + WHOAMI))
 
 
 @case
@@ -268,9 +258,7 @@ def honest(folder: Path) -> None:
 
 
 def with_wrong_code(notebook: str, answers: dict[str, str]) -> nbformat.NotebookNode:
-    from submissions import source_solutions, submission
-
-    return submission(notebook, {**source_solutions(notebook), **answers})
+    return answered(notebook, {**source_answers(notebook), **answers})
 
 
 # --- grading the hostile class once -----------------------------------------------------------------
