@@ -53,23 +53,19 @@ class CellTimeout(BaseException):
 
 
 class CappedStream(io.TextIOBase):
-    """A text stream that keeps the first ``limit`` characters and counts the rest."""
+    """Where cells print: nothing is kept; what goes past ``limit`` characters is counted."""
 
     def __init__(self, limit: int) -> None:
-        self.limit, self.kept, self.dropped = limit, [], 0
-        self.size = 0
+        self.limit, self.size, self.dropped = limit, 0, 0
 
     def writable(self) -> bool:
         return True
 
     def write(self, text: Any) -> int:
-        text = str(text)
-        room = self.limit - self.size
-        if room > 0:
-            self.kept.append(text[:room])
-            self.size += min(room, len(text))
-        self.dropped += max(0, len(text) - max(room, 0))
-        return len(text)
+        length = len(str(text))
+        self.dropped += max(0, self.size + length - max(self.size, self.limit))
+        self.size += length
+        return length
 
     def flush(self) -> None:
         pass
