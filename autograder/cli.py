@@ -43,7 +43,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def _limits(args: argparse.Namespace):
-    from autograder.sandbox import Limits
+    from autograder.untrusted.confine import Limits
 
     return Limits(cell_seconds=args.cell_seconds, notebook_seconds=args.notebook_seconds, memory_mb=args.memory_mb)
 
@@ -76,10 +76,10 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from autograder.exercises.base import exercises_of
     from autograder.grading import fork_context, grade_notebook, new_seed
     from autograder.report import exercise_report, points_text
     from autograder.submission import UnreadableNotebook, best_match, grade_ids, load_notebook
+    from autograder.untrusted.cases.base import exercises_of
 
     path = Path(args.notebook)
     known = {notebook_id(p): p for p in source_notebooks()}

@@ -41,15 +41,17 @@ def notebook_id(path: Path) -> str:
     return path.stem
 
 
-def preload_course_modules() -> None:
-    """Import every exercise, answer-key and check module now, while they can be read."""
+def preload_sandbox_modules() -> None:
+    """Import every hidden-case module now (the fork server does this once).
+
+    Only what the sandbox may see: the cases, never ``autograder.keys`` or
+    ``autograder.checks``.
+    """
     import importlib
     import pkgutil
 
-    import autograder.checks
-    import autograder.exercises
-    import autograder.reference
+    import autograder.untrusted.cases
 
-    for package in (autograder.exercises, autograder.reference, autograder.checks):
-        for info in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{package.__name__}.{info.name}")
+    package = autograder.untrusted.cases
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{info.name}")

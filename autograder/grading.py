@@ -1,7 +1,7 @@
 """Grading submissions: run each notebook sandboxed, judge its evidence in this process.
 
 This process never runs student code. Each notebook runs in a child forked from a
-fork server that has preloaded torch and the course packages (``autograder.runner``);
+fork server that has preloaded torch and the course packages (``autograder.untrusted.runner``);
 the child sends JSON evidence up a pipe, and the hidden checks judge it here, against
 the answer key's evidence for the same seed. Every failure of a submission (unreadable
 file, crash, time-out, tampering) becomes a score for what was earned and a note in
@@ -26,10 +26,10 @@ import nbformat
 
 from autograder.checks.support import CHECKS, CheckInfo
 from autograder.course import SOURCE, notebook_id
-from autograder.exercises.base import module_name
 from autograder.judge import judge
-from autograder.sandbox import Limits
 from autograder.submission import UnreadableNotebook, best_match, grade_ids, load_notebook, prepare
+from autograder.untrusted.cases.base import module_name
+from autograder.untrusted.confine import Limits
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
@@ -44,7 +44,7 @@ def fork_context() -> Any:
     global _context
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(["autograder.runner"])
+        _context.set_forkserver_preload(["autograder.untrusted.runner"])
     return _context
 
 
@@ -105,7 +105,7 @@ class RunOutcome:
 
 def run_sandboxed(job: Any, limits: Limits) -> RunOutcome:
     """Run ``job`` in a forked child under ``limits``; collect its messages until it ends."""
-    from autograder.runner import run
+    from autograder.untrusted.runner import run
 
     context = fork_context()
     receive, send = context.Pipe(duplex=False)
@@ -158,7 +158,7 @@ def grade_notebook(
     notebook: str, path: Path | None, seed: int, limits: Limits, notes: Iterable[str] = ()
 ) -> NotebookResult:
     """Grade one submitted notebook file (``None`` when it was not submitted)."""
-    from autograder.runner import Job
+    from autograder.untrusted.runner import Job
 
     result = NotebookResult(notebook, path.name if path else None, notes=list(notes))
     exercises = checks_of(notebook)

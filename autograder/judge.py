@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from autograder.exercises.base import module_name
+from autograder.untrusted.cases.base import module_name
 
 
 @contextlib.contextmanager

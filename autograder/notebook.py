@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from autograder.exercises.base import collect, exercises_of
 from autograder.judge import judge
 from autograder.report import exercise_report
+from autograder.untrusted.cases.base import collect, exercises_of
 
 NOTEBOOK_SEED = 0
 """Seed of the hidden cases in notebooks, fixed so that committed outputs are reproducible."""

@@ -6,11 +6,11 @@ import importlib
 from functools import cache
 from typing import Any
 
-from autograder.exercises.base import collect, exercises_of, module_name
+from autograder.untrusted.cases.base import collect, exercises_of, module_name
 
 
 @cache
 def reference_evidence(notebook: str, exercise: str, seed: int) -> dict[str, Any]:
     """Evidence of the reference solution of ``exercise`` on the hidden cases of ``seed``."""
-    answers = importlib.import_module(f"autograder.reference.{module_name(notebook)}")
+    answers = importlib.import_module(f"autograder.keys.{module_name(notebook)}")
     return collect(exercises_of(notebook)[exercise], vars(answers), seed)

@@ -45,10 +45,10 @@ for obj in gc.get_objects():
 
 PATCH_HELPERS = """# 作弊：把評分會用到的工具換掉，讓任何 Quantizer 看起來都對
 import common.graph_utils
-import autograder.evidence
+import selfcheck.evidence
 import autograder.checks.support
 common.graph_utils.observer_nodes = lambda gm: []
-autograder.evidence.describe_prepared = lambda gm: {"observers": [], "instances": [], "edges": {}, "constants": []}
+selfcheck.evidence.describe_prepared = lambda gm: {"observers": [], "instances": [], "edges": {}, "constants": []}
 autograder.checks.support.compare_observers = lambda *args, **kwargs: None
 """
 

@@ -12,9 +12,9 @@ import pytest
 from conftest import WrongSolution, wrong_solutions
 
 from autograder.checks.support import CHECKS
-from autograder.exercises.base import collect, exercises_of, module_name
 from autograder.judge import judge
 from autograder.reference_evidence import reference_evidence
+from autograder.untrusted.cases.base import collect, exercises_of, module_name
 
 SEEDS = (0, 1)
 
@@ -44,7 +44,7 @@ def test_answer_key_gets_full_marks(notebook: str, exercise: str, seed: int) -> 
     evidence = reference_evidence(notebook, exercise, seed)
     errors = {case: r for case, r in evidence["cases"].items() if "error" in r}
     assert not errors, f"the answer key fails its own cases: {errors}"
-    answers = importlib.import_module(f"autograder.reference.{module_name(notebook)}")
+    answers = importlib.import_module(f"autograder.keys.{module_name(notebook)}")
     verdicts = verdicts_for(notebook, exercise, dict(vars(answers)), seed)
     assert verdicts and all(v["passed"] for v in verdicts), [v for v in verdicts if not v["passed"]]
     assert len(verdicts) == len(CHECKS[(notebook, exercise)])

@@ -26,7 +26,7 @@ from submissions import solved, write
 
 from autograder.answers import answered, cell_with_id, insert_after, release_notebook, source_answers
 from autograder.grading import NotebookResult, StudentResult, class_folders, grade_class
-from autograder.sandbox import Limits
+from autograder.untrusted.confine import Limits
 
 MODULE = "M03"
 ADD_POINTS, CAT_POINTS = 7.0, 3.0
@@ -145,11 +145,11 @@ def output_flood(folder: Path) -> None:
 
 
 PATCHES = """
-import common.graph_utils, autograder.evidence, autograder.checks.support, torch.fx
+import common.graph_utils, selfcheck.evidence, autograder.checks.support, torch.fx
 import torchao.quantization.pt2e.quantize_pt2e as quantize_pt2e
 quantize_pt2e.prepare = lambda model, *args, **kwargs: model  # prepare_pt2e would insert no observer
 common.graph_utils.observer_nodes = lambda gm: []
-autograder.evidence.describe_prepared = lambda gm: {"observers": [], "instances": [], "edges": {}, "constants": []}
+selfcheck.evidence.describe_prepared = lambda gm: {"observers": [], "instances": [], "edges": {}, "constants": []}
 autograder.checks.support.compare_observers = lambda *a, **k: None
 torch.fx.Node.__eq__ = lambda self, other: True
 """

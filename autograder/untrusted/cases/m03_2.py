@@ -9,8 +9,7 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.evidence import EvidenceError, plain
-from autograder.exercises.base import Exercise, Namespace, seeded_inputs
+from autograder.untrusted.cases.base import Exercise, Namespace, seeded_inputs
 from common.pt2e import (
     ANNOTATION_KEY,
     QuantizationAnnotation,
@@ -20,6 +19,7 @@ from common.pt2e import (
     prepare_pt2e,
 )
 from common.qspecs import act_spec, weight_spec
+from selfcheck.evidence import EvidenceError, plain
 
 NOTEBOOK = "M03-2"
 

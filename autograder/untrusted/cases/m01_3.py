@@ -16,9 +16,9 @@ from torch import nn
 from torch._ops import OpOverload, OpOverloadPacket
 from torch.fx import GraphModule, Node
 
-from autograder.evidence import EvidenceError, safe_text
-from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
-from autograder.exercises.m01_1 import export
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.m01_1 import export
+from selfcheck.evidence import EvidenceError, safe_text
 
 NOTEBOOK = "M01-3"
 

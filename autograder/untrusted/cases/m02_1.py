@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from autograder.evidence import EvidenceError, plain
-from autograder.exercises.base import Exercise, Namespace, seed_size
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size
+from selfcheck.evidence import EvidenceError, plain
 
 NOTEBOOK = "M02-1"
 

@@ -12,8 +12,8 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from autograder.evidence import EvidenceError, safe_text
-from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from selfcheck.evidence import EvidenceError, safe_text
 
 NOTEBOOK = "M01-1"
 

@@ -18,8 +18,7 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from autograder.evidence import is_guard, is_observer_node, observer_record
-from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
 from common.pt2e import (
     MinMaxObserver,
     MovingAverageMinMaxObserver,
@@ -29,6 +28,7 @@ from common.pt2e import (
     annotate_input_qspec_map,
     annotate_output_qspec,
 )
+from selfcheck.evidence import is_guard, is_observer_node, observer_record
 
 NOTEBOOK = "M02-2"
 

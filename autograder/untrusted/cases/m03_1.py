@@ -8,8 +8,7 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from autograder.evidence import describe_prepared, plain
-from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
 from common.pt2e import (
     ANNOTATION_KEY,
     MinMaxObserver,
@@ -19,6 +18,7 @@ from common.pt2e import (
     export_module,
     prepare_pt2e,
 )
+from selfcheck.evidence import describe_prepared, plain
 
 NOTEBOOK = "M03-1"
 

@@ -29,13 +29,13 @@ import common.models
 import common.pt2e
 import common.qspecs
 import common.viz  # noqa: F401
-from autograder.course import preload_course_modules
-from autograder.evidence import safe_text
-from autograder.exercises.base import collect, exercises_of
-from autograder.sandbox import Limits, confine
+from autograder.course import preload_sandbox_modules
 from autograder.submission import RunCell
+from autograder.untrusted.cases.base import collect, exercises_of
+from autograder.untrusted.confine import Limits, confine
+from selfcheck.evidence import safe_text
 
-preload_course_modules()  # the child may lose the right to read them (sandbox.confine)
+preload_sandbox_modules()
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
-from autograder.exercises.m01_1 import export, node_labels
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.m01_1 import export, node_labels
 
 NOTEBOOK = "M01-2"
 

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from autograder.evidence import EvidenceError, getattr_value, plain
-from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from selfcheck.evidence import EvidenceError, getattr_value, plain
 
 NOTEBOOK = "M05-3"
 

@@ -9,9 +9,8 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from autograder.evidence import describe_converted, describe_prepared
-from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
-from autograder.exercises.probes import ChainQuantizer
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.probes import ChainQuantizer
 from common.pt2e import (
     ANNOTATION_KEY,
     MinMaxObserver,
@@ -22,6 +21,7 @@ from common.pt2e import (
     export_module,
     prepare_pt2e,
 )
+from selfcheck.evidence import describe_converted, describe_prepared
 
 NOTEBOOK = "M04-3"
 

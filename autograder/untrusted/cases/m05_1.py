@@ -11,8 +11,8 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.evidence import plain, qdq_kind
-from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from selfcheck.evidence import plain, qdq_kind
 
 NOTEBOOK = "M05-1"
 

@@ -8,8 +8,8 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from autograder.evidence import describe_converted, getattr_value, qdq_kind
-from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from selfcheck.evidence import describe_converted, getattr_value, qdq_kind
 
 NOTEBOOK = "M05-2"
 

@@ -9,10 +9,10 @@ import torch
 from torch import nn
 from torch.fx import Node
 
-from autograder.evidence import EvidenceError, getattr_value, plain
-from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
-from autograder.exercises.probes import NoLabels
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.probes import NoLabels
 from common.pt2e import export_module, prepare_pt2e
+from selfcheck.evidence import EvidenceError, getattr_value, plain
 
 NOTEBOOK = "M04-1"
 

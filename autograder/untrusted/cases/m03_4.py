@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from autograder.exercises.base import Exercise, Namespace, quantize_model, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Exercise, Namespace, quantize_model, seed_size, seeded_inputs
 
 NOTEBOOK = "M03-4"
 
@@ -119,7 +119,7 @@ def add_self(ns: Namespace, seed: int) -> Any:
 
 
 def add_pre_annotated(ns: Namespace, seed: int) -> Any:
-    from autograder.exercises.probes import ChainQuantizer, FirstAddClaimer, LateAddClaimer
+    from autograder.untrusted.cases.probes import ChainQuantizer, FirstAddClaimer, LateAddClaimer
 
     inputs = seeded_inputs(seed, (4, 6), (4, 6), (4, 6))
     chain = ChainQuantizer([FirstAddClaimer(), ns["AddQuantizer"](share=True), LateAddClaimer()])

@@ -1,9 +1,12 @@
-"""The Exercise record and the guarded collection of one exercise's evidence."""
+"""What every case needs, hidden or public: the Exercise record, seeded sizes and inputs,
+quantizing a model and describing it, and the guarded collection of one exercise's evidence.
+
+This module is on the student side (it ships in the wheel): it holds no case and no key.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import warnings
 from collections.abc import Callable, Mapping
@@ -12,7 +15,7 @@ from typing import Any
 
 import torch
 
-from autograder.evidence import run_case
+from selfcheck.evidence import run_case
 
 Namespace = Mapping[str, Any]
 CaseFn = Callable[[Namespace, int], Any]
@@ -37,15 +40,6 @@ class Exercise:
 def module_name(notebook: str) -> str:
     """``"M03-4"`` → ``"m03_4"``."""
     return notebook.lower().replace("-", "_")
-
-
-def exercises_of(notebook: str) -> dict[str, Exercise]:
-    """The exercises of ``notebook`` (``KeyError`` for an unknown notebook)."""
-    try:
-        module = importlib.import_module(f"autograder.exercises.{module_name(notebook)}")
-    except ModuleNotFoundError:
-        raise KeyError(f"no exercises for notebook {notebook!r}") from None
-    return dict(module.EXERCISES)
 
 
 class _Sink(io.StringIO):
@@ -114,8 +108,8 @@ def quantize_model(
     """
     import copy
 
-    from autograder.evidence import describe_converted, describe_prepared
     from common.pt2e import convert_pt2e, export_module, prepare_pt2e
+    from selfcheck.evidence import describe_converted, describe_prepared
 
     gm = export_module(model.eval(), inputs)
     prepared = prepare_pt2e(gm, quantizer)

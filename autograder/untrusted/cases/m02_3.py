@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from autograder.evidence import EvidenceError
-from autograder.exercises.base import Exercise, Namespace, seed_size
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size
+from selfcheck.evidence import EvidenceError
 
 NOTEBOOK = "M02-3"
 EPS = torch.finfo(torch.float32).eps

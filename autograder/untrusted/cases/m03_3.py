@@ -8,11 +8,11 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.evidence import describe_prepared, safe_text
-from autograder.exercises.base import Exercise, Namespace, seed_size, seeded_inputs
-from autograder.exercises.m03_2 import ConvTwoUsers
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.m03_2 import ConvTwoUsers
 from common.pt2e import ANNOTATION_KEY, QuantizationSpec, Quantizer, export_module, prepare_pt2e
 from common.qspecs import act_spec
+from selfcheck.evidence import describe_prepared, safe_text
 
 NOTEBOOK = "M03-3"
 
@@ -74,7 +74,7 @@ class _Labels(Quantizer):
         self.spoil = spoil
 
     def annotate(self, model: GraphModule) -> GraphModule:
-        from autograder.reference.m03_3 import RuleQuantizer
+        from autograder.keys.m03_3 import RuleQuantizer
 
         RuleQuantizer().annotate(model)
         if self.spoil is not None:

@@ -1,0 +1,41 @@
+"""The hidden cases of every notebook: one module per notebook, ``EXERCISES`` in each.
+
+The case helpers themselves are on the student side (``selfcheck.casekit``): hidden
+cases differ from public ones only in the models they build, not in how they run.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from selfcheck.casekit import (
+    CaseFn,
+    Exercise,
+    Namespace,
+    collect,
+    module_name,
+    quantize_model,
+    seed_size,
+    seeded_inputs,
+)
+
+__all__ = [
+    "CaseFn",
+    "Exercise",
+    "Namespace",
+    "collect",
+    "exercises_of",
+    "module_name",
+    "quantize_model",
+    "seed_size",
+    "seeded_inputs",
+]
+
+
+def exercises_of(notebook: str) -> dict[str, Exercise]:
+    """The exercises of ``notebook`` (``KeyError`` for an unknown notebook)."""
+    try:
+        module = importlib.import_module(f"autograder.untrusted.cases.{module_name(notebook)}")
+    except ModuleNotFoundError:
+        raise KeyError(f"no exercises for notebook {notebook!r}") from None
+    return dict(module.EXERCISES)
