@@ -1,4 +1,4 @@
-"""The expected evidence of an exercise: the answer key run through the same collection."""
+"""The expected evidence of an exercise: the answer key, recorded and replayed like a student."""
 
 from __future__ import annotations
 
@@ -6,11 +6,16 @@ import importlib
 from functools import cache
 from typing import Any
 
-from autograder.untrusted.cases.base import collect, exercises_of, module_name
+from autograder.replay import record_and_derive
+from autograder.untrusted.cases.base import exercises_of, module_name
 
 
 @cache
 def reference_evidence(notebook: str, exercise: str, seed: int) -> dict[str, Any]:
-    """Evidence of the reference solution of ``exercise`` on the hidden cases of ``seed``."""
+    """Evidence of the answer key of ``exercise`` on the hidden cases of ``seed``.
+
+    The key goes through the same recording and replay as a submission, so a student
+    whose answers equal the key's gets exactly the key's evidence.
+    """
     answers = importlib.import_module(f"autograder.keys.{module_name(notebook)}")
-    return collect(exercises_of(notebook)[exercise], vars(answers), seed)
+    return record_and_derive(exercises_of(notebook)[exercise], vars(answers), seed)

@@ -53,11 +53,19 @@ class _Sink(io.StringIO):
         return len(text)
 
 
-def collect(exercise: Exercise, namespace: Namespace, seed: int) -> dict[str, Any]:
+def collect(
+    exercise: Exercise,
+    namespace: Namespace,
+    seed: int,
+    *,
+    namespace_for_case: Callable[[str], Namespace] | None = None,
+) -> dict[str, Any]:
     """Run every case of ``exercise`` on the student's ``namespace``; never raises.
 
     Returns ``{"missing": [...]}`` when a name the exercise needs is not defined,
     else ``{"cases": {case: {"value": ...} | {"error": ..., "message": ...}}}``.
+    ``namespace_for_case(case)``, when given, supplies the namespace each case sees
+    (the grader's recording and replaying namespaces).
     """
     missing = [name for name in exercise.names if name not in namespace]
     if missing:
@@ -75,7 +83,8 @@ def collect(exercise: Exercise, namespace: Namespace, seed: int) -> dict[str, An
             quiet()
             warnings.simplefilter("ignore")
             torch.manual_seed(seed)
-            cases[name] = run_case(lambda fn=fn: fn(namespace, seed))
+            case_namespace = namespace_for_case(name) if namespace_for_case else namespace
+            cases[name] = run_case(lambda fn=fn, ns=case_namespace: fn(ns, seed))
     return {"cases": cases}
 
 

@@ -1,0 +1,183 @@
+"""Record in the sandbox, replay on the trusted side: the evidence is recomputed, never believed.
+
+- Replaying the answer key's recordings gives exactly the evidence of running the key.
+- What a submission patches in its own process (helpers that describe graphs, ``id``,
+  the recorder itself) cannot change the derived evidence: only its answers count.
+- A recording that asks the grader for something outside the allowed kinds (an observer
+  class from another module, a Python function as a graph target, nodes that do not
+  exist) becomes an error for that case, and nothing it names is imported or run.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autograder.judge import judge
+from autograder.replay import derive
+from autograder.untrusted.cases.base import collect, exercises_of, module_name
+from autograder.untrusted.record import record_exercise
+
+NOTEBOOKS = sorted(p.stem for p in Path(__file__).resolve().parents[1].glob("source/M0*/*.ipynb"))
+SEED = 3
+
+
+def key_namespace(notebook: str) -> dict[str, Any]:
+    return vars(importlib.import_module(f"autograder.keys.{module_name(notebook)}"))
+
+
+def round_trip(data: Any) -> Any:
+    """What the grader reads from the pipe: JSON bytes, nothing else."""
+    return json.loads(json.dumps(data, ensure_ascii=False))
+
+
+def differences(a: Any, b: Any, path: str = "") -> list[str]:
+    if type(a) is not type(b):
+        return [f"{path}: {type(a).__name__} != {type(b).__name__}"]
+    if isinstance(a, dict):
+        out = [f"{path}.{k}: only on one side" for k in set(a) ^ set(b)]
+        for key in set(a) & set(b):
+            out += differences(a[key], b[key], f"{path}.{key}")
+        return out
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} != {len(b)} items"]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{path}[{i}]")]
+    if isinstance(a, float) and abs(a - b) <= 1e-6 * max(1.0, abs(a)):
+        return []
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_replaying_the_key_gives_the_keys_own_evidence(notebook: str) -> None:
+    for name, exercise in exercises_of(notebook).items():
+        direct = collect(exercise, key_namespace(notebook), SEED)
+        replayed = derive(exercise, round_trip(record_exercise(exercise, key_namespace(notebook), SEED)), SEED)
+        assert not differences(direct, replayed), (name, differences(direct, replayed)[:3])
+        errors = [c for c, r in replayed["cases"].items() if "error" in r]
+        assert not errors, (name, errors)
+
+
+def test_recordings_hold_answers_not_descriptions() -> None:
+    exercise = exercises_of("M03-4")["add_quantizer"]
+    recorded = record_exercise(exercise, key_namespace("M03-4"), SEED)
+    text = json.dumps(recorded)
+    assert "instances" not in text and "paths" not in text  # no observer counts, no q/dq paths: the grader makes those
+    channels = recorded["cases"]["shared_residual"]["channels"]
+    assert set(channels) == {
+        "AddQuantizer",
+        "AddQuantizer#0.transform_for_annotation",
+        "AddQuantizer#0.annotate",
+        "AddQuantizer#0.validate",
+    }
+
+
+WRONG_NO_SHARING = """
+import torch
+from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer
+from common.qspecs import act_spec
+
+ADD = torch.ops.aten.add.Tensor
+
+
+class AddQuantizer(Quantizer):
+    def __init__(self, share):
+        self.share = share
+
+    def annotate(self, model):
+        for node in model.graph.nodes:
+            if node.op == "call_function" and node.target == ADD:
+                inputs = {a: act_spec() for a in node.args[:2] if isinstance(a, torch.fx.Node) and a.op != "get_attr"}
+                node.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+                    input_qspec_map=inputs, output_qspec=act_spec(), _annotated=True
+                )
+        return model
+
+    def validate(self, model):
+        pass
+"""
+
+
+def score(notebook: str, exercise: str, evidence: dict[str, Any]) -> float:
+    verdicts = judge({"notebook": notebook, "seed": SEED, "exercises": {exercise: evidence}}, [exercise])
+    return sum(v["score"] for v in verdicts)
+
+
+def test_patching_the_sandbox_side_cannot_raise_a_score(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wrong answer (no sharing) scores the same whatever the submission patched while it was recorded."""
+    namespace: dict[str, Any] = {}
+    exec(compile(WRONG_NO_SHARING, "<student>", "exec"), namespace)
+    exercise = exercises_of("M03-4")["add_quantizer"]
+    honest = score(
+        "M03-4", "add_quantizer", derive(exercise, round_trip(record_exercise(exercise, namespace, SEED)), SEED)
+    )
+
+    import selfcheck.casekit
+    import selfcheck.evidence
+
+    key_evidence = collect(exercise, key_namespace("M03-4"), SEED)
+    forged_prepared = key_evidence["cases"]["shared_residual"]["value"]["prepared"]
+    monkeypatch.setattr(selfcheck.evidence, "describe_prepared", lambda gm: forged_prepared)
+    monkeypatch.setattr(
+        selfcheck.casekit, "quantize_model", lambda *a, **k: key_evidence["cases"]["shared_residual"]["value"]
+    )
+    monkeypatch.setattr(builtins, "id", lambda obj: 7)  # "every observer is one instance"
+    recorded = round_trip(record_exercise(exercise, namespace, SEED))
+    monkeypatch.undo()
+    patched = score("M03-4", "add_quantizer", derive(exercise, recorded, SEED))
+    full = sum(v["points"] for v in judge({"notebook": "M03-4", "seed": SEED, "exercises": {}}, ["add_quantizer"]))
+    assert patched <= honest < full
+
+
+def test_forged_recordings_are_errors_and_nothing_they_name_runs(tmp_path: Path) -> None:
+    exercise = exercises_of("M03-4")["add_quantizer"]
+    recorded = round_trip(record_exercise(exercise, key_namespace("M03-4"), SEED))
+    marker = tmp_path / "ran"
+    text = json.dumps(recorded)
+    # an observer "class" that is really a shell command, a node that does not exist
+    forged_class = json.loads(text.replace("torchao.quantization.pt2e.observer.MinMaxObserver", "os.system"))
+    evidence = derive(exercise, forged_class, SEED)
+    messages = [r.get("message", "") for r in evidence["cases"].values() if "error" in r]
+    assert messages and all("observer" in m or "對不上" in m for m in messages)
+    forged_node = json.loads(text.replace('"add"', '"add_that_is_not_there"'))
+    evidence = derive(exercise, forged_node, SEED)
+    assert any("error" in r for r in evidence["cases"].values())
+    assert not marker.exists()
+
+
+def test_a_graph_target_outside_the_allowed_ops_is_refused() -> None:
+    from autograder.replay import ReplayError, _target
+
+    with pytest.raises(ReplayError.__mro__[1]):
+        _target("call_function", {"py": "os.system"})
+    with pytest.raises(ReplayError.__mro__[1]):
+        _target("call_function", {"op": "os.system.default"})
+    with pytest.raises(ReplayError.__mro__[1]):
+        _target("call_function", {"py": "torch.save"})  # a Python function of torch, not a tensor op
+    assert _target("call_function", {"op": "aten.relu.default"}) is __import__("torch").ops.aten.relu.default
+
+
+def test_a_student_exception_is_replayed_with_its_type_and_message() -> None:
+    exercise = exercises_of("M03-3")["validate"]
+    namespace: dict[str, Any] = dict(key_namespace("M03-3"))
+    recorded = round_trip(record_exercise(exercise, namespace, SEED))
+    direct = collect(exercise, namespace, SEED)
+    assert not differences(direct, derive(exercise, recorded, SEED))
+    assert "ValueError" in json.dumps(recorded)
+
+
+def test_missing_and_garbage_recordings_never_crash_the_grader() -> None:
+    exercise = exercises_of("M03-4")["cat_quantizer"]
+    assert derive(exercise, {"missing": ["CatQuantizer", "os"]}, SEED) == {"missing": ["CatQuantizer"]}
+    for garbage in (
+        {"kinds": {}, "cases": {"cat_pool": {"channels": {"CatQuantizer": [1, 2, 3]}}}},
+        {"kinds": {"CatQuantizer": "class"}, "cases": {"cat_pool": "x"}},
+        {"kinds": {"CatQuantizer": "class"}, "cases": {}},
+    ):
+        evidence = derive(exercise, garbage, SEED)
+        assert all("error" in r for r in evidence["cases"].values())
