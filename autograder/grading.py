@@ -179,8 +179,10 @@ def grade_notebook(
     result.notes += prepared.notes
     result.tampering += prepared.tampering
     outcome = run_sandboxed(Job(notebook, tuple(prepared.cells), seed, limits), limits)
-    evidence, reasons = read_outcome(outcome, result, limits)
+    recorded, reasons = read_outcome(outcome, result, limits)
+    reasons.update(reached_for_secrets(result, exercises))
     with _judging:
+        evidence = derive_evidence(notebook, recorded, seed, result)
         judged = judge({"notebook": notebook, "seed": seed, "exercises": evidence}) if evidence else []
     for exercise in exercises:
         if exercise in reasons:
@@ -188,6 +190,51 @@ def grade_notebook(
         else:
             result.verdicts += [v for v in judged if v["exercise"] == exercise]
     return result
+
+
+SECRET_MODULES = ("autograder.keys", "autograder.checks", "autograder.reference", "autograder/keys", "autograder/checks")
+
+
+def reached_for_secrets(result: NotebookResult, exercises: Iterable[str]) -> dict[str, str]:
+    """Zero-score reasons for exercises whose cells tried to import or read an answer key or a check.
+
+    The sandbox has neither, so such a cell fails; its error says what it reached for.
+    """
+    reasons: dict[str, str] = {}
+    for text in result.cell_errors:
+        if not any(secret in text for secret in SECRET_MODULES):
+            continue
+        label = text.split("：", 1)[0]
+        note = f"偵測到竄改：{label} 試圖讀取答案或隱藏檢查（評分環境裡沒有它們）"
+        if note not in result.tampering:
+            result.tampering.append(note)
+        if label in exercises:
+            reasons[label] = note + "，這一題不計分"
+    return reasons
+
+
+def derive_evidence(notebook: str, recorded: dict[str, Any], seed: int, result: NotebookResult) -> dict[str, Any]:
+    """Replay each exercise's recordings on this side and derive its evidence (``autograder.replay``)."""
+    from autograder.replay import derive
+    from autograder.untrusted.cases.base import exercises_of
+
+    specs = exercises_of(notebook)
+    evidence: dict[str, Any] = {}
+    for exercise, data in recorded.items():
+        try:
+            evidence[exercise] = derive(specs[exercise], data, seed)
+        except Exception as exc:  # a malformed recording is the submission's problem, never the batch's
+            from selfcheck.evidence import safe_text
+
+            evidence[exercise] = {"cases": {}}
+            result.tampering.append(f"{exercise} 的評分紀錄無法重現：{safe_text(exc, 160)}")
+            continue
+        suspected = _suspected_cases(evidence[exercise])
+        if suspected:
+            result.tampering.append(
+                f"偵測到竄改：{exercise} 回傳了偽裝成一般資料、可能改寫了 __eq__ 的物件（{'、'.join(suspected)}），那幾項不計分"
+            )
+    return evidence
 
 
 def _suspected_cases(data: dict[str, Any]) -> list[str]:

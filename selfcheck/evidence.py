@@ -302,3 +302,124 @@ def describe_converted(gm: GraphModule) -> dict[str, Any]:
         if inputs:
             paths[node.name] = inputs
     return {"paths": paths, "constants": constants}
+
+
+# --- annotations --------------------------------------------------------------------------------
+
+ANNOTATION_KEY = "quantization_annotation"
+
+
+def _observer_ctor(ctor: Any) -> dict[str, Any]:
+    """The observer (or fake-quant) a spec asks for: class path and keyword arguments as data."""
+    func, keywords = ctor, {}
+    partial = getattr(ctor, "p", None)  # torchao's with_args() wrapper holds a functools.partial
+    if partial is not None and hasattr(partial, "func"):
+        func, keywords = partial.func, dict(partial.keywords or {})
+    module = getattr(func, "__module__", None)
+    name = getattr(func, "__qualname__", None)
+    kwargs = {}
+    for key, item in sorted(keywords.items()):
+        kwargs[str(key)] = encode_scalar(item)
+    return {"class": f"{module}.{name}" if isinstance(module, str) and isinstance(name, str) else None, "kwargs": kwargs}
+
+
+def encode_scalar(value: Any) -> Any:
+    """A spec field as plain data: dtypes and qschemes by name, numbers, tensors as lists."""
+    if value is None or type(value) in (bool, int, str):
+        return value
+    if type(value) is float:
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, torch.dtype):
+        return {"dtype": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.qscheme):
+        return {"qscheme": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.Tensor) and value.numel() <= 4096:
+        return {"tensor": [float(v) for v in value.detach().flatten()], "shape": list(value.shape)}
+    return {"unsupported": type(value).__name__}
+
+
+def _edge(edge: Any) -> Any:
+    if isinstance(edge, Node):
+        return {"node": edge.name}
+    if isinstance(edge, tuple) and len(edge) == 2 and all(isinstance(e, Node) for e in edge):
+        return {"edge": [edge[0].name, edge[1].name]}
+    return {"unsupported": type(edge).__name__}
+
+
+def describe_spec(spec: Any) -> Any:
+    """One quantization spec as data (``None`` for "not quantized").
+
+    ``kind`` is ``spec`` / ``shared`` / ``derived`` / ``fixed``; dtype, range, scheme and
+    axis are read from the spec itself, and ``observer`` is the class path the spec asks
+    for (with its keyword arguments), so two specs that differ only in observer differ here.
+    """
+    from torchao.quantization.pt2e.quantizer import (
+        DerivedQuantizationSpec,
+        FixedQParamsQuantizationSpec,
+        QuantizationSpec,
+        SharedQuantizationSpec,
+    )
+
+    if spec is None:
+        return None
+    kind = type(spec)
+    if kind is SharedQuantizationSpec:
+        return {"kind": "shared", "of": _edge(spec.edge_or_node)}
+    common = {
+        "dtype": encode_scalar(spec.dtype),
+        "qmin": encode_scalar(spec.quant_min),
+        "qmax": encode_scalar(spec.quant_max),
+        "qscheme": encode_scalar(spec.qscheme),
+        "is_dynamic": encode_scalar(spec.is_dynamic),
+    }
+    if kind is QuantizationSpec:
+        return {
+            "kind": "spec",
+            **common,
+            "ch_axis": encode_scalar(spec.ch_axis),
+            "observer": _observer_ctor(spec.observer_or_fake_quant_ctr),
+        }
+    if kind is DerivedQuantizationSpec:
+        return {
+            "kind": "derived",
+            **common,
+            "ch_axis": encode_scalar(spec.ch_axis),
+            "from": [_edge(e) for e in spec.derived_from],
+        }
+    if kind is FixedQParamsQuantizationSpec:
+        return {
+            "kind": "fixed",
+            **common,
+            "scale": encode_scalar(spec.scale),
+            "zero_point": encode_scalar(spec.zero_point),
+        }
+    return {"kind": "unsupported", "type": kind.__name__}
+
+
+def describe_annotation(annotation: Any) -> Any:
+    """A node's ``quantization_annotation`` as data, or ``{"kind": "unsupported"}`` for anything else."""
+    from torchao.quantization.pt2e.quantizer import QuantizationAnnotation
+
+    if annotation is None:
+        return None
+    if type(annotation) is not QuantizationAnnotation:
+        return {"kind": "unsupported", "type": type(annotation).__name__}
+    inputs = []
+    mapping = annotation.input_qspec_map if isinstance(annotation.input_qspec_map, dict) else {}
+    for source, spec in mapping.items():
+        inputs.append([source.name if isinstance(source, Node) else safe_text(source, 80), describe_spec(spec)])
+    return {
+        "inputs": inputs,
+        "output": describe_spec(annotation.output_qspec),
+        "annotated": bool(annotation._annotated),
+        "implicit_sharing": bool(annotation.allow_implicit_sharing),
+    }
+
+
+def describe_annotations(gm: GraphModule) -> dict[str, Any]:
+    """Every annotated node of ``gm`` (by name) with its annotation as data, in graph order."""
+    out: dict[str, Any] = {}
+    for node in gm.graph.nodes:
+        if ANNOTATION_KEY in node.meta:
+            out[node.name] = describe_annotation(node.meta[ANNOTATION_KEY])
+    return out
