@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The hidden checks' plugin (--evidence, the seen / expected fixtures), loaded explicitly:
+# the package students install has no pytest entry point, and autograder is not in it.
+pytest_plugins = ("autograder.pytest_plugin",)
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
@@ -28,6 +32,34 @@ class WrongSolution:
     @property
     def id(self) -> str:
         return f"{self.notebook}/{self.path.stem}"
+
+
+@dataclass(frozen=True)
+class RightSolution:
+    """A correct solution written differently from the key: it must get full marks."""
+
+    path: Path
+    notebook: str
+    exercise: str
+    description: str
+
+    @property
+    def code(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+    @property
+    def id(self) -> str:
+        return f"{self.notebook}/{self.path.stem}"
+
+
+def right_solutions() -> list[RightSolution]:
+    """Every file tests/fixtures/right/<notebook>/<name>.py, with ``# right: how it differs`` and ``# exercise: key``."""
+    found = []
+    for path in sorted((FIXTURES / "right").glob("*/*.py")):
+        text = path.read_text(encoding="utf-8")
+        header = dict(re.findall(r"^# (right|exercise): (.*)$", text, flags=re.M))
+        found.append(RightSolution(path, path.parent.name, header["exercise"].strip(), header["right"].strip()))
+    return found
 
 
 def wrong_solutions() -> list[WrongSolution]:

@@ -1,22 +1,26 @@
 """The hidden checks discriminate: the answer key passes, every kept wrong solution loses points.
 
-These run evidence collection and judging directly (no notebook), on two seeds, so
-that a check passing by accident of one seed's hidden models shows up.
+These run the grader's own path without a notebook: the answers are recorded, sent as
+JSON, replayed and judged (``autograder.replay``), on seeds of both parities and a large
+one, so that a check passing by accident of one seed's hidden models shows up.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 
 import pytest
-from conftest import WrongSolution, wrong_solutions
+from conftest import RightSolution, WrongSolution, right_solutions, wrong_solutions
 
 from autograder.checks.support import CHECKS
 from autograder.judge import judge
 from autograder.reference_evidence import reference_evidence
-from autograder.untrusted.cases.base import collect, exercises_of, module_name
+from autograder.replay import derive
+from autograder.untrusted.cases.base import exercises_of, module_name
+from autograder.untrusted.record import record_exercise
 
-SEEDS = (0, 1)
+SEEDS = (0, 1, 2_147_483_646)
 
 
 def all_exercises() -> list[tuple[str, str]]:
@@ -30,11 +34,10 @@ def all_exercises() -> list[tuple[str, str]]:
 
 
 def verdicts_for(notebook: str, exercise: str, namespace: dict, seed: int) -> list[dict]:
-    evidence = {
-        "notebook": notebook,
-        "seed": seed,
-        "exercises": {exercise: collect(exercises_of(notebook)[exercise], namespace, seed)},
-    }
+    """What the grader gives: record the answers, pass them as JSON, replay them, judge the evidence."""
+    spec = exercises_of(notebook)[exercise]
+    recorded = json.loads(json.dumps(record_exercise(spec, namespace, seed)))
+    evidence = {"notebook": notebook, "seed": seed, "exercises": {exercise: derive(spec, recorded, seed)}}
     return judge(evidence, [exercise])
 
 
@@ -67,6 +70,18 @@ def test_wrong_solution_loses_points(wrong: WrongSolution, seed: int) -> None:
     assert failed, f"{wrong.description}: no check caught it"
     assert set(wrong.expect_fail) <= failed, f"{wrong.description}: expected {wrong.expect_fail} to fail, got {failed}"
     assert all(v["message"] for v in verdicts if not v["passed"]), "every failed check says what it saw"
+
+
+@pytest.mark.parametrize("right", right_solutions(), ids=lambda r: r.id)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_correct_but_different_solution_gets_full_marks(right: RightSolution, seed: int) -> None:
+    namespace: dict = {}
+    exec(compile(right.code, str(right.path), "exec"), namespace)
+    verdicts = verdicts_for(right.notebook, right.exercise, namespace, seed)
+    assert verdicts and all(v["passed"] for v in verdicts), (
+        right.description,
+        [v for v in verdicts if not v["passed"]],
+    )
 
 
 def test_every_exercise_has_a_wrong_solution() -> None:
