@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# Set up everything the course needs, once: a virtual environment with torch 2.13.0 (CPU)
-# installed first, then this project with its dev tools, then graphviz's `dot`.
+# Set up everything the course needs, once: a virtual environment with torch 2.13.0 (the CPU
+# build on Linux) installed first, then this project with its dev tools, then graphviz's `dot`.
 # Safe to run again: it only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV="${VENV:-.venv}"
-# Prefer the system's Python 3.11: other users can read it, so the grader can run
+# Any Python the course supports (3.11–3.13: torch 2.13.0 and torchao 0.18.0 have wheels for
+# them). The system's Python comes first: other users can read it, so the grader can run
 # submissions as an unprivileged user (a Python under /root cannot be read by them).
+supported() { "$1" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' >/dev/null 2>&1; }
 if [ -z "${PYTHON:-}" ]; then
-  for candidate in /usr/bin/python3.11 /usr/local/bin/python3.11 python3.11 python3; do
-    if command -v "$candidate" >/dev/null 2>&1; then PYTHON="$candidate"; break; fi
+  for candidate in /usr/bin/python3.11 /usr/bin/python3.12 /usr/bin/python3.13 /usr/bin/python3 \
+                   python3.11 python3.12 python3.13 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && supported "$candidate"; then PYTHON="$candidate"; break; fi
   done
 fi
-
-if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
-  echo "需要 Python 3.11（找到 $("$PYTHON" --version 2>&1)）。Python 3.11 is required." >&2
+if [ -z "${PYTHON:-}" ] || ! supported "$PYTHON"; then
+  echo "需要 Python 3.11、3.12 或 3.13（找到：$("${PYTHON:-python3}" --version 2>&1)）。" >&2
   exit 1
 fi
 
@@ -24,13 +26,37 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 
+# torch first, so that nothing after it pulls in another build. On Linux, PyPI's torch is the
+# CUDA build (about 2.7 GB with its nvidia-* packages): take the CPU build from PyTorch's CPU
+# wheel index, and fall back to what pip finds only where that index cannot be reached.
+TORCH_CPU_INDEX="${PT2E_TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}"
 if ! "$VENV/bin/python" -c 'import torch, sys; sys.exit(not torch.__version__.startswith("2.13.0"))' 2>/dev/null; then
-  echo "==> 安裝 torch 2.13.0（CPU 版；先裝它，後面的套件才不會拉進 CUDA 版）"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==2.13.0"
+  if [ "$(uname -s)" = "Linux" ] && "$VENV/bin/python" -c \
+      'import sys, urllib.request; urllib.request.urlopen(sys.argv[1].rstrip("/") + "/torch/", timeout=15)' \
+      "$TORCH_CPU_INDEX" >/dev/null 2>&1; then
+    echo "==> 安裝 torch 2.13.0（CPU 版，來自 PyTorch 的 CPU wheel index）"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check --index-url "$TORCH_CPU_INDEX" "torch==2.13.0"
+  else
+    if [ "$(uname -s)" = "Linux" ]; then
+      echo "==> 連不到 PyTorch 的 CPU wheel index（$TORCH_CPU_INDEX）：改裝 pip 找到的 torch 2.13.0"
+    else
+      echo "==> 安裝 torch 2.13.0"
+    fi
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==2.13.0"
+  fi
+  "$VENV/bin/python" scripts/torch_build.py
 fi
 
-echo "==> 安裝本課程（common、autograder）與開發工具"
+echo "==> 安裝本課程（學生端的 common、selfcheck）與開發工具"
 "$VENV/bin/pip" install --quiet --disable-pip-version-check -e ".[dev]"
+
+# The instructor's side is not in the package (students must not get it): make this
+# checkout's autograder importable in the venv and add the pt2e-course command.
+echo "==> 講師端：autograder 與 pt2e-course 指令（只在這份 checkout，不在學生安裝的套件裡）"
+SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+pwd > "$SITE/pt2e_course_instructor.pth"
+printf '#!/bin/sh\nexec "%s/bin/python" -P -m autograder.cli "$@"\n' "$(cd "$VENV" && pwd)" > "$VENV/bin/pt2e-course"
+chmod +x "$VENV/bin/pt2e-course"
 
 if ! command -v dot >/dev/null 2>&1; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
@@ -40,6 +66,17 @@ if ! command -v dot >/dev/null 2>&1; then
     echo "找不到 graphviz 的 dot 程式：請執行 sudo apt-get install graphviz（macOS：brew install graphviz）。" >&2
     echo "沒有 dot 時圖會改用文字顯示，但測試需要它。" >&2
     exit 1
+  fi
+fi
+
+# bubblewrap: the grading sandbox (only the course's student-side code is visible to submissions).
+# Without it grading still runs, and says which isolation measures it could not apply.
+if [ "$(uname -s)" = "Linux" ] && ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> 安裝 bubblewrap（評分沙箱）"
+    apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; }
+  else
+    echo "找不到 bubblewrap（bwrap）：評分時的隔離會少幾項，請執行 sudo apt-get install bubblewrap。" >&2
   fi
 fi
 echo "==> 環境就緒：$("$VENV/bin/python" -c 'import torch, torchao; print(f"torch {torch.__version__}, torchao {torchao.__version__}")' 2>/dev/null), $(dot -V 2>&1)"
