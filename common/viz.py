@@ -1,15 +1,23 @@
 """Drawings of FX graphs and tables that render inline in JupyterLab.
 
-``draw`` turns a GraphModule into a graphviz drawing (inline SVG) whose node kinds
-are told apart by colour and shape; notes appear under nodes. Where graphviz's
-``dot`` program is missing, every drawing says so in one line and falls back to a
-readable text form of the graph. ``table`` renders rows as an HTML table in a
-notebook and as a plain-text table elsewhere.
+``draw`` turns a GraphModule into a graphviz drawing whose node kinds are told apart
+by colour and shape; notes appear under nodes. A drawing displays as one mime bundle:
+a PNG (shown by JupyterLab even in an untrusted notebook, and on GitHub), the same
+picture as SVG (sharper, shown where SVG is trusted) and its text form. Every drawing
+fits a ``MAX_WIDTH_PX`` column: panels of ``draw_stages`` stand side by side only when
+that needs little shrinking, else one under the other. Chinese needs a CJK font
+(``fonts-noto-cjk`` on Debian/Ubuntu; see ``cjk_fonts``). Where graphviz's ``dot``
+program is missing, every drawing says so in one line and falls back to a readable
+text form of the graph. ``table`` renders rows as a left-aligned HTML table in a
+notebook and as a plain-text (Markdown) table elsewhere.
 """
 
 from __future__ import annotations
 
+import base64
 import html
+import io
+import math
 import re
 import shutil
 import subprocess
@@ -26,7 +34,21 @@ DOT_MISSING = (
     "macOS 用 brew install graphviz，Colab 已內建）"
 )
 
-FONT = "Noto Sans CJK TC, Noto Sans TC, PingFang TC, Microsoft JhengHei, sans-serif"
+# Fonts with the Chinese glyphs, first the one bootstrap installs on Linux (Debian's fonts-noto-cjk),
+# then macOS's and Windows' own, then a generic family. dot (pango) and browsers both read this list.
+FONT_FAMILIES = (
+    "Noto Sans CJK TC",
+    "Noto Sans TC",
+    "Source Han Sans TC",
+    "PingFang TC",
+    "Microsoft JhengHei",
+    "WenQuanYi Zen Hei",
+    "sans-serif",
+)
+FONT = ", ".join(FONT_FAMILIES)
+MAX_WIDTH_PX = 1000  # every drawing fits a column this wide (CSS px; the PNG has as many pixels)
+PX_PER_PT = 4 / 3  # dot measures in points; browsers draw a point as 4/3 px, dot's PNG is 96 dpi
+MIN_SIDE_BY_SIDE_SCALE = 0.8  # panels stay side by side if that shrinks them no more than this
 NEW_OBSERVER_COLOR = "#16a34a"
 
 
@@ -39,15 +61,20 @@ class NodeStyle:
     fill: str
     border: str = "#374151"
     dashed: bool = False
+    margin: str | None = None  # dot's node margin (inches, "x,y"); None keeps the graph's default
 
+
+# dot sizes a cds node's box to the label, but draws the cds body 6pt inside that box at the top
+# and bottom and gives its right 12pt to the tip: pad the label by that much so that it stays inside.
+CDS_MARGIN = "0.24,0.14"
 
 STYLES: dict[str, NodeStyle] = {
     "input": NodeStyle("輸入", "invhouse", "#dbeafe", "#1d4ed8"),
     "constant": NodeStyle("常數", "cylinder", "#f3f4f6", "#6b7280"),
     "op": NodeStyle("op", "box", "#fff7ed", "#c2410c"),
     "observer": NodeStyle("observer", "octagon", "#fef9c3", "#a16207"),
-    "quantize": NodeStyle("quantize", "cds", "#fee2e2", "#b91c1c"),
-    "dequantize": NodeStyle("dequantize", "cds", "#e0e7ff", "#4338ca"),
+    "quantize": NodeStyle("quantize", "cds", "#fee2e2", "#b91c1c", margin=CDS_MARGIN),
+    "dequantize": NodeStyle("dequantize", "cds", "#e0e7ff", "#4338ca", margin=CDS_MARGIN),
     "output": NodeStyle("輸出", "house", "#f3e8ff", "#7e22ce"),
     "guard": NodeStyle("guard", "box", "#ffffff", "#9ca3af", dashed=True),
     "module": NodeStyle("module", "box3d", "#ecfeff", "#0e7490"),
@@ -204,6 +231,8 @@ class GraphPicture:
                 "color": style.border,
                 "label": _html_label(node.name, target_text(self.gm, node), self.notes.get(node.name)),
             }
+            if style.margin:
+                attrs["margin"] = style.margin
             if node.name in self.highlight:
                 attrs.update(color=NEW_OBSERVER_COLOR, penwidth="3")
             out.append(f'"{prefix}{node.name}" [{_attrs(attrs)}];')
@@ -249,19 +278,173 @@ def dot_available() -> bool:
     return shutil.which("dot") is not None
 
 
+def _run_dot(dot_source: str, *options: str) -> bytes:
+    result = subprocess.run(["dot", *options], input=dot_source.encode(), capture_output=True, check=True)
+    return result.stdout
+
+
 def render_svg(dot_source: str) -> str:
-    """Run ``dot -Tsvg`` on ``dot_source`` and return the SVG text."""
-    result = subprocess.run(["dot", "-Tsvg"], input=dot_source.encode(), capture_output=True, check=True)
-    svg = result.stdout.decode()
+    """Run ``dot -Tsvg`` on ``dot_source`` and return the SVG text (sized in points, as dot writes it)."""
+    svg = _run_dot(dot_source, "-Tsvg").decode()
     return svg[svg.index("<svg") :]
+
+
+def render_png(dot_source: str, dpi: float = 96.0) -> bytes:
+    """Run ``dot -Tpng`` on ``dot_source`` at ``dpi`` (96: a point is 4/3 px, as a browser draws the SVG).
+
+    dot's PNG carries no timestamp: the same source gives the same bytes.
+    """
+    return _run_dot(dot_source, "-Tpng", f"-Gdpi={dpi:g}")
+
+
+def cjk_fonts() -> list[str]:
+    """The families of ``FONT_FAMILIES`` that fontconfig knows with Chinese (zh-tw) glyphs, in order.
+
+    Empty where none is installed (every Chinese character of a drawing is then a box) or where
+    fontconfig's ``fc-list`` is missing (macOS and Windows have their own fonts in the list).
+    """
+    if shutil.which("fc-list") is None:
+        return []
+    listed = subprocess.run(["fc-list", ":lang=zh-tw", "family"], capture_output=True, text=True, check=False).stdout
+    installed = {name.strip() for line in listed.splitlines() for name in line.split(",")}
+    return [family for family in FONT_FAMILIES if family in installed]
+
+
+_SIZE = re.compile(r'<svg[^>]*?width="([0-9.]+)pt"[^>]*?height="([0-9.]+)pt"')
+_SIZE_ATTRS = re.compile(r'width="[0-9.]+pt" height="[0-9.]+pt"')
+
+
+def svg_size(svg: str) -> tuple[float, float]:
+    """The (width, height) in points of an SVG that dot wrote."""
+    match = _SIZE.search(svg)
+    if match is None:
+        raise ValueError("not an SVG written by dot: no width/height in pt")
+    return float(match.group(1)), float(match.group(2))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a drawing's pictures go, in points, and the resolution that makes it fit ``MAX_WIDTH_PX``.
+
+    ``places`` are the top-left corners of the panels; ``title_place`` that of the title picture.
+    ``dpi`` is 96 at full size (a point is 4/3 px) and less when the whole is shrunk to fit.
+    """
+
+    width: float
+    height: float
+    places: tuple[tuple[float, float], ...]
+    title_place: tuple[float, float] | None
+    columns: int
+    dpi: float
+
+    @property
+    def scale(self) -> float:
+        """The size on screen relative to full size."""
+        return self.dpi / 96.0
+
+    def px(self, points: float) -> float:
+        """``points`` in pixels (CSS px, and PNG pixels) at this layout's resolution."""
+        return points * self.dpi / 72.0
+
+
+def fit_dpi(width: float) -> float:
+    """The resolution at which ``width`` points fit ``MAX_WIDTH_PX`` pixels: 96, or less (to 1/100 dpi)."""
+    return min(96.0, math.floor(MAX_WIDTH_PX * 72.0 / width * 100.0) / 100.0)
+
+
+def layout(
+    sizes: Sequence[tuple[float, float]],
+    columns: int = 2,
+    title: tuple[float, float] | None = None,
+    gap: float = 16.0,
+) -> Layout:
+    """Lay pictures of ``sizes`` (points) out up to ``columns`` to a row, under a title picture.
+
+    The panels stand side by side only if that fits ``MAX_WIDTH_PX`` shrunk by no more than
+    ``MIN_SIDE_BY_SIDE_SCALE`` (else the text gets too small to read); otherwise fewer to a row,
+    down to one under the other. Each panel is centred in its cell; what is still too wide is shrunk.
+    """
+    count = len(sizes)
+    for per_row in range(max(1, min(columns, count)), 0, -1):
+        rows = [list(range(i, min(i + per_row, count))) for i in range(0, count, per_row)]
+        col_widths = [max(sizes[row[c]][0] for row in rows if c < len(row)) for c in range(per_row)]
+        panels_width = sum(col_widths) + gap * (per_row - 1)
+        width = max(panels_width, title[0] if title else 0.0)
+        if width * PX_PER_PT * MIN_SIDE_BY_SIDE_SCALE <= MAX_WIDTH_PX:
+            break
+    top = title[1] if title else 0.0
+    places: list[tuple[float, float]] = []
+    y = top
+    for row in rows:
+        x = (width - panels_width) / 2
+        for column, index in enumerate(row):
+            places.append((x + (col_widths[column] - sizes[index][0]) / 2, y))
+            x += col_widths[column] + gap
+        y += max(sizes[i][1] for i in row) + gap
+    height = y - gap
+    title_place = ((width - title[0]) / 2, 0.0) if title else None
+    return Layout(width, height, tuple(places), title_place, per_row, fit_dpi(width))
+
+
+def compose_svg(svgs: Sequence[str], plan: Layout, title_svg: str | None = None) -> str:
+    """One SVG of the panels ``svgs`` (and the title picture) placed by ``plan``, sized in px to fit."""
+    size = f'width="{plan.px(plan.width):.0f}px" height="{plan.px(plan.height):.0f}px"'
+    if len(svgs) == 1 and title_svg is None:
+        return _SIZE_ATTRS.sub(size, svgs[0], count=1)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" {size} viewBox="0 0 {plan.width:.2f} {plan.height:.2f}">',
+        '<rect width="100%" height="100%" fill="white"/>',
+    ]
+    placed = list(zip(svgs, plan.places, strict=True))
+    if title_svg is not None and plan.title_place is not None:
+        placed.insert(0, (title_svg, plan.title_place))
+    for svg, (x, y) in placed:
+        width, height = svg_size(svg)
+        inner = _SIZE_ATTRS.sub("", svg, count=1)
+        inner = inner.replace("<svg", f'<svg x="{x:.2f}" y="{y:.2f}" width="{width:.2f}" height="{height:.2f}"', 1)
+        parts.append(inner)
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def compose_png(sources: Sequence[str], plan: Layout, title_source: str | None = None) -> bytes:
+    """One PNG of the DOT ``sources`` (and the title) rendered at ``plan.dpi`` and placed by ``plan``.
+
+    The picture is stored with a 256-colour palette (a third of the size, no visible change on
+    flat-coloured drawings) and no metadata, so that the same drawing gives the same bytes.
+    """
+    from PIL import Image
+
+    pictures = [(render_png(source, plan.dpi), place) for source, place in zip(sources, plan.places, strict=True)]
+    if title_source is not None and plan.title_place is not None:
+        pictures.insert(0, (render_png(title_source, plan.dpi), plan.title_place))
+    if len(pictures) == 1:
+        canvas = Image.open(io.BytesIO(pictures[0][0])).convert("RGB")
+    else:
+        canvas = Image.new("RGB", (round(plan.px(plan.width)), round(plan.px(plan.height))), "white")
+        for png, (x, y) in pictures:
+            canvas.paste(Image.open(io.BytesIO(png)).convert("RGB"), (round(plan.px(x)), round(plan.px(y))))
+    out = io.BytesIO()
+    canvas.quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(out, "PNG", optimize=True)
+    return out.getvalue()
+
+
+def _title_dot(title: str) -> str:
+    return "\n".join(
+        [
+            "digraph T {",
+            f'graph [fontname="{FONT}", fontsize=14, labelloc=t, label=<<B>{html.escape(title)}</B>>];',
+            "}",
+        ]
+    )
 
 
 @dataclass
 class Drawing:
-    """A drawing that shows as inline SVG in a notebook and as text elsewhere.
+    """A drawing that shows as a picture (PNG and SVG) in a notebook and as text elsewhere.
 
-    It holds one DOT graph per panel; several panels are laid out ``columns`` to a row
-    in one SVG under ``title``.
+    It holds one DOT graph per panel; several panels are laid out up to ``columns`` to a row
+    (see ``layout``) under ``title``. One panel carries its title in its own DOT graph.
     """
 
     title: str | None
@@ -272,7 +455,8 @@ class Drawing:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         if not dot_available():
             return {"text/plain": f"{DOT_MISSING}\n{self.text}"}
-        return {"image/svg+xml": self.svg(), "text/plain": self.text}
+        svg, png = self.render()
+        return {"image/png": base64.b64encode(png).decode("ascii"), "image/svg+xml": svg, "text/plain": self.text}
 
     def __repr__(self) -> str:
         return self.text if dot_available() else f"{DOT_MISSING}\n{self.text}"
@@ -282,51 +466,31 @@ class Drawing:
         """The DOT source (of every panel, one after the other)."""
         return "\n".join(self.dot_sources)
 
+    def _title_source(self) -> str | None:
+        return _title_dot(self.title) if self.title and len(self.dot_sources) > 1 else None
+
+    def plan(self) -> tuple[Layout, list[str], str | None]:
+        """The layout, the panels' SVGs and the title's SVG (needs ``dot``)."""
+        svgs = [render_svg(source) for source in self.dot_sources]
+        title_source = self._title_source()
+        title_svg = render_svg(title_source) if title_source else None
+        title_size = svg_size(title_svg) if title_svg else None
+        return layout([svg_size(svg) for svg in svgs], self.columns, title_size), svgs, title_svg
+
+    def render(self) -> tuple[str, bytes]:
+        """The SVG text and the PNG bytes of the same picture, fitted to ``MAX_WIDTH_PX`` (needs ``dot``)."""
+        plan, svgs, title_svg = self.plan()
+        return compose_svg(svgs, plan, title_svg), compose_png(self.dot_sources, plan, self._title_source())
+
     def svg(self) -> str:
         """The SVG text (needs ``dot``)."""
-        panels = [render_svg(source) for source in self.dot_sources]
-        if len(panels) == 1:
-            return panels[0]
-        return grid_svg(panels, self.columns, self.title)
+        plan, svgs, title_svg = self.plan()
+        return compose_svg(svgs, plan, title_svg)
 
-
-_SIZE = re.compile(r'<svg[^>]*?width="([0-9.]+)pt"[^>]*?height="([0-9.]+)pt"')
-
-
-def grid_svg(panels: Sequence[str], columns: int, title: str | None, gap: float = 16.0) -> str:
-    """Lay SVG panels out ``columns`` to a row in one SVG, with ``title`` on top."""
-    sizes = []
-    for panel in panels:
-        match = _SIZE.search(panel)
-        sizes.append((float(match.group(1)), float(match.group(2))) if match else (300.0, 300.0))
-    rows = [list(range(i, min(i + columns, len(panels)))) for i in range(0, len(panels), columns)]
-    col_widths = [max(sizes[r[c]][0] for r in rows if c < len(r)) for c in range(min(columns, len(panels)))]
-    row_heights = [max(sizes[i][1] for i in row) for row in rows]
-    top = 28.0 if title else 0.0
-    width = sum(col_widths) + gap * (len(col_widths) - 1)
-    height = top + sum(row_heights) + gap * (len(rows) - 1)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}pt" height="{height:.0f}pt" '
-        f'viewBox="0 0 {width:.0f} {height:.0f}">'
-    ]
-    if title:
-        parts.append(
-            f'<text x="{width / 2:.0f}" y="18" text-anchor="middle" font-family="{FONT}" font-size="14" '
-            f'font-weight="bold">{html.escape(title)}</text>'
-        )
-    y = top
-    for row, row_height in zip(rows, row_heights, strict=True):
-        x = 0.0
-        for column, index in enumerate(row):
-            inner = re.sub(r'width="[0-9.]+pt" height="[0-9.]+pt"', "", panels[index], count=1)
-            inner = inner.replace(
-                "<svg", f'<svg x="{x:.0f}" y="{y:.0f}" width="{sizes[index][0]:.0f}" height="{sizes[index][1]:.0f}"', 1
-            )
-            parts.append(inner)
-            x += col_widths[column] + gap
-        y += row_height + gap
-    parts.append("</svg>")
-    return "\n".join(parts)
+    def png(self) -> bytes:
+        """The PNG bytes (needs ``dot``)."""
+        plan, _, _ = self.plan()
+        return compose_png(self.dot_sources, plan, self._title_source())
 
 
 def _graph_header(title: str | None, bold: bool = True) -> list[str]:
@@ -424,22 +588,26 @@ def annotation_notes(gm: GraphModule, unlabeled: bool = False) -> dict[str, str]
     return notes
 
 
+LEFT = ' style="text-align: left"'  # JupyterLab right-aligns output tables unless a cell says otherwise
+
+
 @dataclass
 class Table:
-    """Rows that render as an HTML table in a notebook and as a pipe table in plain text."""
+    """Rows that render as a left-aligned HTML table in a notebook and as a Markdown table in plain text."""
 
     rows: list[list[Any]]
     headers: list[str]
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(str(h))}</th>" for h in self.headers)
+        head = "".join(f"<th{LEFT}>{html.escape(str(h))}</th>" for h in self.headers)
         body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>" for row in self.rows
+            "<tr>" + "".join(f"<td{LEFT}>{html.escape(str(cell))}</td>" for cell in row) + "</tr>" for row in self.rows
         )
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
     def __repr__(self) -> str:
-        lines = ["| " + " | ".join(map(str, self.headers)) + " |", "|" + "---|" * len(self.headers)]
+        # cells unpadded, as the seed chapters print them; ":---" asks a Markdown renderer to left-align
+        lines = ["| " + " | ".join(map(str, self.headers)) + " |", "|" + ":---|" * len(self.headers)]
         lines += ["| " + " | ".join(map(str, row)) + " |" for row in self.rows]
         return "\n".join(lines)
 

@@ -69,6 +69,17 @@ if ! command -v dot >/dev/null 2>&1; then
   fi
 fi
 
+# A font with the Chinese glyphs for the drawings (dot draws their PNGs with it; common.viz.FONT names
+# Noto Sans CJK TC first). Without one every Chinese character of a drawing is a box.
+if [ "$(uname -s)" = "Linux" ] && [ -z "$(fc-list ':lang=zh-tw' family 2>/dev/null)" ]; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> 安裝中文字型 fonts-noto-cjk（圖上的中文才不會變成方框）"
+    apt-get install -y -qq fonts-noto-cjk >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq fonts-noto-cjk >/dev/null; }
+  else
+    echo "找不到中文字型：圖上的中文會變成方框，測試也需要它。請執行 sudo apt-get install fonts-noto-cjk。" >&2
+  fi
+fi
+
 # bubblewrap: the grading sandbox (only the course's student-side code is visible to submissions).
 # Without it grading still runs, and says which isolation measures it could not apply.
 if [ "$(uname -s)" = "Linux" ] && ! command -v bwrap >/dev/null 2>&1; then

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import subprocess
 import sys
@@ -195,12 +196,13 @@ def test_draw_stages_frames_new_observers_green_by_position() -> None:
     assert len(green) == 1 and "MinMaxObserver" in green[0]
     assert "← x  ＊新" in drawing.text and "← relu  ＊新" in drawing.text.split("[2]")[0]
     svg = drawing.svg()
-    assert svg.count("<svg") == 3 and "階段" in svg
+    assert svg.count("<svg") == 4 and "階段" in svg  # the frame, the title, two panels
 
 
-def test_svg_renders_inline() -> None:
+def test_svg_and_png_render_inline() -> None:
     bundle = draw(exported("conv_relu"), title="t")._repr_mimebundle_()
     assert bundle["image/svg+xml"].lstrip().startswith("<svg") and "conv2d" in bundle["text/plain"]
+    assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG\r\n\x1a\n")  # more in test_drawings.py
 
 
 def test_without_dot_a_drawing_says_so_in_one_line_and_shows_text(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -230,8 +232,8 @@ def test_annotation_notes_one_line_per_edge_and_output() -> None:
 
 def test_table_is_html_in_a_notebook_and_text_elsewhere() -> None:
     t = table([[1, "<a>"], [2, "b"]], ["n", "值"])
-    assert "<th>值</th>" in t._repr_html_() and "&lt;a&gt;" in t._repr_html_()
-    assert repr(t).splitlines() == ["| n | 值 |", "|---|---|", "| 1 | <a> |", "| 2 | b |"]
+    assert '<th style="text-align: left">值</th>' in t._repr_html_() and "&lt;a&gt;" in t._repr_html_()
+    assert repr(t).splitlines() == ["| n | 值 |", "|:---|:---|", "| 1 | <a> |", "| 2 | b |"]
 
 
 def test_importing_common_is_silent() -> None:
