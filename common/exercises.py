@@ -10,20 +10,27 @@ nothing useful. Wrapped in ``after_exercise``, it stops with one Chinese line in
 shows ``先完成練習 1：AddQuantizer（這一格要用到它）`` while the answer is missing or still a
 stub, and does nothing once it is answered. Errors of a finished answer are left alone: they
 are the student's to see.
+
+Once a cell has found exercise N unfinished, a later ``after_exercise(N, ...)`` cell (say, the
+asserts that pin what it showed) that fails says the same line, instead of failing on the
+results that cell never produced. The mark is cleared when that first cell runs to its end.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 
 
 class ExerciseNotDone(Exception):
     """Raised by a cell that needs an exercise the student has not finished yet."""
 
-    def __init__(self, number: int, name: str) -> None:
+    def __init__(self, number: int | None, name: str, rerun: bool = False) -> None:
         self.number, self.name = number, name
-        super().__init__(f"先完成練習 {number}：{name}（這一格要用到它）")
+        hint = "完成後從用到它的第一格重新執行" if rerun else "這一格要用到它"
+        label = f"練習 {number}" if number is not None else "練習"
+        super().__init__(f"先完成{label}：{name}（{hint}）")
 
     def _render_traceback_(self) -> list[str]:  # IPython shows this instead of a traceback
         return [str(self)]
@@ -38,12 +45,32 @@ def _unfinished(error: BaseException) -> bool:
     return False
 
 
+_UNFINISHED: dict[int | None, str] = {}
+"""Exercise → the cell that found it unfinished (its code's file name); cleared when that cell succeeds."""
+
+
+def _calling_cell() -> str:
+    """The file name of the code running the ``with`` block (IPython names a cell by its content)."""
+    frame = sys._getframe(3)  # _calling_cell ← after_exercise ← contextlib __enter__ ← the cell
+    return frame.f_code.co_filename if frame is not None else ""
+
+
 @contextlib.contextmanager
-def after_exercise(number: int, name: str) -> Iterator[None]:
-    """Turn "the exercise is not answered yet" into ``ExerciseNotDone`` for the cell inside."""
+def after_exercise(number: int | None, name: str) -> Iterator[None]:
+    """Turn "the exercise is not answered yet" into ``ExerciseNotDone`` for the cell inside.
+
+    ``number`` is the exercise's number in the notebook (``None`` where the notebook has one
+    unnumbered exercise); ``name`` is what the student writes there.
+    """
+    cell = _calling_cell()
     try:
         yield
     except Exception as error:
         if _unfinished(error):
+            _UNFINISHED[number] = cell
             raise ExerciseNotDone(number, name) from None
+        if number in _UNFINISHED:  # failing on what an earlier cell could not compute
+            raise ExerciseNotDone(number, name, rerun=True) from None
         raise
+    if _UNFINISHED.get(number) == cell:  # the cell that needed the answer now runs: it is there
+        del _UNFINISHED[number]

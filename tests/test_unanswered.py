@@ -1,0 +1,83 @@
+"""A notebook is read before it is answered: run unanswered, it explains itself.
+
+Every release notebook runs top to bottom with no answer filled in. The only errors allowed
+are the stubs' ``NotImplementedError``, the preview's failed checks, and the one-line
+"先完成練習 N" of a cell that needs an answer (``common.exercises.after_exercise``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.course import RELEASE
+from autograder.execute import execute
+from common.exercises import ExerciseNotDone, after_exercise
+
+ALLOWED = {"NotImplementedError", "ChecksFailed", "ExerciseNotDone"}
+RELEASED = sorted(RELEASE.glob("M*/*.ipynb"))
+
+
+def errors_of(nb: nbformat.NotebookNode) -> list[tuple[int, str, str]]:
+    return [
+        (index, output.ename, output.evalue)
+        for index, cell in enumerate(nb.cells)
+        for output in cell.get("outputs", [])
+        if output.output_type == "error"
+    ]
+
+
+@pytest.mark.parametrize("path", RELEASED, ids=lambda p: p.stem)
+def test_release_notebook_runs_unanswered_with_only_explained_errors(path: Path, tmp_path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    execute(nb, path.parent, allow_errors=True)
+    unexplained = [(i, name, value[:200]) for i, name, value in errors_of(nb) if name not in ALLOWED]
+    assert not unexplained, f"{path.stem}: cells fail unanswered with errors that do not say what to do: {unexplained}"
+    for index, name, value in errors_of(nb):
+        if name == "ExerciseNotDone":
+            assert value.startswith("先完成練習"), (index, value)
+            tracebacks = [o.traceback for o in nb.cells[index].outputs if o.output_type == "error"]
+            assert all(len(t) == 1 for t in tracebacks), "a 先完成練習 cell shows one line, not a traceback"
+
+
+def test_release_notebooks_exist() -> None:
+    assert len(RELEASED) >= 16
+
+
+# --- the helper itself ----------------------------------------------------------------------------
+
+
+def _stub() -> None:
+    raise NotImplementedError()
+
+
+def _run(source: str, cell: str, namespace: dict) -> None:
+    exec(compile(source, cell, "exec"), namespace)
+
+
+def test_a_cell_that_needs_an_unanswered_exercise_says_so_in_one_line() -> None:
+    namespace = {"after_exercise": after_exercise, "answer": _stub}
+    with pytest.raises(ExerciseNotDone) as caught:
+        _run("with after_exercise(2, 'neighbors'):\n    answer()\n", "<cell-a>", namespace)
+    assert str(caught.value) == "先完成練習 2：neighbors（這一格要用到它）"
+    assert caught.value._render_traceback_() == [str(caught.value)]
+
+
+def test_the_pins_after_it_say_the_same_until_that_cell_runs() -> None:
+    namespace = {"after_exercise": after_exercise, "answer": _stub}
+    with pytest.raises(ExerciseNotDone):
+        _run("with after_exercise(7, 'f'):\n    answer()\n", "<cell-show>", namespace)
+    _run("with after_exercise(7, 'f'):\n    rows = []\n", "<cell-ok>", namespace)  # succeeds on stale data
+    with pytest.raises(ExerciseNotDone, match="重新執行"):
+        _run("with after_exercise(7, 'f'):\n    assert rows\n", "<cell-pin>", namespace)
+    namespace["answer"] = lambda: None
+    _run("with after_exercise(7, 'f'):\n    answer()\n", "<cell-show>", namespace)
+    with pytest.raises(AssertionError):  # answered: a real failure is the student's to see
+        _run("with after_exercise(7, 'f'):\n    assert rows\n", "<cell-pin>", namespace)
+
+
+def test_errors_of_a_finished_answer_pass_through() -> None:
+    with pytest.raises(IndexError), after_exercise(9, "g"):
+        [][1]
