@@ -79,10 +79,16 @@ def quiet() -> None:
     add_warning_filters()
 
 
-def export_module(model: torch.nn.Module, example_inputs: Sequence[Any]) -> GraphModule:
-    """``torch.export.export(model, example_inputs).module()``: the graph PT2E works on."""
+def export_module(
+    model: torch.nn.Module, example_inputs: Sequence[Any], dynamic_shapes: Any = None
+) -> GraphModule:
+    """``torch.export.export(model, example_inputs).module()``: the graph PT2E works on.
+
+    ``dynamic_shapes`` is passed to ``torch.export.export`` (e.g. ``{"x": {0: Dim("batch")}}``
+    lets the graph take any batch size instead of only the example's).
+    """
     with quiet_imports():
-        return torch.export.export(model, tuple(example_inputs)).module()
+        return torch.export.export(model, tuple(example_inputs), dynamic_shapes=dynamic_shapes).module()
 
 
 def get_xnnpack_quantizer(is_per_channel: bool = False) -> tuple[Quantizer, Any]:
