@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 JOBS ?= 2
 
-.PHONY: setup grade release test lint lab bench clean
+.PHONY: setup grade release test lint lab bench wheel clean
 
 $(READY): pyproject.toml scripts/bootstrap.sh
 	VENV=$(VENV) bash scripts/bootstrap.sh
@@ -37,9 +37,15 @@ lint: $(READY)
 lab: $(READY)
 	$(BIN)/pt2e-course lab
 
+## make wheel: what students install (common, selfcheck: preview, public cases, expected evidence;
+## no autograder) as dist/*.whl; build/ is removed first so that no stale module slips in
+wheel: $(READY)
+	rm -rf build
+	$(BIN)/pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation --no-index -w dist .
+
 bench: $(READY)
 	$(BIN)/python bench/notebooks.py
 	$(BIN)/python bench/grading.py
 
 clean:
-	rm -rf autograded feedback graded submitted gradebook.db .pytest_cache
+	rm -rf autograded feedback graded submitted gradebook.db .pytest_cache build dist

@@ -28,6 +28,8 @@ python3.11 -m venv /autograder/venv
 /autograder/venv/bin/pip install --quiet --upgrade pip
 /autograder/venv/bin/pip install --quiet torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 /autograder/venv/bin/pip install --quiet /autograder/source/course
+# The package is the students' side only; the grader (autograder/) is imported from the bundle.
+echo /autograder/source/course > "$(/autograder/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/pt2e_course_instructor.pth"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -64,6 +66,7 @@ def build_bundle(module: str, output: Path) -> Path:
         for name in PACKAGE_FILES:
             bundle.write(ROOT / name, f"course/{name}")
         _add_tree(bundle, ROOT / "common", "course/common")
+        _add_tree(bundle, ROOT / "selfcheck", "course/selfcheck")
         _add_tree(bundle, ROOT / "autograder", "course/autograder")
         _add_tree(bundle, ROOT / "source" / module, f"course/source/{module}")
     return output

@@ -1,10 +1,12 @@
-"""Grading from inside a notebook: what nbgrader's hidden test cells call.
+"""Grading from inside a notebook: what the hidden part of nbgrader's graded cells calls.
 
-A hidden test cell runs ``grade("M03-4", "add_quantizer", globals(), final=True)``. As
-everywhere in nbgrader, this runs in the student's own kernel: evidence is collected and
-the hidden checks judge it right there. The cell prints one line per check and evaluates
-to the points earned, which nbgrader reads as partial credit. (``pt2e-course grade``
-does better: it runs the student's code in a sandbox and judges in a clean process.)
+A graded cell first runs the student-side preview (``selfcheck.preview``: public cases,
+shipped with the course). Inside ``### BEGIN HIDDEN TESTS`` (removed from the students'
+copy, put back by ``nbgrader autograde``) it then runs ``grade("M03-4", "add_quantizer",
+globals())``: the hidden cases on the notebook seed, judged by the hidden checks, with
+one line printed per check. As everywhere in nbgrader, this runs in the student's own
+kernel. (``pt2e-course grade`` does better: it runs the student's code in a sandbox and
+judges in a clean process.)
 """
 
 from __future__ import annotations
@@ -20,17 +22,10 @@ NOTEBOOK_SEED = 0
 """Seed of the hidden cases in notebooks, fixed so that committed outputs are reproducible."""
 
 
-class ChecksFailed(AssertionError):
-    """Raised by a preview (``final=False``) when some checks fail."""
+def grade(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> None:
+    """Collect evidence of ``exercise`` from ``namespace`` on the hidden cases, judge it, print the report.
 
-
-def grade(notebook: str, exercise: str, namespace: Mapping[str, Any], final: bool = True) -> float:
-    """Collect evidence of ``exercise`` from ``namespace``, judge it, print a report, return the score.
-
-    ``final=False`` is the preview a student runs while working: it raises
-    ``ChecksFailed`` unless every check passes, so an unfinished exercise shows as a
-    failing test. ``final=True`` (nbgrader's hidden test) never raises for a wrong
-    answer: the score it returns is the partial credit.
+    Returns None (the cell shows no ``Out:`` value) and never raises for a wrong answer.
     """
     spec = exercises_of(notebook)[exercise]
     evidence = {
@@ -40,8 +35,3 @@ def grade(notebook: str, exercise: str, namespace: Mapping[str, Any], final: boo
     }
     verdicts = judge(evidence, [exercise])
     print(exercise_report(spec.title, verdicts))
-    score = float(sum(v["score"] for v in verdicts))
-    failed = [v for v in verdicts if not v["passed"]]
-    if failed and not final:
-        raise ChecksFailed(f"還有 {len(failed)} 項檢查沒有通過（見上面的 ✗）")
-    return score

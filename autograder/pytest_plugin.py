@@ -1,7 +1,8 @@
 """pytest plugin that feeds evidence to the hidden checks and records their verdicts.
 
-Registered through the ``pytest11`` entry point, so ``pytest --pyargs autograder.checks``
-works anywhere the project is installed. Options:
+Loaded explicitly (``-p autograder.pytest_plugin``; ``autograder.judge`` and
+``tests/conftest.py`` do): the package students install has no pytest entry point.
+``pytest -p autograder.pytest_plugin --pyargs autograder.checks`` judges the answer key. Options:
 
 ``--evidence FILE``  the student's evidence (JSON: notebook, seed, exercises); without it
                      the checks judge the answer key against itself.

@@ -1,13 +1,58 @@
-"""Generating release/ from source/ with nbgrader, and validating both."""
+"""Releasing the course: the preview's expected evidence, release/ from source/ with nbgrader, validation."""
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-from autograder.course import RELEASE, ROOT, SOURCE
+from autograder.course import RELEASE, ROOT, SOURCE, notebook_id, source_notebooks
+
+EXPECTED = ROOT / "selfcheck" / "expected"
+"""The preview's expected evidence, one JSON file per notebook; shipped to students as package data."""
+
+
+def expected_evidence(notebook: str) -> dict[str, Any]:
+    """The answer key's evidence on the public cases of ``notebook``, at the preview seed.
+
+    The same collection the student's preview runs (``selfcheck.casekit.collect``), on the
+    key's definitions (``autograder.keys``). Raises if the key fails a public case: shipping
+    an error as the expected result would let any error pass.
+    """
+    from selfcheck.casekit import collect, module_name
+    from selfcheck.preview import PREVIEW_SEED, public_exercises
+
+    key = vars(importlib.import_module(f"autograder.keys.{module_name(notebook)}"))
+    exercises = {}
+    for name, exercise in public_exercises(notebook).items():
+        evidence = collect(exercise, key, PREVIEW_SEED)
+        errors = {case: record for case, record in evidence.get("cases", {}).items() if "value" not in record}
+        if "missing" in evidence or errors:
+            raise RuntimeError(
+                f"{notebook} {name}: the answer key fails public cases: {evidence.get('missing') or errors}"
+            )
+        exercises[name] = evidence
+    return {"notebook": notebook, "seed": PREVIEW_SEED, "exercises": exercises}
+
+
+def expected_text(evidence: dict[str, Any]) -> str:
+    """The expected evidence as the JSON text that is shipped."""
+    return json.dumps(evidence, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+
+
+def write_expected(module: str) -> list[Path]:
+    """Write ``selfcheck/expected/<NB>.json`` for every notebook of ``module``; returns the paths."""
+    EXPECTED.mkdir(exist_ok=True)
+    written = []
+    for path in source_notebooks(module):
+        target = EXPECTED / f"{notebook_id(path)}.json"
+        target.write_text(expected_text(expected_evidence(notebook_id(path))), encoding="utf-8")
+        written.append(target)
+    return written
 
 
 def tool_env() -> dict[str, str]:

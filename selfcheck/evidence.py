@@ -320,7 +320,10 @@ def _observer_ctor(ctor: Any) -> dict[str, Any]:
     kwargs = {}
     for key, item in sorted(keywords.items()):
         kwargs[str(key)] = encode_scalar(item)
-    return {"class": f"{module}.{name}" if isinstance(module, str) and isinstance(name, str) else None, "kwargs": kwargs}
+    return {
+        "class": f"{module}.{name}" if isinstance(module, str) and isinstance(name, str) else None,
+        "kwargs": kwargs,
+    }
 
 
 def encode_scalar(value: Any) -> Any:

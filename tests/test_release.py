@@ -6,9 +6,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT, make_course, nbgrader, solution_lines
+from conftest import ROOT, make_course, nbgrader, read_json, solution_lines
 
-from autograder.course import modules
+from autograder.course import modules, notebook_id, source_notebooks
+from autograder.release import EXPECTED, expected_evidence
+from selfcheck.compare import first_difference
 
 MODULES = modules()
 
@@ -24,6 +26,16 @@ def test_release_is_up_to_date(module: str, tmp_path: Path) -> None:
         assert (course / "release" / relative).read_bytes() == (ROOT / "release" / relative).read_bytes(), (
             f"release/{relative} differs from a fresh `nbgrader generate_assignment`: run `pt2e-course release {module}`"
         )
+    for path in source_notebooks(module):  # the preview's expected evidence, shipped in the wheel
+        notebook = notebook_id(path)
+        shipped = EXPECTED / f"{notebook}.json"
+        assert shipped.is_file(), f"selfcheck/expected/{notebook}.json is missing: run `pt2e-course release {module}`"
+        fresh_evidence = expected_evidence(notebook)
+        difference = first_difference(fresh_evidence, read_json(shipped))
+        assert difference is None, (
+            f"selfcheck/expected/{notebook}.json is not what the answer key gives now ({difference}): "
+            f"run `pt2e-course release {module}`"
+        )
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -32,8 +44,8 @@ def test_release_leaks_no_solution_or_hidden_check(module: str) -> None:
         source = nbformat.read(path, as_version=4)
         release_path = ROOT / "release" / module / path.name
         text = release_path.read_text(encoding="utf-8")
-        for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "final = True"):
-            assert marker not in text, f"{release_path.name} contains {marker!r}"
+        for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "autograder"):
+            assert marker not in text, f"{release_path.name} contains {marker!r} (students have no autograder)"
         release = nbformat.read(release_path, as_version=4)
         release_lines = [line.strip() for c in release.cells for line in c.source.splitlines() if line.strip()]
         release_runs = {tuple(release_lines[i : i + 3]) for i in range(len(release_lines))}
@@ -50,3 +62,9 @@ def test_release_leaks_no_solution_or_hidden_check(module: str) -> None:
 def test_release_holds_only_notebooks() -> None:
     others = [p for p in (ROOT / "release").rglob("*") if p.is_file() and p.suffix != ".ipynb"]
     assert not others, f"release/ ships non-notebook files: {others}"
+
+
+def test_expected_evidence_is_only_for_course_notebooks() -> None:
+    notebooks = {notebook_id(p) for p in source_notebooks()}
+    stale = [p.name for p in EXPECTED.glob("*") if p.suffix != ".json" or p.stem not in notebooks]
+    assert not stale, f"selfcheck/expected/ ships files for no notebook: {stale}"

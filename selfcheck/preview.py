@@ -1,0 +1,87 @@
+"""The preview a graded cell runs while a student works: the public cases, offline.
+
+``preview("M03-4", "add_quantizer", globals())`` runs the exercise's public cases
+(``selfcheck/public/m03_4.py``) on the student's definitions with the preview seed and
+compares the evidence with the answer key's, computed when the course was released and
+shipped as data (``selfcheck/expected/M03-4.json``). It prints one line per public case
+and raises ``ChecksFailed`` unless all of them agree. The hidden checks (other models,
+other seeds) are not here: they stay with the instructor.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+from selfcheck.casekit import Exercise, collect, module_name
+from selfcheck.compare import case_difference
+
+PREVIEW_SEED = 0
+"""Seed of the public cases: the expected evidence shipped with the course is for this seed."""
+
+
+class ChecksFailed(AssertionError):
+    """A preview with a failing public case or a missing definition (the cell shows as failed)."""
+
+
+class PreviewUnavailable(RuntimeError):
+    """The installed course has no public cases or expected evidence for this exercise."""
+
+
+def public_exercises(notebook: str) -> dict[str, Exercise]:
+    """The public cases of ``notebook``: exercise key → ``Exercise``."""
+    try:
+        module = importlib.import_module(f"selfcheck.public.{module_name(notebook)}")
+    except ModuleNotFoundError:
+        raise PreviewUnavailable(f"找不到 {notebook} 的公開例子（selfcheck.public）：請更新課程套件") from None
+    return dict(module.PUBLIC)
+
+
+def expected_path(notebook: str) -> Any:
+    """Where the expected evidence of ``notebook`` is shipped (a file inside the package)."""
+    return resources.files("selfcheck") / "expected" / f"{notebook}.json"
+
+
+def expected_evidence(notebook: str) -> dict[str, Any]:
+    """The answer key's evidence on the public cases of ``notebook`` (computed at release time)."""
+    path = expected_path(notebook)
+    if not path.is_file():
+        raise PreviewUnavailable(f"找不到 {notebook} 的預期結果（selfcheck/expected/{notebook}.json）：請更新課程套件")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _missing_message(names: list[str]) -> str:
+    listed = "、".join(names)
+    return f"先完成練習：還沒有定義 {listed}（先執行寫好 {listed} 的那一格，再執行這一格）"
+
+
+def preview(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> None:
+    """Run the public cases of ``exercise`` on ``namespace``; print ✓ / ✗ per case.
+
+    Raises ``ChecksFailed`` (one line, in Chinese) when a definition is missing or any
+    public case differs from the expected evidence. Returns None, so the cell shows no
+    ``Out:`` value.
+    """
+    spec = public_exercises(notebook).get(exercise)
+    if spec is None:
+        raise PreviewUnavailable(f"{notebook} 沒有練習 {exercise!r} 的公開例子")
+    evidence = collect(spec, dict(namespace), PREVIEW_SEED)
+    if "missing" in evidence:
+        raise ChecksFailed(_missing_message(list(evidence["missing"])))
+    shipped = expected_evidence(notebook)
+    expected = shipped.get("exercises", {}).get(exercise, {}).get("cases", {})
+    if shipped.get("seed") != PREVIEW_SEED or set(expected) != set(spec.cases):
+        raise PreviewUnavailable(f"{notebook} 的預期結果和公開例子對不上：請更新課程套件")
+    failed = 0
+    for name in spec.cases:
+        problem = case_difference(expected[name], evidence["cases"][name])
+        if problem is None:
+            print(f"✓ 公開例子「{name}」通過")
+        else:
+            failed += 1
+            print(f"✗ 公開例子「{name}」：{problem}")
+    if failed:
+        raise ChecksFailed(f"{len(spec.cases)} 個公開例子中有 {failed} 個沒有通過（見上面的 ✗）")
