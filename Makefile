@@ -14,10 +14,9 @@ $(READY): pyproject.toml scripts/bootstrap.sh
 
 setup: $(READY)
 
-## make grade (the main job): regenerate release/, grade the sample class in examples/submitted,
+## make grade (the main job): grade the sample class in examples/submitted in the sandbox,
 ## print the gradebook and where the feedback is (graded/<student>/M03/feedback.html)
 grade: $(READY)
-	$(BIN)/pt2e-course release --no-validate
 	$(BIN)/pt2e-course grade M03 --submitted examples/submitted --out graded --jobs $(JOBS)
 
 ## make release: run the source notebooks (outputs are committed), regenerate release/ and validate it

@@ -1,18 +1,25 @@
 """The ``pt2e-course`` command: maintain the course and grade it.
 
 pt2e-course execute [NOTEBOOK ...]   run source notebooks in place, keeping their outputs
-pt2e-course release [MODULE ...]     regenerate release/ from source/ and validate both
+pt2e-course release [MODULE ...]     compute the preview's expected evidence, regenerate release/, validate
+pt2e-course grade MODULE [--student NAME ...]   grade a class in the sandbox; merge into the CSV gradebook
+pt2e-course check NOTEBOOK           grade one notebook and show every check
+pt2e-course gradescope MODULE        build a Gradescope autograder bundle
 pt2e-course lab                      open JupyterLab on release/
+
+Its help and messages are in Chinese (Taiwan), for the course's instructors.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from autograder.course import ROOT, modules, notebook_id, source_notebooks
+from autograder.course import ROOT, CourseNotFound, modules, notebook_id, require_root, source_notebooks
 
 
 def cmd_execute(args: argparse.Namespace) -> int:
@@ -26,10 +33,14 @@ def cmd_execute(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from autograder.release import generate_release, validate_release
+    from autograder.colab import update_readme
+    from autograder.release import finish_release, generate_release, validate_release, write_expected
 
     for module in args.modules or modules():
+        write_expected(module)
         generate_release(module)
+        finish_release(module)  # the Colab setup cell, and what an unanswered run shows
+        update_readme()
         if args.no_validate:
             print(f"release/{module} 已重新產生（沒有驗證）")
             continue
@@ -54,22 +65,37 @@ def cmd_grade(args: argparse.Namespace) -> int:
     from autograder.results import gradebook_table, write_csv, write_student
 
     if not (ROOT / "source" / args.module).is_dir():
-        print(f"沒有這個模組：source/{args.module} 不存在", file=sys.stderr)
+        print(f"沒有這個模組：source/{args.module} 不存在（有的模組：{'、'.join(modules())}）", file=sys.stderr)
         return 2
     submitted, out = Path(args.submitted), Path(args.out)
+    if not submitted.is_dir():
+        print(
+            f"找不到交作業的資料夾 {submitted}（用 --submitted 指定，格式是 <資料夾>/<學生>/{args.module}/*.ipynb）",
+            file=sys.stderr,
+        )
+        return 2
     folders = class_folders(submitted, args.module)
+    if args.student:
+        unknown = [name for name in args.student if name not in folders]
+        if unknown:
+            print(f"{submitted} 底下沒有這些學生的資料夾：{'、'.join(unknown)}", file=sys.stderr)
+            return 2
+        folders = {name: folder for name, folder in folders.items() if name in args.student}
     if not folders:
-        print(f"{submitted} 底下沒有任何學生的資料夾（應該是 {submitted}/<學生>/{args.module}/*.ipynb）")
+        print(
+            f"{submitted} 底下沒有任何學生的資料夾（應該是 {submitted}/<學生>/{args.module}/*.ipynb）", file=sys.stderr
+        )
+        return 2
     progress = Progress(len(folders) * len(source_notebooks(args.module)))
     students, seed = grade_class(
         args.module, folders, jobs=args.jobs, seed=args.seed, limits=_limits(args), on_done=progress.update
     )
     for student in students:
         write_student(out, student, seed)
-    csv_path = write_csv(out, args.module, students)
+    csv_path, kept = write_csv(out, args.module, students, seed)
     print(gradebook_table(students))
     print()
-    print(f"成績表：{csv_path}")
+    print(f"成績表：{csv_path}" + (f"（更新了 {len(students)} 位，保留先前評過的 {len(kept)} 位）" if kept else ""))
     print(f"回饋：{out}/<學生>/{args.module}/feedback.html（Gradescope 格式：results.json）")
     print(f"隱藏測試的亂數種子：{seed}（--seed {seed} 可重現這次評分）")
     return 0
@@ -82,16 +108,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     from autograder.untrusted.cases.base import exercises_of
 
     path = Path(args.notebook)
+    if not path.is_file():
+        print(f"找不到檔案：{path}", file=sys.stderr)
+        return 2
+    try:
+        submitted = load_notebook(path)[0]
+    except UnreadableNotebook as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     known = {notebook_id(p): p for p in source_notebooks()}
     notebook = path.stem if path.stem in known else None
     if notebook is None:
-        try:
-            ids = grade_ids(load_notebook(path)[0])
-        except UnreadableNotebook as exc:
-            print(str(exc), file=sys.stderr)
-            return 2
         import nbformat
 
+        ids = grade_ids(submitted)
         notebook = best_match(ids, {nb: grade_ids(nbformat.read(p, as_version=4)) for nb, p in known.items()})
         if notebook is None:
             print(f"{path.name} 不是本課程的 notebook（找不到對應的章節）", file=sys.stderr)
@@ -128,52 +158,155 @@ def cmd_lab(args: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, "-m", "jupyterlab", f"--notebook-dir={ROOT / 'release'}", *args.extra])
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pt2e-course", description="PT2E 量化實作課：維護與評分")
-    sub = parser.add_subparsers(dest="command", required=True)
+ARGPARSE_CHINESE = {
+    "usage: ": "用法：",
+    "positional arguments": "位置引數",
+    "options": "選項",
+    "show this help message and exit": "顯示這份說明後結束",
+    "show program's version number and exit": "顯示版本後結束",
+    "argument %(argument_name)s: %(message)s": "引數 %(argument_name)s：%(message)s",
+    "the following arguments are required: %s": "缺少必要的引數：%s",
+    "unrecognized arguments: %s": "不認得的引數：%s",
+    "invalid choice: %(value)r (choose from %(choices)s)": "沒有 %(value)r 這個選項（可以用 %(choices)s）",
+    "invalid %(type)s value: %(value)r": "%(value)r 不是有效的 %(type)s",
+    "expected one argument": "後面要接一個值",
+    "ambiguous option: %(option)s could match %(matches)s": "選項 %(option)s 不明確，可能是 %(matches)s",
+    "%(prog)s: error: %(message)s\n": "%(prog)s：錯誤：%(message)s\n",
+}
+"""argparse's own words, in the language of the rest of the command (argparse reads them through ``_``)."""
 
-    p = sub.add_parser("execute", help="run source notebooks in place (outputs are committed)")
-    p.add_argument("notebooks", nargs="*", help="notebook paths (default: every notebook under source/)")
+
+@contextlib.contextmanager
+def _argparse_in_chinese() -> Iterator[None]:
+    english = argparse._
+    argparse._ = lambda text: ARGPARSE_CHINESE.get(text, english(text))
+    try:
+        yield
+    finally:
+        argparse._ = english
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} 不是整數") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"要是正整數（至少 1），收到 {value}")
+    return value
+
+
+def version() -> str:
+    """The installed version of the course package (the repository's pyproject.toml when not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("pt2e-course")
+    except PackageNotFoundError:
+        import tomllib
+
+        try:
+            return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "未知"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line, in Chinese for the course's instructors (option names stay English)."""
+    parser = argparse.ArgumentParser(
+        prog="pt2e-course",
+        description="PT2E 量化實作課：維護課程與評分（要在課程 repository 的 checkout 裡執行）",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}", help="顯示版本後結束")
+    sub = parser.add_subparsers(
+        dest="command", required=True, title="指令（pt2e-course <指令> -h 列出它的選項）", metavar="<指令>"
+    )
+
+    p = sub.add_parser("execute", help="執行 source/ 的 notebook 並把輸出存回檔案（輸出要 commit）")
+    p.add_argument("notebooks", nargs="*", help="notebook 的路徑（預設：source/ 底下全部）")
     p.set_defaults(func=cmd_execute)
 
-    p = sub.add_parser("release", help="regenerate release/ from source/ with nbgrader and validate it")
-    p.add_argument("modules", nargs="*", help="modules such as M03 (default: all)")
-    p.add_argument("--no-validate", action="store_true", help="skip nbgrader validate (it runs every notebook twice)")
+    p = sub.add_parser("release", help="用 nbgrader 從 source/ 重新產生 release/ 並驗證")
+    p.add_argument("modules", nargs="*", help="模組，例如 M03（預設：全部）")
+    p.add_argument("--no-validate", action="store_true", help="不跑 nbgrader validate（它會把每本 notebook 跑兩次）")
     p.set_defaults(func=cmd_release)
 
     def limits(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--cell-seconds", type=int, default=120, help="time limit of one cell")
-        p.add_argument("--notebook-seconds", type=int, default=600, help="time limit of one notebook")
-        p.add_argument("--memory-mb", type=int, default=3072, help="memory a submission may add")
-        p.add_argument("--seed", type=int, default=None, help="seed of the hidden cases (default: random)")
+        p.add_argument(
+            "--cell-seconds", type=positive_int, metavar="SECONDS", default=120, help="每一格的時間上限（秒，預設 120）"
+        )
+        p.add_argument(
+            "--notebook-seconds",
+            type=positive_int,
+            metavar="SECONDS",
+            default=600,
+            help="每本 notebook 的時間上限（秒，預設 600）",
+        )
+        p.add_argument(
+            "--memory-mb",
+            type=positive_int,
+            metavar="MB",
+            default=3072,
+            help="一份作業可以多用的記憶體（MB，預設 3072）",
+        )
+        p.add_argument(
+            "--seed", type=int, metavar="N", default=None, help="隱藏測試的亂數種子（預設：每次評分隨機選一個）"
+        )
 
-    p = sub.add_parser("grade", help="grade every submission of a module")
-    p.add_argument("module", help="e.g. M03")
-    p.add_argument("--submitted", default="submitted", help="nbgrader layout: DIR/<student>/<MODULE>/*.ipynb")
-    p.add_argument("--out", default="graded", help="where results.json, feedback.html and the CSV go")
-    p.add_argument("--jobs", type=int, default=2, help="notebooks graded at the same time")
+    p = sub.add_parser("grade", help="評一個模組全班的作業（沙盒執行），寫出成績表與回饋")
+    p.add_argument("module", help="模組，例如 M03")
+    p.add_argument(
+        "--submitted",
+        default="submitted",
+        metavar="DIR",
+        help="交作業的資料夾，nbgrader 的格式：<資料夾>/<學生>/<模組>/*.ipynb",
+    )
+    p.add_argument(
+        "--out",
+        default="graded",
+        metavar="DIR",
+        help="成績輸出的資料夾：<學生>/<模組>/results.json、feedback.html 與成績表 CSV",
+    )
+    p.add_argument(
+        "--student",
+        action="append",
+        metavar="NAME",
+        help="只重評這位學生（可重複）；成績併入既有的成績表，其他學生的成績保留",
+    )
+    p.add_argument("--jobs", type=positive_int, metavar="N", default=2, help="同時評幾本 notebook（預設 2）")
     limits(p)
     p.set_defaults(func=cmd_grade)
 
-    p = sub.add_parser("check", help="grade one notebook and show each check")
-    p.add_argument("notebook", help="path to a notebook, e.g. release/M03/M03-4.ipynb")
+    p = sub.add_parser("check", help="評一本 notebook，列出每一項檢查的結果")
+    p.add_argument("notebook", help="notebook 的路徑，例如 release/M03/M03-4.ipynb")
     limits(p)
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("gradescope", help="build a Gradescope autograder bundle")
-    p.add_argument("module", help="e.g. M03")
-    p.add_argument("-o", "--output", default="autograder.zip")
+    p = sub.add_parser("gradescope", help="打包 Gradescope 的 autograder（zip）")
+    p.add_argument("module", help="模組，例如 M03")
+    p.add_argument(
+        "-o", "--output", default="autograder.zip", metavar="ZIP", help="zip 檔的路徑（預設 autograder.zip）"
+    )
     p.set_defaults(func=cmd_gradescope)
 
-    p = sub.add_parser("lab", help="open JupyterLab on release/")
-    p.add_argument("extra", nargs=argparse.REMAINDER, help="more JupyterLab arguments")
+    p = sub.add_parser("lab", help="在 release/ 打開 JupyterLab")
+    p.add_argument("extra", nargs=argparse.REMAINDER, help="其他交給 JupyterLab 的引數")
     p.set_defaults(func=cmd_lab)
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    sys.exit(args.func(args))
+    with _argparse_in_chinese():
+        args = build_parser().parse_args(argv)
+    try:
+        require_root()
+        code = args.func(args)
+    except CourseNotFound as exc:
+        print(f"pt2e-course：{exc}", file=sys.stderr)
+        code = 2
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -76,6 +76,54 @@ def generate_release(module: str) -> None:
         raise RuntimeError(f"nbgrader generate_assignment {module} failed:\n{result.stdout}\n{result.stderr}")
 
 
+def without_answers_outputs(nb: Any) -> Any:
+    """Keep only the outputs a student may see before answering (see ``run_unanswered``)."""
+    from autograder.colab import SETUP_CELL_ID
+
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.execution_count = None
+        cell.metadata.pop("execution", None)
+        meta = cell.metadata.get("nbgrader", {})
+        grade_id = str(meta.get("grade_id", ""))
+        exercise_cell = meta.get("solution") or meta.get("grade") or grade_id.endswith("_tests")
+        failed = any(o.output_type == "error" for o in cell.outputs)
+        if cell.get("id") == SETUP_CELL_ID or exercise_cell or failed:
+            cell.outputs = []
+        for output in cell.outputs:
+            if "execution_count" in output:
+                output.execution_count = None
+    nb.metadata.get("language_info", {}).pop("version", None)
+    return nb
+
+
+def run_unanswered(nb: Any) -> Any:
+    """Run ``nb`` as handed out (nothing answered) in a scratch folder, errors allowed."""
+    import tempfile
+
+    from autograder.execute import execute
+
+    with tempfile.TemporaryDirectory(prefix="pt2e-unanswered-") as folder:
+        execute(nb, Path(folder), allow_errors=True)
+    return nb
+
+
+def finish_release(module: str) -> None:
+    """Give each release notebook of ``module`` its Colab setup cell and the outputs of an unanswered run."""
+    import nbformat
+
+    from autograder.colab import add_setup_cell
+
+    for path in sorted((RELEASE / module).glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        add_setup_cell(nb)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs = []
+        nbformat.write(without_answers_outputs(run_unanswered(nb)), path)
+
+
 def _validate(path: str, invert: bool) -> dict[str, object]:
     from nbgrader.validator import Validator
     from traitlets.config import Config
