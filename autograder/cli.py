@@ -5,7 +5,7 @@ pt2e-course release [MODULE ...]     compute the preview's expected evidence, re
 pt2e-course grade MODULE [--student NAME ...]   grade a class in the sandbox; merge into the CSV gradebook
 pt2e-course check NOTEBOOK           grade one notebook and show every check
 pt2e-course gradescope MODULE        build a Gradescope autograder bundle
-pt2e-course lab                      open JupyterLab on release/
+pt2e-course lab [JUPYTERLAB OPTIONS]  open JupyterLab on your own working copy (work/)
 
 Its help and messages are in Chinese (Taiwan), for the course's instructors.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,7 +154,9 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
-    return subprocess.call([sys.executable, "-m", "jupyterlab", f"--notebook-dir={ROOT / 'release'}", *args.extra])
+    from autograder.workspace import open_lab
+
+    return open_lab(solutions=args.solutions, extra=args.extra)
 
 
 ARGPARSE_CHINESE = {
@@ -291,15 +292,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_gradescope)
 
-    p = sub.add_parser("lab", help="在 release/ 打開 JupyterLab")
-    p.add_argument("extra", nargs=argparse.REMAINDER, help="其他交給 JupyterLab 的引數")
-    p.set_defaults(func=cmd_lab)
+    p = sub.add_parser(
+        "lab",
+        help="在你自己的作業副本（work/）打開 JupyterLab；其他選項（--no-browser、--ip…）原樣交給 JupyterLab",
+    )
+    p.add_argument("--solutions", action="store_true", help="改為打開 source/（含解答、已執行、已信任的 notebook）")
+    p.set_defaults(func=cmd_lab, extra=[])
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     with _argparse_in_chinese():
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, unknown = parser.parse_known_args(argv)
+        if unknown and args.func is not cmd_lab:
+            parser.error("不認得的引數：" + " ".join(unknown))
+        args.extra = unknown  # lab passes JupyterLab's own options through
     try:
         require_root()
         code = args.func(args)
