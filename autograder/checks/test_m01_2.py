@@ -11,6 +11,8 @@ NOTEBOOK = "M01-2"
 GRAPHS = {
     "mixed": "有兩種 conv2d overload、mean、max 與 max_pool2d 的圖",
     "chain": "十幾個 relu → add 串起來、最後 addmm 的圖",
+    "qdq": "有 quantized_decomposed 的 quantize / dequantize（.default 與 .tensor 兩種 overload）的圖",
+    "renamed": "輸入叫 relu、sigmoid，而且 relu_1 被 pass 改成 hardtanh（名字沒變）的圖",
 }
 
 
@@ -26,7 +28,7 @@ def _compare(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
             if got is not None and sorted(got) == sorted(want):
                 hint = "（node 都對，但不是圖上的順序）"
             elif got is not None and set(want) < set(got):
-                hint = f"（多找到 {[g for g in got if g not in want]}）"
+                hint = f"（多找到 {[g for g in got if g not in want]}：比的是 node.target，不是名字或字串）"
             raise Fail(f"{GRAPHS[graph]}：find_nodes(gm, {query}) 預期 {want}，看到 {got}{hint}")
 
 
@@ -40,7 +42,12 @@ def test_find_overload(seen, expected):
     _compare(seen, expected, "overloads")
 
 
-@check("find_nodes", 1, "名字相近的不算：max 不是 max_pool2d、relu 不是常數 relu_scale；沒有的 op 回傳空 list")
+@check(
+    "find_nodes",
+    1,
+    "名字相近的不算：max 不是 max_pool2d、relu 不是常數 relu_scale 也不是名字叫 relu 的 node、"
+    "aten 的 op 不是 quantized_decomposed 的同名 op；沒有的 op 回傳空 list",
+)
 def test_find_similar(seen, expected):
     _compare(seen, expected, "similar")
 

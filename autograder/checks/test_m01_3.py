@@ -10,11 +10,15 @@ from autograder.checks.support import Fail, check, value
 NOTEBOOK = "M01-3"
 
 CASES = {
-    "relu6": "relu → hardtanh(0, 6)（一個 relu 有兩個使用者、一個 relu 是輸出）",
+    "relu6": "relu → hardtanh(0, 6)（一個 relu 有三個使用者、其中一個在 cat 的 list 裡；一個 relu 是輸出）",
     "sigmoid": "sigmoid → hardsigmoid（沒有額外參數；一個 sigmoid 是輸出之一）",
+    "add": "add.Tensor → mul.Tensor（兩個 tensor 相加、加上純量 0.5；都被 cat 的 list 讀，一個是輸出）",
     "fan_out": "在 conv2d 後面插 clamp（第一個 conv 的輸出有兩個使用者）",
     "output": "在 linear 後面插 clamp（linear 的輸出直接回傳）",
+    "chain": "在 linear 後面插 clamp（linear 接 linear，兩個都被 cat 的 list 讀，第二個也是輸出）",
 }
+REPLACE = ("relu6", "sigmoid", "add")
+CLAMP = ("fan_out", "output", "chain")
 
 
 def _counts(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
@@ -54,7 +58,11 @@ def _numerics(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None
     ]
     if bad:
         i = bad[0]
-        hint = "（輸出和改圖之前一模一樣：忘了 gm.recompile()？）" if got_case["unchanged"] else ""
+        hint = ""
+        if not got_case.get("recompiled", True):
+            hint = "（gm 執行的還是改圖之前產生的程式碼：改完圖要 gm.recompile()）"
+        elif got_case["unchanged"]:
+            hint = "（輸出和改圖之前一模一樣）"
         raise Fail(
             f"{CASES[case]}：輸出和預期不符（allclose 不成立），{len(bad)} / {len(want)} 個元素不同，"
             f"例如第 {i} 個預期 {want[i]:.6g}，看到 {got[i]:.6g}{hint}"
@@ -63,31 +71,36 @@ def _numerics(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None
 
 @check("replace_op", 1, "old 全部換成 new、舊 node 刪乾淨：圖上各 op 的數量正確")
 def test_replace_counts(seen, expected):
-    for case in ("relu6", "sigmoid"):
+    for case in REPLACE:
         _counts(seen, expected, case)
 
 
 @check("replace_op", 1, "原本讀 old 的每個 node（包括 output）都改讀 new，而且圖通過 lint")
 def test_replace_wiring(seen, expected):
-    for case in ("relu6", "sigmoid"):
+    for case in REPLACE:
         _wiring(seen, expected, case)
 
 
 @check("replace_op", 1, "數值：改過的 gm 的輸出和預期 allclose（new 帶上 extra_args，並且 recompile）")
 def test_replace_numerics(seen, expected):
-    for case in ("relu6", "sigmoid"):
+    for case in REPLACE:
         _numerics(seen, expected, case)
 
 
 @check("insert_clamp", 1, "每個 target 後面各插一個 aten.clamp.default，其他 op 的數量不變")
 def test_clamp_counts(seen, expected):
-    for case in ("fan_out", "output"):
+    for case in CLAMP:
         _counts(seen, expected, case)
 
 
-@check("insert_clamp", 1, "輸出有兩個使用者的 conv：兩個使用者都改讀 clamp，clamp 讀原本的 conv")
+@check(
+    "insert_clamp",
+    1,
+    "輸出有好幾個使用者的 op（包括 list 裡的、下一個 target）：每個使用者都改讀 clamp，clamp 讀原本的 op",
+)
 def test_clamp_fan_out(seen, expected):
     _wiring(seen, expected, "fan_out")
+    _wiring(seen, expected, "chain")
 
 
 @check("insert_clamp", 1, "輸出直接回傳的 linear：output node 也改讀 clamp")
@@ -97,5 +110,5 @@ def test_clamp_output(seen, expected):
 
 @check("insert_clamp", 1, "數值：改過的 gm 的輸出和預期 allclose（low、high 的順序正確，並且 recompile）")
 def test_clamp_numerics(seen, expected):
-    for case in ("fan_out", "output"):
+    for case in CLAMP:
         _numerics(seen, expected, case)

@@ -97,15 +97,20 @@ def test_xnnpack_linear_relu(seen, expected):
     compare_case(value(seen, "linear_relu"), value(expected, "linear_relu"), "linear_relu")
 
 
-@check("insert_observer", 1, "邊 (producer, consumer)：只有那個 consumer 讀 observer，其他使用者仍讀原值")
+@check(
+    "insert_observer",
+    1,
+    "邊 (producer, consumer)：只有那個 consumer 讀 observer，其他使用者仍讀原值"
+    "（producer 是第二個參數、在 cat 的 list 裡、旁邊是純量也一樣）",
+)
 def test_edge_one_consumer(seen, expected):
-    compare_case(value(seen, "edges"), value(expected, "edges"), "cat_pool")
+    compare_case(value(seen, "edges"), value(expected, "edges"), "x 有三個使用者、conv 接 cat 與 add 的模型")
 
 
 @check("insert_observer", 1, "node：所有使用者（包含圖的輸出）都改讀 observer")
 def test_node_all_users(seen, expected):
     got, want = value(seen, "nodes"), value(expected, "nodes")
-    compare_case(got["cat_pool"], want["cat_pool"], "cat_pool")
+    compare_case(got["branches"], want["branches"], "x 有三個使用者、conv 接 mean、cat 與 add 的模型")
     compare_case(got["two_outputs"], want["two_outputs"], "relu 同時是輸出與 sigmoid 的輸入")
 
 
@@ -114,6 +119,16 @@ def test_repeated_input(seen, expected):
     compare_case(value(seen, "repeated_input"), value(expected, "repeated_input"), "r * r")
 
 
-@check("insert_observer", 1, "同一個 observer 實例插在三個位置：和 SharedQuantizationSpec 一樣共用一個實例")
+@check(
+    "insert_observer",
+    1,
+    "同一個 observer 實例插在三個位置：和 SharedQuantizationSpec 一樣共用一個實例；"
+    "在 prepare_pt2e 插過 observer（含共用實例）的圖上再插，不蓋掉原有的 observer",
+)
 def test_shared_instance(seen, expected):
     compare_case(value(seen, "shared"), value(expected, "shared"), "a + b 的兩條輸入邊與輸出")
+    compare_case(
+        value(seen, "prepared"),
+        value(expected, "prepared"),
+        "prepare_pt2e 已經插過 observer 的圖（名字 activation_post_process_0 … 已被用掉，其中兩個是同一個實例）",
+    )

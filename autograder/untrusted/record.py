@@ -193,7 +193,7 @@ class Recorder:
             self.graph_number(gm)
         before = {id(gm): structure_key(gm) for gm in graphs}
         self._annotations_before = {id(gm): self.annotations(gm) for gm in graphs}
-        modules_before = {id(gm): dict(gm.named_modules()) for gm in graphs}
+        modules_before = {id(gm): dict(gm.named_modules(remove_duplicate=False)) for gm in graphs}
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:

@@ -85,7 +85,7 @@ def describe_targets(gm: GraphModule, value: Any) -> dict[str, Any]:
         elif type(item) is str:
             texts.append(safe_text(item, 80))
         else:
-            texts.append(item_text(item))
+            texts.append(f"（{type(item).__name__}，不是圖上 node 的 target）")
     others = sorted({safe_text(n.target) for n in gm.graph.nodes if n.op != "call_function"})
     return {"targets": texts, "objects": objects, "other_targets": others}
 

@@ -1,7 +1,8 @@
 """M01-1 讀懂 export 出來的圖: op_targets and neighbors, run on hidden models.
 
-Also the helpers the other M01 notebooks use to describe what a student's function
-returned: nodes become their names only when they are nodes of the graph asked about.
+The describing helpers are shared with the public cases (``selfcheck.public.m01_1``).
+Every hidden model appears on every seed; the seed only changes sizes, weights and the
+order of a cat's inputs.
 """
 
 from __future__ import annotations
@@ -10,45 +11,21 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.fx import GraphModule, Node
+from torch.fx import GraphModule
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
-from selfcheck.evidence import EvidenceError, safe_text
+from selfcheck.public.m01_1 import (
+    NEIGHBORS_TITLE,
+    TARGETS_TITLE,
+    describe_neighbors,
+    describe_targets,
+    export,
+    node_kinds,
+)
 
 NOTEBOOK = "M01-1"
 
-
-def export(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> GraphModule:
-    from common.pt2e import export_module
-
-    return export_module(model.eval(), inputs)
-
-
-def as_list(value: Any, what: str) -> list[Any]:
-    """A student's list (or tuple), refused when it is anything else."""
-    if type(value) not in (list, tuple):
-        raise EvidenceError(f"{what}應該是 list，看到 {type(value).__name__}")
-    if len(value) > 1000:
-        raise EvidenceError(f"{what}太長（{len(value)} 項）")
-    return list(value)
-
-
-def node_label(gm: GraphModule, item: Any) -> str:
-    """The name of ``item`` when it is a live node of ``gm``; otherwise what it is, in words."""
-    if type(item) is Node:
-        if item.graph is gm.graph and not getattr(item, "_erased", False):
-            return item.name
-        return f"（別張圖的 node {safe_text(item.name, 60)}）"
-    return f"（不是 Node：{type(item).__name__} {safe_text(item, 60)}）"
-
-
-def node_labels(gm: GraphModule, value: Any, what: str) -> list[str]:
-    return [node_label(gm, item) for item in as_list(value, what)]
-
-
-def node_kinds(gm: GraphModule) -> dict[str, str]:
-    """``{name: op}`` of every node, for messages (``placeholder``, ``get_attr``…)."""
-    return {n.name: str(n.op) for n in gm.graph.nodes}
+aten = torch.ops.aten
 
 
 # --- hidden models --------------------------------------------------------------------------------
@@ -88,6 +65,31 @@ class ConvCatHead(nn.Module):
         return self.head(torch.flatten(y, 1))
 
 
+class Mimic(nn.Module):
+    """Names that look like ops without being ops.
+
+    Inputs are called ``conv2d`` and ``mean`` (placeholders), the conv module is called
+    ``relu`` (its constants are ``relu_weight`` / ``relu_bias``) and a parameter is called
+    ``add`` (a get_attr node ``add_2`` whose target is ``"add"``). The ops: conv2d_1, relu
+    (read by an add, a cat and the output), view, add (two tensors), mul and add_1 (a scalar
+    operand each), cat of a list holding an op, the relu and the placeholder ``mean``, mul_1.
+    """
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.relu = nn.Conv2d(3, channels, 1)
+        self.add = nn.Parameter(torch.randn(channels))
+        self.register_buffer("cat_scale", torch.rand(1) + 0.5)
+        self.channels = channels
+
+    def forward(self, conv2d: torch.Tensor, mean: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        r = torch.relu(self.relu(conv2d))
+        s = r + self.add.view(1, self.channels, 1, 1)
+        t = s * 2.0 + 1.0
+        u = torch.cat([t, r, mean], dim=1) * self.cat_scale
+        return u, r
+
+
 class Fork(nn.Module):
     """Nodes with list inputs (cat), a repeated input (add(r, r)), several users, and a tuple output.
 
@@ -110,20 +112,38 @@ class Fork(nn.Module):
         return y, s.mean()
 
 
+class Gate(nn.Module):
+    """conv → relu, conv * y, relu + product: the graph a pass then edits (see ``edited_graph``)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        c = self.conv(x)
+        r = torch.relu(c)
+        m = c * y
+        return r + m
+
+
+def edited_graph(seed: int) -> GraphModule:
+    """``Gate`` after a pass inserted ``sub(y, other=conv2d)`` before relu and made mul read it.
+
+    conv2d's ``users`` then list relu, mul, sub_tensor (the order the uses were made) while
+    the graph runs sub_tensor, relu, mul; sub_tensor reads conv2d through a keyword argument.
+    """
+    channels = seed_size(seed, 2, 4)
+    gm = export(Gate(channels), seeded_inputs(seed, (2, channels, 4, 4), (2, channels, 4, 4)))
+    nodes = {n.name: n for n in gm.graph.nodes}
+    with gm.graph.inserting_before(nodes["relu"]):
+        sub = gm.graph.call_function(aten.sub.Tensor, (nodes["y"],), {"other": nodes["conv2d"]})
+    nodes["mul"].replace_input_with(nodes["y"], sub)
+    gm.graph.lint()
+    gm.recompile()
+    return gm
+
+
 # --- op_targets -----------------------------------------------------------------------------------
-
-
-def describe_targets(gm: GraphModule, value: Any) -> dict[str, Any]:
-    """The returned targets as text, and whether each is the very target object of an op node."""
-    items = as_list(value, "op_targets 的回傳值")
-    genuine = {id(n.target): n.target for n in gm.graph.nodes if n.op == "call_function"}
-    texts, objects = [], []
-    for item in items:
-        is_target = id(item) in genuine and genuine[id(item)] is item
-        objects.append(is_target)
-        texts.append(str(item) if is_target else safe_text(item, 80))
-    others = sorted({safe_text(n.target) for n in gm.graph.nodes if n.op != "call_function"})
-    return {"targets": texts, "objects": objects, "other_targets": others}
 
 
 def targets_gated(ns: Namespace, seed: int) -> Any:
@@ -139,40 +159,55 @@ def targets_conv(ns: Namespace, seed: int) -> Any:
     return describe_targets(gm, ns["op_targets"](gm))
 
 
-# --- neighbors ------------------------------------------------------------------------------------
+def _mimic(seed: int) -> GraphModule:
+    channels = seed_size(seed, 2, 5)
+    return export(Mimic(channels), seeded_inputs(seed, (2, 3, 4, 4), (2, 2, 4, 4)))
 
-NEIGHBOR_QUERIES = ("x", "conv2d", "add", "cat", "output")
+
+def targets_mimic(ns: Namespace, seed: int) -> Any:
+    gm = _mimic(seed)
+    return describe_targets(gm, ns["op_targets"](gm))
+
+
+def targets_edited(ns: Namespace, seed: int) -> Any:
+    gm = edited_graph(seed)
+    return describe_targets(gm, ns["op_targets"](gm))
+
+
+# --- neighbors ------------------------------------------------------------------------------------
 
 
 def neighbors_fork(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
-    gm = export(Fork(seed_size(seed, 2, 4), seed % 3), inputs)
-    answers: dict[str, Any] = {}
-    for name in NEIGHBOR_QUERIES:
-        value = ns["neighbors"](gm, name)
-        if type(value) not in (list, tuple) or len(value) != 2:
-            raise EvidenceError(f"neighbors(gm, {name!r}) 應該回傳 (producers, consumers) 兩個 list")
-        producers, consumers = value
-        answers[name] = {
-            "producers": node_labels(gm, producers, "producers "),
-            "consumers": node_labels(gm, consumers, "consumers "),
-        }
-    return {"answers": answers, "kinds": node_kinds(gm)}
+    gm = export(Fork(seed_size(seed, 2, 4), seed_size(seed, 0, 2)), inputs)
+    return {"answers": describe_neighbors(ns, gm, ("x", "conv2d", "add", "cat", "output")), "kinds": node_kinds(gm)}
+
+
+def neighbors_mimic(ns: Namespace, seed: int) -> Any:
+    gm = _mimic(seed)
+    queries = ("conv2d", "relu", "add", "mul", "cat", "output")
+    return {"answers": describe_neighbors(ns, gm, queries), "kinds": node_kinds(gm)}
+
+
+def neighbors_edited(ns: Namespace, seed: int) -> Any:
+    gm = edited_graph(seed)
+    queries = ("conv2d", "sub_tensor", "y")
+    return {"answers": describe_neighbors(ns, gm, queries), "kinds": node_kinds(gm)}
 
 
 EXERCISES = {
     "op_targets": Exercise(
         NOTEBOOK,
         "op_targets",
-        "op_targets：依圖上順序列出每個 op 的 target",
+        TARGETS_TITLE,
         ("op_targets",),
-        {"gated": targets_gated, "conv": targets_conv},
+        {"gated": targets_gated, "conv": targets_conv, "mimic": targets_mimic, "edited": targets_edited},
     ),
     "neighbors": Exercise(
         NOTEBOOK,
         "neighbors",
-        "neighbors：一個 node 的 producers 與 consumers",
+        NEIGHBORS_TITLE,
         ("neighbors",),
-        {"fork": neighbors_fork},
+        {"fork": neighbors_fork, "mimic": neighbors_mimic, "edited": neighbors_edited},
     ),
 }

@@ -1,4 +1,11 @@
-"""M01-2 為什麼 annotator 靜默失效: find_nodes by node.target, run on hidden graphs."""
+"""M01-2 為什麼 annotator 靜默失效: find_nodes by node.target, run on hidden graphs.
+
+Every graph appears on every seed: two overloads of conv2d, of mean and of the
+quantized_decomposed ops, names that look like ops (a parameter ``relu_scale``, inputs
+called ``relu`` and ``sigmoid``, a node named ``relu_1`` whose target a pass changed to
+hardtanh), a ``dequantize_per_tensor`` whose name contains ``quantize_per_tensor``, and a
+chain of more than ten relus. The seed changes sizes, weights and the chain's length.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +13,11 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.fx import GraphModule
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
-from autograder.untrusted.cases.m01_1 import export, node_labels
+from selfcheck.public.m01_1 import export
+from selfcheck.public.m01_2 import TITLE, find_all
 
 NOTEBOOK = "M01-2"
 
@@ -48,60 +57,131 @@ class LongChain(nn.Module):
         return torch.addmm(self.bias, x, self.weight) + x
 
 
-def _mixed(seed: int):
+class QuantDequant(nn.Module):
+    """quantize → dequantize → conv → quantize → dequantize, with the ``.default`` and ``.tensor`` overloads."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, channels, 1)
+        self.register_buffer("scale", torch.rand(()) * 0.05 + 0.01)
+        self.register_buffer("zero_point", torch.tensor(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        qd = torch.ops.quantized_decomposed
+        q = qd.quantize_per_tensor.default(x, 0.02, -1, -128, 127, torch.int8)
+        x = qd.dequantize_per_tensor.default(q, 0.02, -1, -128, 127, torch.int8)
+        y = self.conv(x)
+        q = qd.quantize_per_tensor.tensor(y, self.scale, self.zero_point, -128, 127, torch.int8)
+        y = qd.dequantize_per_tensor.tensor(q, self.scale, self.zero_point, -128, 127, torch.int8)
+        return torch.relu(y)
+
+
+class NamedLikeOps(nn.Module):
+    """Inputs called ``relu`` and ``sigmoid``: the ops become ``sigmoid_1`` and ``relu_1``."""
+
+    def forward(self, relu: torch.Tensor, sigmoid: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(relu) * torch.relu(sigmoid)
+
+
+def _mixed(seed: int) -> GraphModule:
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
     return export(MixedOverloads(seed_size(seed, 2, 4)), inputs)
 
 
-def _chain(seed: int):
+def _chain(seed: int) -> GraphModule:
     features = seed_size(seed, 3, 6)
-    return export(LongChain(features, 11 + seed % 3), seeded_inputs(seed, (2, features)))
+    return export(LongChain(features, seed_size(seed, 11, 13)), seeded_inputs(seed, (2, features)))
 
 
-def _run(ns: Namespace, gm: Any, queries: dict[str, Any]) -> dict[str, list[str]]:
-    found = {}
-    for text, op in queries.items():
-        found[text] = node_labels(gm, ns["find_nodes"](gm, op), f"find_nodes(gm, {text}) 的回傳值")
-    return found
+def _qdq(seed: int) -> GraphModule:
+    return export(QuantDequant(seed_size(seed, 2, 4)), seeded_inputs(seed, (2, 3, 4, 4)))
+
+
+def _renamed(seed: int) -> GraphModule:
+    """NamedLikeOps after a pass changed relu_1's target to hardtanh(0, 6) in place (the name stays)."""
+    features = seed_size(seed, 3, 6)
+    gm = export(NamedLikeOps(), seeded_inputs(seed, (2, features), (2, features)))
+    node = next(n for n in gm.graph.nodes if n.op == "call_function" and n.target == aten.relu.default)
+    node.target = aten.hardtanh.default
+    node.args = (*node.args, 0.0, 6.0)
+    gm.graph.lint()
+    gm.recompile()
+    return gm
 
 
 def packets(ns: Namespace, seed: int) -> Any:
-    mixed = _run(ns, _mixed(seed), {"aten.conv2d": aten.conv2d, "aten.mean": aten.mean})
-    chain = _run(ns, _chain(seed), {"aten.add": aten.add})
-    return {"mixed": mixed, "chain": chain}
+    qd = torch.ops.quantized_decomposed
+    return {
+        "mixed": find_all(ns, _mixed(seed), {"aten.conv2d": aten.conv2d, "aten.mean": aten.mean}),
+        "chain": find_all(ns, _chain(seed), {"aten.add": aten.add}),
+        "qdq": find_all(
+            ns,
+            _qdq(seed),
+            {
+                "quantized_decomposed.quantize_per_tensor": qd.quantize_per_tensor,
+                "quantized_decomposed.dequantize_per_tensor": qd.dequantize_per_tensor,
+            },
+        ),
+    }
 
 
 def overloads(ns: Namespace, seed: int) -> Any:
+    qd = torch.ops.quantized_decomposed
     queries = {
         "aten.conv2d.default": aten.conv2d.default,
         "aten.conv2d.padding": aten.conv2d.padding,
         "aten.mean.dim": aten.mean.dim,
         "aten.mean.default": aten.mean.default,
     }
-    mixed = _run(ns, _mixed(seed), queries)
-    chain = _run(ns, _chain(seed), {"aten.add.Tensor": aten.add.Tensor, "aten.addmm.default": aten.addmm.default})
-    return {"mixed": mixed, "chain": chain}
+    return {
+        "mixed": find_all(ns, _mixed(seed), queries),
+        "chain": find_all(
+            ns, _chain(seed), {"aten.add.Tensor": aten.add.Tensor, "aten.addmm.default": aten.addmm.default}
+        ),
+        "qdq": find_all(
+            ns,
+            _qdq(seed),
+            {
+                "quantized_decomposed.quantize_per_tensor.tensor": qd.quantize_per_tensor.tensor,
+                "quantized_decomposed.dequantize_per_tensor.default": qd.dequantize_per_tensor.default,
+            },
+        ),
+    }
 
 
 def similar(ns: Namespace, seed: int) -> Any:
-    queries = {
+    mixed = {
         "aten.max": aten.max,
         "aten.relu": aten.relu,
         "aten.max_pool2d.default": aten.max_pool2d.default,
         "aten.sigmoid": aten.sigmoid,
     }
-    return {"mixed": _run(ns, _mixed(seed), queries)}
+    renamed = {
+        "aten.relu": aten.relu,
+        "aten.relu.default": aten.relu.default,
+        "aten.hardtanh": aten.hardtanh,
+        "aten.sigmoid.default": aten.sigmoid.default,
+    }
+    qdq = {
+        "aten.quantize_per_tensor": aten.quantize_per_tensor,
+        "quantized_decomposed.quantize_per_tensor.default": torch.ops.quantized_decomposed.quantize_per_tensor.default,
+    }
+    return {
+        "mixed": find_all(ns, _mixed(seed), mixed),
+        "renamed": find_all(ns, _renamed(seed), renamed),
+        "qdq": find_all(ns, _qdq(seed), qdq),
+    }
 
 
 def order(ns: Namespace, seed: int) -> Any:
-    return {"chain": _run(ns, _chain(seed), {"aten.relu.default": aten.relu.default})}
+    return {"chain": find_all(ns, _chain(seed), {"aten.relu.default": aten.relu.default})}
 
 
 EXERCISES = {
     "find_nodes": Exercise(
         NOTEBOOK,
         "find_nodes",
-        "find_nodes：依 node.target 找 op（OpOverloadPacket 與 OpOverload）",
+        TITLE,
         ("find_nodes",),
         {"packets": packets, "overloads": overloads, "similar": similar, "order": order},
     ),

@@ -1,24 +1,20 @@
 """M01-3 改圖: replace_op and insert_clamp, run on hidden models.
 
-Each case exports a hidden model, runs the student's pass on it and describes the result
-from the FX structure: the count of every call_function target, how the nodes that were
-there before are wired (new nodes are described by their target and inputs, so their
-names do not matter), whether the graph passes ``lint``, and the outputs on seeded inputs.
+Each case exports a hidden model, runs the student's pass on it and describes the graph
+after the call (``selfcheck.public.m01_3.describe_pass``): target counts, wiring of the
+nodes that were there before, lint, whether the code was regenerated, and the outputs.
+Every model appears on every seed; the seed changes sizes, weights, inputs and bounds.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import torch
 from torch import nn
-from torch._ops import OpOverload, OpOverloadPacket
-from torch.fx import GraphModule, Node
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
-from autograder.untrusted.cases.m01_1 import export
-from selfcheck.evidence import EvidenceError, safe_text
+from selfcheck.public.m01_3 import CLAMP_TITLE, REPLACE_TITLE, describe_pass
 
 NOTEBOOK = "M01-3"
 
@@ -29,16 +25,17 @@ aten = torch.ops.aten
 
 
 class ReluBranches(nn.Module):
-    """A relu read by a conv and an add, and a relu that is the output."""
+    """A relu read by a conv, an add and a cat (inside a list); a second relu read by the cat and returned."""
 
     def __init__(self, channels: int) -> None:
         super().__init__()
         self.conv = nn.Conv2d(3, channels, 3, padding=1)
         self.mix = nn.Conv2d(channels, channels, 1)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         r = torch.relu(self.conv(x))
-        return torch.relu(self.mix(r) + r)
+        y = torch.relu(self.mix(r) + r)
+        return torch.cat([y, r], dim=1), y
 
 
 class SigmoidGates(nn.Module):
@@ -54,6 +51,19 @@ class SigmoidGates(nn.Module):
         h = self.b(x * g) * g
         gate = torch.sigmoid(h)
         return h * gate, gate
+
+
+class AddMix(nn.Module):
+    """add of two tensors, an add of that and a scalar, both read by a cat; the second is also returned."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(features, features)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        s = self.fc(x) + y
+        t = s + 0.5
+        return torch.cat([s, t * y], dim=1), t
 
 
 class ConvFanOut(nn.Module):
@@ -82,89 +92,18 @@ class LinearOut(nn.Module):
         return y, self.out(torch.sigmoid(y))
 
 
-# --- describing a pass ----------------------------------------------------------------------------
+class LinearChain(nn.Module):
+    """A linear read by the next linear and by a cat (inside a list); the second is read by the cat and returned."""
 
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(features, features)
+        self.fc2 = nn.Linear(features, features)
 
-def _target_text(node: Node) -> str:
-    """``aten.clamp.default`` for an op; ``module.name`` for a Python function (no memory address)."""
-    target = node.target
-    if isinstance(target, str | OpOverload | OpOverloadPacket):
-        return safe_text(target, 80)
-    module = getattr(target, "__module__", None) or getattr(type(target), "__module__", "?")
-    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or type(target).__name__
-    return safe_text(f"{module}.{name}", 80)
-
-
-class _Labeler:
-    """Names for the nodes of a graph after a pass, independent of the names new nodes got.
-
-    A node that was in the graph before the pass, with the same target, keeps its name;
-    any other node is written as ``target(inputs…)`` with its inputs labelled the same way.
-    """
-
-    def __init__(self, before: list[Node]) -> None:
-        self.before = {id(n): (n, n.target) for n in before}
-
-    def original(self, node: Node) -> bool:
-        entry = self.before.get(id(node))
-        return entry is not None and entry[0] is node and entry[1] == node.target
-
-    def label(self, node: Node, depth: int = 0) -> str:
-        if self.original(node):
-            return node.name
-        if depth >= 4:
-            return f"{_target_text(node)}(…)"
-        inputs = ", ".join(self.label(a, depth + 1) for a in node.all_input_nodes)
-        return f"{_target_text(node)}({inputs})"
-
-
-def _outputs(value: Any) -> list[float]:
-    leaves = torch.utils._pytree.tree_leaves(value)
-    numbers: list[float] = []
-    for leaf in leaves:
-        if type(leaf) is not torch.Tensor:
-            raise EvidenceError(f"模型的輸出裡有不是 tensor 的值：{type(leaf).__name__}")
-        numbers.extend(round(float(v), 6) for v in leaf.detach().flatten().tolist())
-    if len(numbers) > 5000:
-        raise EvidenceError("模型的輸出太大")
-    return numbers
-
-
-def describe_pass(
-    ns: Namespace, name: str, model: nn.Module, inputs: tuple[torch.Tensor, ...], *args: Any
-) -> dict[str, Any]:
-    gm = export(model, inputs)
-    with torch.no_grad():
-        before_out = _outputs(gm(*inputs))
-    labeler = _Labeler(list(gm.graph.nodes))
-    result = ns[name](gm, *args)
-    if not isinstance(result, GraphModule):
-        raise EvidenceError(f"{name} 應該回傳改好的 GraphModule，看到 {type(result).__name__}")
-    counts = Counter(_target_text(n) for n in result.graph.nodes if n.op == "call_function")
-    wiring = {
-        n.name: [labeler.label(a) for a in n.all_input_nodes]
-        for n in result.graph.nodes
-        if labeler.original(n) and n.op not in ("placeholder", "get_attr", "call_module")
-    }
-    try:
-        result.graph.lint()
-        lint = "ok"
-    except Exception as exc:  # the student's graph is broken: say how
-        lint = safe_text(exc, 400).splitlines()[0] if safe_text(exc, 400).strip() else type(exc).__name__
-    try:
-        with torch.no_grad():
-            outputs: Any = _outputs(result(*inputs))
-    except EvidenceError:
-        raise
-    except Exception as exc:  # running the student's graph failed: say how
-        outputs = {"error": f"{type(exc).__name__}: {safe_text(exc, 200)}"}
-    return {
-        "counts": dict(sorted(counts.items())),
-        "wiring": wiring,
-        "lint": lint,
-        "outputs": outputs,
-        "unchanged": outputs == before_out,
-    }
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = self.fc1(x)
+        b = self.fc2(a)
+        return torch.cat([a, b], dim=1), b
 
 
 # --- replace_op -----------------------------------------------------------------------------------
@@ -184,39 +123,55 @@ def replace_sigmoid(ns: Namespace, seed: int) -> Any:
     )
 
 
+def replace_add(ns: Namespace, seed: int) -> Any:
+    features = seed_size(seed, 3, 6)
+    inputs = seeded_inputs(seed, (3, features), (3, features))
+    return describe_pass(ns, "replace_op", AddMix(features), inputs, aten.add.Tensor, aten.mul.Tensor)
+
+
 # --- insert_clamp ---------------------------------------------------------------------------------
 
 
-def _bounds(seed: int) -> tuple[float, float]:
-    return -0.1 * (1 + seed % 3), 0.15 * (1 + seed % 2)
+def _bounds(seed: int, salt: int) -> tuple[float, float]:
+    """``low < 0 < high``, from the seed (never equal, never swapped)."""
+    generator = torch.Generator().manual_seed(seed * 31 + salt)
+    low, high = (torch.rand(2, generator=generator) * 0.25 + 0.05).tolist()
+    return round(-low, 4), round(high, 4)
 
 
 def clamp_fan_out(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
-    low, high = _bounds(seed)
+    low, high = _bounds(seed, 1)
     return describe_pass(ns, "insert_clamp", ConvFanOut(seed_size(seed, 2, 4)), inputs, aten.conv2d.default, low, high)
 
 
 def clamp_output(ns: Namespace, seed: int) -> Any:
     features = seed_size(seed, 3, 6)
     inputs = seeded_inputs(seed, (3, features))
-    low, high = _bounds(seed + 1)
+    low, high = _bounds(seed, 2)
     return describe_pass(ns, "insert_clamp", LinearOut(features), inputs, aten.linear.default, low, high)
+
+
+def clamp_chain(ns: Namespace, seed: int) -> Any:
+    features = seed_size(seed, 3, 6)
+    inputs = seeded_inputs(seed, (3, features), scales=(2.0,))
+    low, high = _bounds(seed, 3)
+    return describe_pass(ns, "insert_clamp", LinearChain(features), inputs, aten.linear.default, low, high)
 
 
 EXERCISES = {
     "replace_op": Exercise(
         NOTEBOOK,
         "replace_op",
-        "replace_op：把每個 old 換成 new",
+        REPLACE_TITLE,
         ("replace_op",),
-        {"relu6": replace_relu6, "sigmoid": replace_sigmoid},
+        {"relu6": replace_relu6, "sigmoid": replace_sigmoid, "add": replace_add},
     ),
     "insert_clamp": Exercise(
         NOTEBOOK,
         "insert_clamp",
-        "insert_clamp：在每個 target 後面插一個 clamp",
+        CLAMP_TITLE,
         ("insert_clamp",),
-        {"fan_out": clamp_fan_out, "output": clamp_output},
+        {"fan_out": clamp_fan_out, "output": clamp_output, "chain": clamp_chain},
     ),
 }

@@ -2,67 +2,27 @@
 
 Each case builds fresh observers (the student never chooses their configuration) and seeded
 calibration batches, and asks the student's functions for every observer's quantization error
-and for the best observer. Scenarios are built so that different observers win: a channel
-outlier (PerChannelMinMax), an outlier in a late batch (MinMax beats MovingAverage), data that
-is never negative (affine beats symmetric) and long-tailed data (Histogram beats MinMax).
-Observer names are shuffled per seed, so no fixed answer fits.
+and for the best observer (``selfcheck.public.m02_1.run_scenario``). Scenarios are built so
+that different observers win: a channel outlier (PerChannelMinMax), an outlier in a late batch
+(MinMax beats MovingAverage), data that is never negative (affine beats symmetric) and
+long-tailed data (Histogram beats MinMax). Every scenario appears on every seed; observer
+names are shuffled per seed, so no fixed answer fits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size
-from selfcheck.evidence import EvidenceError, plain
+from selfcheck.public.m02_1 import TITLE, ObserverFactory, observer_factory, run_scenario
 
 NOTEBOOK = "M02-1"
-
-ObserverFactory = Callable[[], torch.nn.Module]
 
 
 def _generator(seed: int, salt: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 104729 + salt)
-
-
-def _qscheme(per_channel: bool, symmetric: bool) -> torch.qscheme:
-    if per_channel:
-        return torch.per_channel_symmetric if symmetric else torch.per_channel_affine
-    return torch.per_tensor_symmetric if symmetric else torch.per_tensor_affine
-
-
-def observer_factory(kind: str, qmin: int = -128, qmax: int = 127, symmetric: bool = False, **extra: Any):
-    """A function building a fresh torchao observer of ``kind`` with the given range."""
-    from common import pt2e
-
-    dtype = torch.uint8 if qmin >= 0 else torch.int8
-    cls = {
-        "MinMax": pt2e.MinMaxObserver,
-        "MovingAverage": pt2e.MovingAverageMinMaxObserver,
-        "Histogram": pt2e.HistogramObserver,
-        "PerChannel": pt2e.PerChannelMinMaxObserver,
-    }[kind]
-    qscheme = _qscheme(kind == "PerChannel", symmetric)
-
-    def make() -> torch.nn.Module:
-        return cls(dtype=dtype, quant_min=qmin, quant_max=qmax, qscheme=qscheme, **extra)
-
-    return make
-
-
-def _describe(name: str, make: ObserverFactory) -> str:
-    observer = make()
-    qscheme = str(observer.qscheme).removeprefix("torch.")
-    text = f"{type(observer).__name__} [{observer.quant_min},{observer.quant_max}] {qscheme}"
-    if hasattr(observer, "ch_axis"):
-        text += f" ch_axis={observer.ch_axis}"
-    if hasattr(observer, "averaging_constant"):
-        text += f" averaging_constant={observer.averaging_constant}"
-    if hasattr(observer, "bins"):
-        text += f" bins={observer.bins}"
-    return f"{name}：{text}"
 
 
 def _shuffled(seed: int, factories: dict[str, ObserverFactory]) -> dict[str, ObserverFactory]:
@@ -71,42 +31,8 @@ def _shuffled(seed: int, factories: dict[str, ObserverFactory]) -> dict[str, Obs
     return {names[i]: factories[names[i]] for i in order}
 
 
-def _fresh(factories: dict[str, ObserverFactory]) -> dict[str, torch.nn.Module]:
-    return {name: make() for name, make in factories.items()}
-
-
-def _errors_value(result: Any, names: list[str]) -> dict[str, float]:
-    if type(result) is not dict:
-        raise EvidenceError(f"observer_errors 應該回傳 dict，收到 {type(result).__name__}")
-    errors = {}
-    for key, number in result.items():
-        if type(number) is not float:
-            raise EvidenceError(f"observer_errors 的值應該是 Python float，{key!r} 的值是 {type(number).__name__}")
-        errors[key] = number
-    value = plain(errors)
-    if sorted(value) != sorted(names):
-        raise EvidenceError(f"observer_errors 的 key 應該是 {sorted(names)}，收到 {sorted(value)}")
-    return value
-
-
-def run_scenario(
-    ns: Namespace, seed: int, title: str, factories: dict[str, ObserverFactory], batches: list[torch.Tensor]
-) -> dict[str, Any]:
-    """Ask the student for the errors and for the best observer, each time with fresh observers."""
-    factories = _shuffled(seed, factories)
-    names = list(factories)
-    errors = _errors_value(ns["observer_errors"](_fresh(factories), [b.clone() for b in batches]), names)
-    best = ns["best_observer"](_fresh(factories), [b.clone() for b in batches])
-    if type(best) is not str:
-        raise EvidenceError(f"best_observer 應該回傳 observer 的名字（str），收到 {type(best).__name__}")
-    shape = "、".join(str(tuple(b.shape)) for b in batches[:1])
-    return {
-        "title": title,
-        "data": f"{len(batches)} 個 batch，每個形狀 {shape}",
-        "observers": [_describe(name, factories[name]) for name in names],
-        "errors": errors,
-        "best": best,
-    }
+def scenario(ns: Namespace, seed: int, title: str, factories: dict[str, ObserverFactory], batches: list) -> Any:
+    return run_scenario(ns, title, _shuffled(seed, factories), batches)
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -124,10 +50,12 @@ def channel_outlier_batches(seed: int) -> list[torch.Tensor]:
 
 
 def late_outlier_batches(seed: int) -> list[torch.Tensor]:
+    """5–9 batches; a large negative outlier in one of the later half (never the first batch)."""
     g = _generator(seed, 2)
     count = seed_size(seed, 5, 9)
     batches = [torch.randn(seed_size(seed, 40, 80), seed_size(seed, 3, 6), generator=g) for _ in range(count)]
-    batches[count - 1 - seed % 2][1, 0] = -(8.0 + 8 * float(torch.rand(1, generator=g)))
+    where = int(torch.randint(count // 2, count, (1,), generator=g))
+    batches[where][1, 0] = -(8.0 + 8 * float(torch.rand(1, generator=g)))
     return batches
 
 
@@ -166,13 +94,13 @@ def four_observers() -> dict[str, ObserverFactory]:
 
 def case_channel_outlier(ns: Namespace, seed: int) -> Any:
     title = "一個 channel 有 outlier，四種 observer（int8 [-128,127] affine）"
-    return run_scenario(ns, seed, title, four_observers(), channel_outlier_batches(seed))
+    return scenario(ns, seed, title, four_observers(), channel_outlier_batches(seed))
 
 
 def case_late_outlier(ns: Namespace, seed: int) -> Any:
     factories = {"MinMax": observer_factory("MinMax"), "MovingAverage": observer_factory("MovingAverage")}
     title = "outlier 出現在後面的 batch"
-    return run_scenario(ns, seed, title, factories, late_outlier_batches(seed))
+    return scenario(ns, seed, title, factories, late_outlier_batches(seed))
 
 
 def case_relu(ns: Namespace, seed: int) -> Any:
@@ -182,25 +110,27 @@ def case_relu(ns: Namespace, seed: int) -> Any:
         "MinMax_affine": observer_factory("MinMax"),
     }
     title = "ReLU 之後的資料（沒有負值）"
-    return run_scenario(ns, seed, title, factories, relu_batches(seed))
+    return scenario(ns, seed, title, factories, relu_batches(seed))
 
 
 def case_long_tail(ns: Namespace, seed: int) -> Any:
     factories = {"MinMax": observer_factory("MinMax"), "Histogram": observer_factory("Histogram")}
     title = "長尾分布（Laplace），65536 個值"
-    return run_scenario(ns, seed, title, factories, laplace_batches(seed))
+    return scenario(ns, seed, title, factories, laplace_batches(seed))
 
 
 def case_configs(ns: Namespace, seed: int) -> Any:
+    """Observers whose range is not their dtype's: a 4-bit MovingAverage clips the late outlier at -8."""
     factories = {
         "MinMax_symmetric": observer_factory("MinMax", -127, 127, symmetric=True),
         "MovingAverage_uint8": observer_factory("MovingAverage", 0, 255, averaging_constant=0.3),
+        "MovingAverage_4bit": observer_factory("MovingAverage", -8, 7, averaging_constant=0.05),
         "Histogram_256_bins": observer_factory("Histogram", bins=256),
         "PerChannel_symmetric": observer_factory("PerChannel", -127, 127, symmetric=True, ch_axis=1),
         "MinMax_4bit": observer_factory("MinMax", -8, 7),
     }
     title = "不同設定的 observer（範圍、qscheme、averaging_constant、bins）"
-    return run_scenario(ns, seed, title, factories, late_outlier_batches(seed + 1000))
+    return scenario(ns, seed, title, factories, late_outlier_batches(seed + 1000))
 
 
 def case_weight(ns: Namespace, seed: int) -> Any:
@@ -210,14 +140,14 @@ def case_weight(ns: Namespace, seed: int) -> Any:
         "PerChannel_affine": observer_factory("PerChannel", ch_axis=0),
     }
     title = "conv weight（channel 在第 0 維，只有一個 batch）"
-    return run_scenario(ns, seed, title, factories, weight_batches(seed))
+    return scenario(ns, seed, title, factories, weight_batches(seed))
 
 
 EXERCISES = {
     "observer_errors": Exercise(
         NOTEBOOK,
         "observer_errors",
-        "observer_errors 與 best_observer：量出每個 observer 的量化誤差",
+        TITLE,
         ("observer_errors", "best_observer"),
         {
             "channel_outlier": case_channel_outlier,

@@ -4,8 +4,10 @@ Every case exports a model twice. On one copy the student's ``insert_observer`` 
 observer at each position (an edge ``(producer, consumer)`` or a node); the other copy goes
 through ``prepare_pt2e`` with a Quantizer that labels exactly those positions (or with the
 XNNPACKQuantizer itself, whose positions the first cases copy). Both graphs are calibrated
-on the same batches and described by what they do: which observer instances each input of
-each node reads through, and every instance's kind and qparams.
+on the same batches and described by what they do (``selfcheck.public.m02_2.describe_observed``).
+One case starts from a graph ``prepare_pt2e`` already filled with observers (one instance
+shared by two nodes): the student's observers must go in beside them without replacing any.
+Every model appears on every seed; the seed changes sizes, weights and calibration data.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.fx import GraphModule, Node
+from torch.fx import GraphModule
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
 from common.pt2e import (
@@ -28,12 +30,9 @@ from common.pt2e import (
     annotate_input_qspec_map,
     annotate_output_qspec,
 )
-from selfcheck.evidence import is_guard, is_observer_node, observer_record
+from selfcheck.public.m02_2 import TITLE, Position, calibrate, describe_observed, insert_all, position_text
 
 NOTEBOOK = "M02-2"
-
-# A position: ("edge", producer name, consumer name) or ("node", node name).
-Position = tuple[str, ...]
 
 
 # --- hidden models ------------------------------------------------------------------------------
@@ -66,42 +65,35 @@ class AddTwo(nn.Module):
         return torch.tanh(a + b)
 
 
-# --- describing a graph by behaviour ------------------------------------------------------------
+class Branches(nn.Module):
+    """x read by two convs (with and without bias) and by a mul as its second argument;
+    the first conv read by a mean, a cat (inside a list) and an add with a scalar.
 
-
-def describe_observed(gm: GraphModule) -> dict[str, Any]:
-    """What a graph with observers does, independent of node order and observer names.
-
-    ``edges``: for every node that is not an observer, placeholder or guard, in graph order,
-    ``[consumer, source, [instance, ...]]`` per input, the observer instances met walking from
-    the source to the consumer. Instances are numbered in order of first appearance along
-    ``edges``; ``instances`` holds each one's record (class, range, scheme, qparams).
+    Node names: x, conv2d, conv2d_1, mean, mul, cat, max_pool2d, add, output.
     """
-    numbers: dict[int, int] = {}
-    instances: list[dict[str, Any]] = []
-    edges: list[list[Any]] = []
-    for node in gm.graph.nodes:
-        if is_observer_node(gm, node) or node.op == "placeholder" or is_guard(node):
-            continue
-        for arg in node.all_input_nodes:
-            modules = []
-            source: Any = arg
-            steps = 0
-            while is_observer_node(gm, source) and steps < 100:
-                modules.append(gm.get_submodule(str(source.target)))
-                source = source.args[0] if source.args else None
-                steps += 1
-            chain = []
-            for module in reversed(modules):
-                if id(module) not in numbers:
-                    numbers[id(module)] = len(numbers)
-                    instances.append(observer_record(module))
-                chain.append(numbers[id(module)])
-            edges.append([node.name, source.name if isinstance(source, Node) else "?", chain])
-    return {"edges": edges, "instances": instances}
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv_a = nn.Conv2d(3, channels, 3, padding=1)
+        self.conv_b = nn.Conv2d(3, channels, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = self.conv_a(x)
+        b = self.conv_b(x)
+        g = torch.mul(a.mean(1, keepdim=True), x)
+        y = torch.cat([a, b, g], dim=1)
+        return torch.max_pool2d(y, 2), a + 1.0
 
 
-# --- running a case -----------------------------------------------------------------------------
+class TwoStage(nn.Module):
+    """a + b → tanh; tanh * c → sigmoid; tanh is also returned."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t = torch.tanh(a + b)
+        return torch.sigmoid(t * c), t
+
+
+# --- the reference: prepare_pt2e labelling the same positions -----------------------------------
 
 
 class PositionQuantizer(Quantizer):
@@ -135,10 +127,13 @@ def _observer_from_spec(spec: Any) -> nn.Module:
     return _create_obs_or_fq_from_qspec(spec, {}, False)
 
 
-def _calibrate(gm: GraphModule, shapes: list[tuple[int, ...]], seed: int, steps: int = 4) -> None:
-    with torch.no_grad():
-        for step in range(steps):
-            gm(*seeded_inputs(seed * 1000 + step, *shapes))
+def _observers(positions: list[tuple[Position, str]], specs: dict[str, Any]) -> list[tuple[Position, nn.Module]]:
+    """One fresh observer per group (the same instance for every position of the group)."""
+    made: dict[str, nn.Module] = {}
+    for _, group in positions:
+        if group not in made:
+            made[group] = _observer_from_spec(specs[group])
+    return [(position, made[group]) for position, group in positions]
 
 
 def run_positions(
@@ -149,41 +144,34 @@ def run_positions(
     positions: list[tuple[Position, str]],
     specs: dict[str, Any],
     reference_quantizer: Callable[[], Any] | None = None,
+    prepared_first: list[tuple[Position, str]] | None = None,
 ) -> dict[str, Any]:
-    """Insert observers with the student's function and with prepare_pt2e; calibrate; describe both."""
+    """Insert observers with the student's function and with prepare_pt2e; calibrate; describe both.
+
+    With ``prepared_first``, the student's copy is first prepared by prepare_pt2e on those
+    positions, then the student inserts ``positions``; the reference labels both at once.
+    """
     from common.pt2e import export_module, prepare_pt2e
 
     gm = export_module(model.eval(), inputs)
     reference = copy.deepcopy(gm)
-    observers: dict[str, nn.Module] = {}
-    returned = []
-    for position, group in positions:
-        if group not in observers:
-            observers[group] = _observer_from_spec(specs[group])
-        nodes = {n.name: n for n in gm.graph.nodes}
-        where: Any = (nodes[position[1]], nodes[position[2]]) if position[0] == "edge" else nodes[position[1]]
-        result = ns["insert_observer"](gm, where, observers[group])
-        returned.append(
-            type(result) is Node
-            and result.graph is gm.graph
-            and is_observer_node(gm, result)
-            and gm.get_submodule(str(result.target)) is observers[group]
-        )
-    quantizer = reference_quantizer() if reference_quantizer else PositionQuantizer(positions, specs)
+    if prepared_first:
+        gm = prepare_pt2e(gm, PositionQuantizer(prepared_first, specs))
+    returned = insert_all(ns, gm, _observers(positions, specs))
+    if reference_quantizer is not None:
+        quantizer = reference_quantizer()
+    else:
+        quantizer = PositionQuantizer([*(prepared_first or []), *positions], specs)
     prepared = prepare_pt2e(reference, quantizer)
     shapes = [tuple(t.shape) for t in inputs]
-    _calibrate(gm, shapes, seed)
-    _calibrate(prepared, shapes, seed)
+    calibrate(gm, shapes, seed)
+    calibrate(prepared, shapes, seed)
     return {
-        "positions": [_position_text(p) for p, _ in positions],
+        "positions": [position_text(p) for p, _ in [*(prepared_first or []), *positions]],
         "mine": describe_observed(gm),
         "prepare_pt2e": describe_observed(prepared),
         "returned_observer_node": all(returned),
     }
-
-
-def _position_text(position: Position) -> str:
-    return f"邊 {position[1]} → {position[2]}" if position[0] == "edge" else f"node {position[1]}（所有使用者）"
 
 
 # --- specs --------------------------------------------------------------------------------------
@@ -241,29 +229,38 @@ def case_linear_relu(ns: Namespace, seed: int) -> Any:
     return _xnnpack_case(ns, seed, "linear_relu", False, ("linear", "linear_weight", "relu"))
 
 
-def case_edges(ns: Namespace, seed: int) -> Any:
-    """cat_pool: x feeds two convs; only the edge x → conv2d is observed (and conv2d_1 → cat)."""
-    from common.models import get_model
+def _branches(seed: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return Branches(seed_size(seed, 2, 4)), seeded_inputs(seed, (seed_size(seed, 2, 3), 3, 8, 8))
 
-    positions = [(("edge", "x", "conv2d"), "a"), (("edge", "conv2d_1", "cat"), "b")]
-    inputs = seeded_inputs(seed, (seed_size(seed, 2, 4), 3, 16, 16))
-    return run_positions(ns, seed, get_model("cat_pool"), inputs, positions, {"a": _minmax(), "b": _moving(0.5)})
+
+def case_edges(ns: Namespace, seed: int) -> Any:
+    """Branches: x → conv2d (x has three readers), x → mul (second argument), conv2d_1 → cat (in a list),
+    conv2d → add (the add's other operand is a scalar)."""
+    positions = [
+        (("edge", "x", "conv2d"), "a"),
+        (("edge", "x", "mul"), "b"),
+        (("edge", "conv2d_1", "cat"), "c"),
+        (("edge", "conv2d", "add"), "d"),
+    ]
+    # x → conv2d and x → mul differ in qscheme: prepare_pt2e would merge equal specs on one tensor
+    specs = {"a": _minmax(), "b": _symmetric_minmax(), "c": _moving(0.5), "d": _moving(0.2)}
+    model, inputs = _branches(seed)
+    return run_positions(ns, seed, model, inputs, positions, specs)
 
 
 def case_nodes(ns: Namespace, seed: int) -> Any:
-    """cat_pool: the outputs of x (two convs read it) and of cat; and a relu that is also returned."""
-    from common.models import get_model
-
-    positions = [(("node", "x"), "a"), (("node", "cat"), "b")]
-    inputs = seeded_inputs(seed, (seed_size(seed, 2, 4), 3, 16, 16))
-    pool = run_positions(ns, seed, get_model("cat_pool"), inputs, positions, {"a": _minmax(), "b": _moving(0.5)})
+    """Branches: the outputs of x (two convs, a mul and the guard read it) and of conv2d (a mean, a cat in
+    a list, an add); and a relu that is also returned."""
+    model, inputs = _branches(seed)
+    positions = [(("node", "x"), "a"), (("node", "conv2d"), "b")]
+    branches = run_positions(ns, seed, model, inputs, positions, {"a": _minmax(), "b": _moving(0.5)})
     features = seed_size(seed, 4, 9)
     positions = [(("edge", "x", "linear"), "a"), (("node", "relu"), "b")]
     inputs = seeded_inputs(seed, (3, features))
     outputs = run_positions(
         ns, seed, TwoOutputs(features), inputs, positions, {"a": _minmax(), "b": _symmetric_minmax()}
     )
-    return {"cat_pool": pool, "two_outputs": outputs}
+    return {"branches": branches, "two_outputs": outputs}
 
 
 def case_repeated_input(ns: Namespace, seed: int) -> Any:
@@ -281,11 +278,22 @@ def case_shared(ns: Namespace, seed: int) -> Any:
     return run_positions(ns, seed, AddTwo(), inputs, positions, {"s": _minmax()})
 
 
+def case_prepared(ns: Namespace, seed: int) -> Any:
+    """TwoStage prepared by prepare_pt2e first (a → add and b → add share one instance, registered under
+    two names; add has its own output observer); then the student adds c → mul and the node tanh."""
+    features = seed_size(seed, 4, 12)
+    inputs = seeded_inputs(seed, (4, features), (4, features), (4, features), scales=(1.0, 3.0, 2.0))
+    first = [(("edge", "a", "add"), "s"), (("edge", "b", "add"), "s"), (("node", "add"), "out")]
+    positions = [(("edge", "c", "mul"), "c"), (("node", "tanh"), "t")]
+    specs = {"s": _minmax(), "out": _symmetric_minmax(), "c": _moving(0.5), "t": _minmax()}
+    return run_positions(ns, seed, TwoStage(), inputs, positions, specs, prepared_first=first)
+
+
 EXERCISES = {
     "insert_observer": Exercise(
         NOTEBOOK,
         "insert_observer",
-        "insert_observer：不用 Quantizer，把 observer 插進圖裡",
+        TITLE,
         ("insert_observer",),
         {
             "conv_relu": case_conv_relu,
@@ -294,6 +302,7 @@ EXERCISES = {
             "nodes": case_nodes,
             "repeated_input": case_repeated_input,
             "shared": case_shared,
+            "prepared": case_prepared,
         },
     ),
 }

@@ -14,43 +14,21 @@ from typing import Any
 import torch
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size
-from selfcheck.evidence import EvidenceError
+from selfcheck.public.m02_3 import (
+    EPS,
+    QDQ_TITLE,
+    QPARAMS_TITLE,
+    XNNPACK_EPS,
+    observer,
+    student_qparams,
+    tensor_values,
+)
 
 NOTEBOOK = "M02-3"
-EPS = torch.finfo(torch.float32).eps
-XNNPACK_EPS = 2**-12
 
 
 def _generator(seed: int, salt: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 7919 + salt)
-
-
-# --- turning student values into evidence --------------------------------------------------------
-
-
-def tensor_values(value: Any, what: str, *, integer: bool, dtype: torch.dtype | None = None) -> list[Any]:
-    """The elements of a tensor the student returned, as plain numbers (exact tensors only)."""
-    if type(value) is not torch.Tensor:
-        raise EvidenceError(f"{what} 應該是 torch.Tensor，收到 {type(value).__name__}")
-    if value.numel() > 10_000:
-        raise EvidenceError(f"{what} 太大（{value.numel()} 個元素）")
-    if integer and (value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool):
-        raise EvidenceError(f"{what} 應該是整數 tensor，收到 {value.dtype}")
-    if dtype is not None and value.dtype != dtype:
-        raise EvidenceError(f"{what} 的 dtype 應該是 {dtype}，收到 {value.dtype}")
-    flat = value.detach().flatten().tolist()
-    return [int(v) for v in flat] if integer else [float(v) for v in flat]
-
-
-def qparams_values(result: Any) -> dict[str, list[Any]]:
-    """``(scale, zero_point)`` returned by a calculate_qparams: scale float32, zero point integer."""
-    if type(result) not in (tuple, list) or len(result) != 2:
-        raise EvidenceError(f"calculate_qparams 應該回傳 (scale, zero_point) 兩個 tensor，收到 {type(result).__name__}")
-    scale, zero_point = result
-    return {
-        "scale": tensor_values(scale, "scale", integer=False, dtype=torch.float32),
-        "zero_point": tensor_values(zero_point, "zero_point", integer=True),
-    }
 
 
 # --- calculate_qparams --------------------------------------------------------------------------
@@ -68,18 +46,6 @@ SYMMETRIC_RANGES = (
 )
 
 
-def _observer(dtype: torch.dtype, qmin: int, qmax: int, symmetric: bool, eps: float, per_channel: bool = False):
-    from common.pt2e import MinMaxObserver, PerChannelMinMaxObserver
-
-    if per_channel:
-        qscheme = torch.per_channel_symmetric if symmetric else torch.per_channel_affine
-        return PerChannelMinMaxObserver(
-            ch_axis=0, dtype=dtype, qscheme=qscheme, quant_min=qmin, quant_max=qmax, eps=eps
-        )
-    qscheme = torch.per_tensor_symmetric if symmetric else torch.per_tensor_affine
-    return MinMaxObserver(dtype=dtype, qscheme=qscheme, quant_min=qmin, quant_max=qmax, eps=eps)
-
-
 def _qparams_case(
     ns: Namespace,
     label: str,
@@ -89,18 +55,17 @@ def _qparams_case(
     per_channel: bool = False,
 ) -> dict[str, Any]:
     """Run one observer over ``batches``; ask the student for the qparams of its min / max."""
-    name, dtype, qmin, qmax, symmetric = config
-    observer = _observer(dtype, qmin, qmax, symmetric, eps, per_channel)
+    name, _, qmin, qmax, symmetric = config
+    seen = observer(qmin, qmax, symmetric, eps, per_channel)
     for batch in batches:
-        observer(batch)
-    scale, zero_point = observer.calculate_qparams()
+        seen(batch)
+    scale, zero_point = seen.calculate_qparams()
     torchao = {"scale": [float(s) for s in scale.flatten()], "zero_point": [int(z) for z in zero_point.flatten()]}
-    min_val, max_val = observer.min_val.clone(), observer.max_val.clone()
-    mine = qparams_values(ns["calculate_qparams"](min_val, max_val, qmin, qmax, symmetric, eps=eps))
+    mine = student_qparams(ns, seen, qmin, qmax, symmetric, eps)
     return {
         "label": f"{label}，{name}" + (f"，eps={eps:g}" if eps != EPS else ""),
-        "min_val": [round(float(v), 8) for v in observer.min_val.flatten()],
-        "max_val": [round(float(v), 8) for v in observer.max_val.flatten()],
+        "min_val": [round(float(v), 8) for v in seen.min_val.flatten()],
+        "max_val": [round(float(v), 8) for v in seen.max_val.flatten()],
         "mine": mine,
         "torchao": torchao,
     }
@@ -312,7 +277,7 @@ EXERCISES = {
     "calculate_qparams": Exercise(
         NOTEBOOK,
         "calculate_qparams",
-        "calculate_qparams：從 min / max 算出 scale 與 zero point",
+        QPARAMS_TITLE,
         ("calculate_qparams",),
         {
             "affine": qparams_affine,
@@ -327,7 +292,7 @@ EXERCISES = {
     "quantize_dequantize": Exercise(
         NOTEBOOK,
         "quantize_dequantize",
-        "quantize 與 dequantize：和 convert_pt2e 插的 op 逐位元相同",
+        QDQ_TITLE,
         ("quantize", "dequantize"),
         {
             "seeded": quantize_seeded,
