@@ -79,9 +79,7 @@ def quiet() -> None:
     add_warning_filters()
 
 
-def export_module(
-    model: torch.nn.Module, example_inputs: Sequence[Any], dynamic_shapes: Any = None
-) -> GraphModule:
+def export_module(model: torch.nn.Module, example_inputs: Sequence[Any], dynamic_shapes: Any = None) -> GraphModule:
     """``torch.export.export(model, example_inputs).module()``: the graph PT2E works on.
 
     ``dynamic_shapes`` is passed to ``torch.export.export`` (e.g. ``{"x": {0: Dim("batch")}}``
