@@ -1,6 +1,7 @@
 """nbgrader configuration of the PT2E course (run nbgrader from the repository root)."""
 
 import os
+import sys
 
 c = get_config()  # noqa: F821  (nbgrader injects get_config)
 
@@ -22,7 +23,26 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.ClearSolutions.code_stub = {"python": "# 請在這裡寫你的程式碼\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "請在這裡寫你的答案。"
 
-# Exporting a model and calibrating on 2 CPU cores takes seconds, and a hidden test cell
-# judges in a fresh process: allow minutes per cell, never nbgrader's default 30 s.
+# `nbgrader autograde` runs no Jupyter kernel: the autograde step that would (Execute) is
+# replaced by autograder.nbgrader_bridge.SandboxedExecute, which runs each submission in the
+# same sandbox as `pt2e-course grade` (no answer key reachable, a crash keeps what was earned)
+# and judges it here. A fresh clone has no gradebook: the assignment is registered first
+# (generate_assignment into a temporary folder; release/ is left alone). Set PT2E_SEED to
+# fix the hidden cases' seed (it is otherwise new on every run and printed in the log).
+try:
+    try:
+        from autograder.nbgrader_bridge import configure
+    except ImportError:
+        sys.path.insert(0, ROOT)  # a checkout that is not installed
+        from autograder.nbgrader_bridge import configure
+    configure(c, ROOT, c.CourseDirectory.db_url)
+except Exception as exc:
+    if sys.argv[1:2] == ["autograde"]:
+        # never fall back to nbgrader's own Execute: it would grade in a kernel that can import the answer keys
+        print(f"nbgrader_config.py：無法設定沙盒評分（{exc!r}），nbgrader autograde 不執行", file=sys.stderr)
+        raise SystemExit(1) from None
+
+# nbgrader validate (pt2e-course release) still runs the source notebooks in a kernel:
+# exporting a model and calibrating on 2 CPU cores takes seconds, so allow minutes per cell.
 c.Execute.timeout = 600
 c.Execute.interrupt_on_timeout = True

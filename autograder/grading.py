@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import importlib
 import json
-import multiprocessing
+import os
 import random
+import stat
 import threading
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,21 +31,20 @@ from autograder.submission import UnreadableNotebook, best_match, grade_ids, loa
 from autograder.untrusted.cases.base import module_name
 from autograder.untrusted.confine import Limits
 
-MAX_MESSAGE_BYTES = 8 * 1024 * 1024
-MAX_TOTAL_BYTES = 64 * 1024 * 1024
-STARTUP_SECONDS = 10  # forking the child and confining it is not the student's time
+STARTUP_SECONDS = 10  # forking the job and confining it is not the student's time
+MAX_CELL_ERRORS = 20
+CELL_ERROR_CHARS = 200
+STUDENT_TEXT_CHARS = 4000
+"""Text a submission produced (cell errors, names of what it patched) kept per notebook."""
 
 _judging = threading.Lock()
-_context: Any = None
 
 
 def fork_context() -> Any:
-    """The multiprocessing context whose fork server has preloaded the runner and its imports."""
-    global _context
-    if _context is None:
-        _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(["autograder.untrusted.runner"])
-    return _context
+    """The fork server of this grading run (``autograder.sandbox``), started on first use."""
+    from autograder.sandbox import default_sandbox
+
+    return default_sandbox()
 
 
 def checks_of(notebook: str) -> dict[str, list[CheckInfo]]:
@@ -96,61 +95,46 @@ def zero_verdicts(notebook: str, exercise: str, message: str) -> list[dict[str, 
 
 @dataclass
 class RunOutcome:
-    """What came back from a child: its messages, and how it ended."""
+    """What came back from a job: the messages that fit the protocol, and how it ended."""
 
-    messages: list[Any] = field(default_factory=list)
-    ended: str = "done"  # "done", "timeout", "crashed", "flood"
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    ended: str = "done"  # "done", "timeout", "crashed", "flood", "closed"
     malformed: int = 0
+    """Frames that were not JSON messages, and an unfinished frame at the end."""
+    out_of_order: int = 0
+    """Messages whose type or place did not fit (a second start, evidence out of order, …)."""
+    evidence_count: dict[str, int] = field(default_factory=dict)
+    """Evidence messages per exercise, accepted or not: the runner sends exactly one."""
+    unconfined: list[str] = field(default_factory=list)
+    """Isolation measures that could not be applied on this machine."""
 
 
 def run_sandboxed(job: Any, limits: Limits) -> RunOutcome:
-    """Run ``job`` in a forked child under ``limits``; collect its messages until it ends."""
-    from autograder.untrusted.runner import run
+    """Run ``job`` in the sandbox under ``limits``; read its frames until every writer is gone."""
+    from autograder.sandbox import run_job
+    from selfcheck.evidence import safe_text
 
-    context = fork_context()
-    receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=run, args=(job, send), daemon=True)
-    process.start()
-    send.close()
-    outcome = RunOutcome()
-    deadline = time.monotonic() + limits.notebook_seconds + STARTUP_SECONDS
-    total = 0
-    finished = False
-    try:
-        while not finished:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                outcome.ended = "timeout"
-                break
-            if not receive.poll(min(remaining, 0.5)):
-                if not process.is_alive() and not receive.poll(0):
-                    outcome.ended = "crashed"
-                    break
-                continue
-            try:
-                data = receive.recv_bytes(MAX_MESSAGE_BYTES)
-            except EOFError:
-                outcome.ended = "crashed"
-                break
-            except OSError:  # a message over the size limit
-                outcome.ended = "flood"
-                break
-            total += len(data)
-            if total > MAX_TOTAL_BYTES:
-                outcome.ended = "flood"
-                break
-            try:
-                message = json.loads(data.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-                outcome.malformed += 1
-                continue
-            outcome.messages.append(message)
-            finished = isinstance(message, dict) and message.get("type") == "done"
-    finally:
-        if process.is_alive():
-            process.kill()
-        process.join(5)
-        receive.close()
+    run = run_job(job, startup_seconds=STARTUP_SECONDS)
+    talk = run.conversation
+    outcome = RunOutcome(
+        messages=talk.messages,
+        malformed=talk.garbage + (1 if run.read.partial else 0),
+        out_of_order=sum(talk.rejected.values()),
+        evidence_count=dict(talk.evidence_count),
+    )
+    reported = (talk.start or {}).get("unconfined")
+    job_missing = [safe_text(m, 120) for m in reported[:30]] if isinstance(reported, list) else []
+    outcome.unconfined = list(dict.fromkeys([*run.missing, *job_missing]))
+    if run.read.ended == "flood":
+        outcome.ended = "flood"
+    elif run.read.ended == "deadline" or run.how == "timeout":
+        outcome.ended = "timeout"
+    elif talk.done:
+        outcome.ended = "done"
+    elif run.how == "killed":
+        outcome.ended = "closed"  # it closed its pipe and went on running
+    else:
+        outcome.ended = "crashed"
     return outcome
 
 
@@ -192,7 +176,13 @@ def grade_notebook(
     return result
 
 
-SECRET_MODULES = ("autograder.keys", "autograder.checks", "autograder.reference", "autograder/keys", "autograder/checks")
+SECRET_MODULES = (
+    "autograder.keys",
+    "autograder.checks",
+    "autograder.reference",
+    "autograder/keys",
+    "autograder/checks",
+)
 
 
 def reached_for_secrets(result: NotebookResult, exercises: Iterable[str]) -> dict[str, str]:
@@ -248,58 +238,74 @@ ENDINGS = {
     "timeout": "整本 notebook 超過 {seconds} 秒的時間上限，被中止",
     "crashed": "程式讓行程結束了（sys.exit 以外的結束方式，例如 os._exit 或當掉）",
     "flood": "送出的資料超過上限，被中止",
+    "closed": "程式關掉了回報評分結果的通道，被中止",
 }
 
 
+def _capped(text: object, limit: int) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def read_outcome(outcome: RunOutcome, result: NotebookResult, limits: Limits) -> tuple[dict[str, Any], dict[str, str]]:
-    """Evidence per exercise, and a zero-score reason for the exercises that have none or are forged."""
+    """Evidence per exercise, and a zero-score reason for the exercises that have none or are forged.
+
+    What the submission wrote is bounded here: at most ``MAX_CELL_ERRORS`` cell errors of
+    ``CELL_ERROR_CHARS`` each and ``STUDENT_TEXT_CHARS`` in all per notebook, and one line for
+    every message that did not fit the protocol, however many there were.
+    """
     exercises = checks_of(result.notebook)
     evidence: dict[str, Any] = {}
-    counts: dict[str, int] = {}
-    if outcome.malformed:
-        result.tampering.append(f"收到 {outcome.malformed} 則無法解讀的評分訊息（不是評分程式送的）")
+    reasons: dict[str, str] = {}
+    budget = STUDENT_TEXT_CHARS
+    if outcome.unconfined:
+        result.notes.append("這台評分機器無法套用：" + "、".join(outcome.unconfined))
+    unfit = outcome.malformed + outcome.out_of_order
+    if unfit:
+        result.tampering.append(
+            f"偵測到竄改：收到 {unfit} 則不合評分流程的訊息（格式、種類或順序不對，不是評分程式送的），都沒有採用"
+        )
+    dropped_errors = 0
     for message in outcome.messages:
-        kind = message.get("type") if isinstance(message, dict) else None
+        kind = message.get("type")
         if kind == "evidence":
             exercise, data = message.get("exercise"), message.get("data")
-            if not isinstance(exercise, str) or exercise not in exercises or not isinstance(data, dict):
-                result.tampering.append("收到格式不對的評分證據（不是評分程式送的）")
+            if exercise not in exercises:
                 continue
-            counts[exercise] = counts.get(exercise, 0) + 1
+            if data is None and message.get("problem") == "too_large":
+                reasons[exercise] = f"{exercise} 的評分紀錄超過上限，這一題不計分"
+                continue
+            if not isinstance(data, dict):
+                reasons[exercise] = f"偵測到竄改：{exercise} 的評分紀錄格式不對，這一題不計分"
+                result.tampering.append(reasons[exercise])
+                continue
             evidence[exercise] = data
-            suspected = _suspected_cases(data)
-            if suspected:
-                result.tampering.append(
-                    f"偵測到竄改：{exercise} 回傳了偽裝成一般資料、可能改寫了 __eq__ 的物件（{'、'.join(suspected)}），那幾項不計分"
-                )
             repaired = message.get("repaired")
             if isinstance(repaired, list) and repaired:
-                names = "、".join(str(r) for r in repaired[:5]) + ("…" if len(repaired) > 5 else "")
+                names = "、".join(_capped(r, 60) for r in repaired[:5]) + ("…" if len(repaired) > 5 else "")
+                budget -= len(names)
                 result.tampering.append(f"偵測到竄改：{names} 被替換或刪除；評這一題（{exercise}）之前已換回原本的物件")
         elif kind == "cell":
-            text = f"{message.get('label')}：{message.get('error')}"
-            if len(result.cell_errors) < 20:
-                result.cell_errors.append(str(text)[:500])
-        elif kind == "start":
-            unconfined = message.get("unconfined")
-            if isinstance(unconfined, list) and unconfined:
-                result.notes.append("這台評分機器無法套用：" + "、".join(map(str, unconfined)))
+            text = _capped(f"{_capped(message.get('label'), 40)}：{message.get('error')}", CELL_ERROR_CHARS)
+            if len(result.cell_errors) < MAX_CELL_ERRORS and len(text) <= budget:
+                result.cell_errors.append(text)
+                budget -= len(text)
+            else:
+                dropped_errors += 1
         elif kind == "done":
             dropped = message.get("output_dropped")
-            if isinstance(dropped, int) and dropped > 0:
+            if type(dropped) is int and dropped > 0:
                 result.notes.append(f"印出的內容太多：超過 {limits.output_kb} KB 的部分（{dropped} 個字元）沒有保留")
-        else:
-            result.tampering.append("收到格式不對的評分訊息（不是評分程式送的）")
-    reasons: dict[str, str] = {}
+    if dropped_errors:
+        result.cell_errors.append(f"還有 {dropped_errors} 格出錯，沒有列出")
     ending = ENDINGS.get(outcome.ended, "").format(seconds=limits.notebook_seconds)
     for exercise in exercises:
-        if counts.get(exercise, 0) > 1:
-            reasons[exercise] = (
-                f"偵測到竄改：{exercise} 收到 {counts[exercise]} 份評分證據（評分程式只送一份），這一題不計分"
-            )
+        count = outcome.evidence_count.get(exercise, 0)
+        if count > 1:
+            reasons[exercise] = f"偵測到竄改：{exercise} 收到 {count} 份評分證據（評分程式只送一份），這一題不計分"
             result.tampering.append(reasons[exercise])
             evidence.pop(exercise, None)
-        elif exercise not in evidence:
+        elif exercise not in evidence and exercise not in reasons:
             reasons[exercise] = f"沒有執行到這一題的評分：{ending or 'notebook 沒有跑到這一題的評分格'}"
     if outcome.ended != "done":
         result.notes.append(ending)
@@ -313,18 +319,99 @@ def source_path(notebook: str) -> Path:
 # --- finding a student's notebooks ------------------------------------------------------------------
 
 
+MAX_DEPTH = 8
+"""Folders below a student's module folder that are searched for notebooks."""
+MAX_ENTRIES = 5000
+"""Entries (files and folders) looked at in one student's module folder."""
+MAX_LEFTOVERS = 20
+"""Notebooks with unexpected names that are opened to see whether one is a renamed copy."""
+
+
+def _shown(name: str) -> str:
+    """A file name from a submission, safe and short enough for a note."""
+    name = name.encode("utf-8", "replace").decode("utf-8")
+    return name if len(name) <= 60 else name[:59] + "…"
+
+
+def is_link(path: Path) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def scan_notebooks(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """The regular ``.ipynb`` files under ``folder``, and (name, note) for what was refused.
+
+    Never follows a symbolic link; refuses links, FIFOs, devices, sockets and folders named
+    ``*.ipynb``; looks at most ``MAX_DEPTH`` folders deep and at ``MAX_ENTRIES`` entries.
+    """
+    files: list[Path] = []
+    refused: list[tuple[str, str]] = []
+    stack: list[tuple[Path, int]] = [(folder, 0)]
+    seen, too_deep = 0, False
+    while stack:
+        current, depth = stack.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > MAX_ENTRIES:
+                        refused.append(("", f"資料夾裡的檔案超過 {MAX_ENTRIES} 個，其餘的沒有看"))
+                        return sorted(files), refused
+                    try:
+                        mode = entry.stat(follow_symlinks=False).st_mode
+                    except OSError:
+                        continue
+                    name = entry.name
+                    notebook = name.endswith(".ipynb")
+                    if stat.S_ISLNK(mode):
+                        if notebook:
+                            refused.append((name, f"{_shown(name)} 是捷徑（symlink），不會被讀取：請交檔案本身"))
+                    elif stat.S_ISDIR(mode):
+                        if notebook:
+                            refused.append((name, f"{_shown(name)} 是資料夾，不是 notebook，不會被讀取"))
+                        elif name.startswith("."):
+                            continue  # .ipynb_checkpoints, .git: copies, never the submission
+                        elif depth + 1 > MAX_DEPTH:
+                            too_deep = True
+                        else:
+                            stack.append((Path(entry.path), depth + 1))
+                    elif notebook and stat.S_ISREG(mode):
+                        files.append(Path(entry.path))
+                    elif notebook:
+                        refused.append((name, f"{_shown(name)} 不是一般檔案（FIFO、裝置或 socket），不會被讀取"))
+        except OSError:
+            continue
+    if too_deep:
+        refused.append(("", f"資料夾超過 {MAX_DEPTH} 層，更深的地方沒有找"))
+    return sorted(files), refused
+
+
 def find_notebooks(folder: Path | None, module: str) -> tuple[dict[str, Path | None], dict[str, list[str]]]:
     """Map each notebook of ``module`` to the student's file for it; notes per notebook.
 
     A file with the expected name wins; otherwise a leftover .ipynb whose nbgrader cell
-    ids match the notebook's (a renamed copy) is used, and the note says so.
+    ids match the notebook's (a renamed copy) is used, and the note says so. Files are
+    untrusted: see ``scan_notebooks``; a module folder (or student folder) that is a
+    symbolic link is not read at all.
     """
     expected = [notebook_id(p) for p in sorted((SOURCE / module).glob("*.ipynb"))]
     found: dict[str, Path | None] = dict.fromkeys(expected)
     notes: dict[str, list[str]] = {nb: [] for nb in expected}
-    if folder is None or not folder.is_dir():
+    if folder is None:
         return found, notes
-    files = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    linked = next((p for p in (folder, folder.parent) if is_link(p)), None)
+    if linked is not None:
+        for nb in expected:
+            notes[nb].append(f"{_shown(linked.name)} 是捷徑（symlink），不會被讀取：請交資料夾本身")
+        return found, notes
+    if not stat.S_ISDIR(_mode(folder)):
+        return found, notes
+    files, refused = scan_notebooks(folder)
+    for name, note in refused:
+        stem = name.removesuffix(".ipynb")
+        notes[stem if stem in notes else expected[0]].append(note)
     leftovers = []
     for path in files:
         if path.stem in found and found[path.stem] is None:
@@ -332,7 +419,7 @@ def find_notebooks(folder: Path | None, module: str) -> tuple[dict[str, Path | N
         else:
             leftovers.append(path)
     wanted = {nb: grade_ids(nbformat.read(source_path(nb), as_version=4)) for nb in expected if found[nb] is None}
-    for path in leftovers:
+    for path in leftovers[:MAX_LEFTOVERS] if wanted else []:
         try:
             ids = grade_ids(load_notebook(path)[0])
         except UnreadableNotebook:
@@ -340,8 +427,15 @@ def find_notebooks(folder: Path | None, module: str) -> tuple[dict[str, Path | N
         notebook = best_match(ids, {nb: w for nb, w in wanted.items() if found[nb] is None})
         if notebook is not None:
             found[notebook] = path
-            notes[notebook].append(f"找不到 {notebook}.ipynb；改用檔名不同、內容相符的 {path.name}")
+            notes[notebook].append(f"找不到 {notebook}.ipynb；改用檔名不同、內容相符的 {_shown(path.name)}")
     return found, notes
+
+
+def _mode(path: Path) -> int:
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return 0
 
 
 # --- grading a class --------------------------------------------------------------------------------
@@ -386,11 +480,18 @@ def grade_class(
     limits = limits or Limits()
     tasks: list[tuple[str, str, Path | None, list[str]]] = []
     for student, folder in folders.items():
-        found, notes = find_notebooks(folder, module)
+        try:
+            found, notes = find_notebooks(folder, module)
+        except Exception as exc:  # one student's folder must never stop the batch
+            found, notes = find_notebooks(None, module)
+            notes = {nb: [f"讀取作業資料夾時出錯（{type(exc).__name__}），請通知助教"] for nb in notes}
         if folder is None or not any(found.values()):
             notes = {nb: [*n, f"{student} 沒有交 {module} 的任何 notebook"] for nb, n in notes.items()}
         tasks += [(student, nb, path, notes[nb]) for nb, path in found.items()]
     fork_context()
+    from autograder.sandbox import hide_also
+
+    hide_also({folder.parent.parent.absolute() for folder in folders.values() if folder is not None})
     results: dict[tuple[str, str], NotebookResult] = {}
 
     def work(task: tuple[str, str, Path | None, list[str]]) -> None:
@@ -417,11 +518,41 @@ def grade_class(
 
 
 def class_folders(submitted: Path, module: str) -> dict[str, Path | None]:
-    """nbgrader's layout: ``submitted/<student>/<module>/``; students in name order."""
+    """nbgrader's layout: ``submitted/<student>/<module>/``; students in name order.
+
+    Never follows a link: a student folder or module folder that is a symbolic link is still
+    listed (``find_notebooks`` refuses it with a note), anything else that is not a folder is not.
+    """
     folders: dict[str, Path | None] = {}
-    if not submitted.is_dir():
+    if not stat.S_ISDIR(_mode(submitted)):
         return folders
-    for student in sorted(p for p in submitted.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        folder = student / module
-        folders[student.name] = folder if folder.is_dir() else None
+    try:
+        with os.scandir(submitted) as entries:
+            students = sorted(
+                e.name
+                for e in entries
+                if not e.name.startswith(".") and (e.is_dir(follow_symlinks=False) or e.is_symlink())
+            )
+    except OSError:
+        return folders
+    for student in students:
+        folder = submitted / student / module
+        mode = _mode(folder) if not is_link(submitted / student) else stat.S_IFLNK
+        folders[student] = folder if stat.S_ISDIR(mode) or stat.S_ISLNK(mode) else None
     return folders
+
+
+# --- grading a notebook held in memory (nbgrader autograde) ------------------------------------------
+
+
+def grade_notebook_node(
+    notebook: str, nb: nbformat.NotebookNode, seed: int, limits: Limits, notes: Iterable[str] = ()
+) -> NotebookResult:
+    """Grade a notebook held in memory (nbgrader's copy of a submission) exactly as ``grade_notebook``
+    grades a file: it is written to a private temporary folder and graded from there."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="pt2e-nbgrader-") as tmp:
+        path = Path(tmp) / f"{notebook}.ipynb"
+        path.write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+        return grade_notebook(notebook, path, seed, limits, notes)

@@ -109,25 +109,59 @@ def write_student(out: Path, student: StudentResult, seed: int | None) -> Path:
     return folder
 
 
-def write_csv(out: Path, module: str, students: list[StudentResult]) -> Path:
-    """OUT/<module>-grades.csv: a row a student, each notebook's score, total, maximum."""
+TAMPERING_REASON_CHARS = 200
+
+
+def tampering_summary(student: StudentResult) -> tuple[int, str]:
+    """How many tampering notes the student's notebooks got, and a short reason (the first note of each)."""
+    count = sum(len(n.tampering) for n in student.notebooks)
+    reason = "；".join(f"{n.notebook}：{n.tampering[0]}" for n in student.notebooks if n.tampering)
+    if len(reason) > TAMPERING_REASON_CHARS:
+        reason = reason[: TAMPERING_REASON_CHARS - 1] + "…"
+    return count, reason
+
+
+def csv_row(student: StudentResult, notebooks: list[str], seed: int | None) -> dict[str, str]:
+    """One student's row of the gradebook CSV."""
+    scores = {n.notebook: points_text(n.score) for n in student.notebooks}
+    count, reason = tampering_summary(student)
+    return {
+        "student": student.student,
+        **{nb: scores.get(nb, "") for nb in notebooks},
+        "total": points_text(student.score),
+        "max": points_text(student.max_score),
+        "tampering": str(count),
+        "tampering_reason": reason,
+        "seed": "" if seed is None else str(seed),
+    }
+
+
+def write_csv(out: Path, module: str, students: list[StudentResult], seed: int | None = None) -> tuple[Path, list[str]]:
+    """OUT/<module>-grades.csv: a row a student (each notebook's score, total, maximum, tampering, seed).
+
+    Rows of students graded now replace theirs; the rows of other students already in the
+    file are kept (a regrade of some students merges into the class's gradebook). Returns
+    the path and the students whose earlier rows were kept.
+    """
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{module}-grades.csv"
     notebooks = [n.notebook for n in students[0].notebooks] if students else []
+    rows: dict[str, dict[str, str]] = {}
+    if path.exists():
+        with path.open(newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                if row.get("student"):
+                    rows[row["student"]] = row
+    kept = [name for name in rows if name not in {s.student for s in students}]
+    for student in students:
+        rows[student.student] = csv_row(student, notebooks, seed)
+    header = ["student", *notebooks, "total", "max", "tampering", "tampering_reason", "seed"]
     with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["student", *notebooks, "total", "max"])
-        for student in students:
-            scores = {n.notebook: points_text(n.score) for n in student.notebooks}
-            writer.writerow(
-                [
-                    student.student,
-                    *(scores[nb] for nb in notebooks),
-                    points_text(student.score),
-                    points_text(student.max_score),
-                ]
-            )
-    return path
+        writer = csv.DictWriter(handle, fieldnames=header, restval="", extrasaction="ignore")
+        writer.writeheader()
+        for name in sorted(rows):
+            writer.writerow(rows[name])
+    return path, kept
 
 
 def gradebook_table(students: list[StudentResult]) -> str:

@@ -9,6 +9,8 @@ student) about what was wrong and what the grader did about it.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,38 +59,71 @@ def _source(cell: Any) -> str:
     return source if isinstance(source, str) else ""
 
 
+def _name(path: Path) -> str:
+    name = path.name.encode("utf-8", "replace").decode("utf-8")
+    return name if len(name) <= 60 else name[:59] + "…"
+
+
+def read_untrusted(path: Path, limit: int = MAX_NOTEBOOK_BYTES) -> bytes:
+    """The bytes of a submitted file, read as untrusted: never through a symbolic link, only from
+    a regular file (not a FIFO, a device, a socket or a folder), and at most ``limit`` bytes."""
+    name = _name(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as exc:
+        raise UnreadableNotebook(f"讀不到檔案 {name}（{exc.strerror}）") from None
+    if stat.S_ISLNK(mode):
+        raise UnreadableNotebook(f"{name} 是捷徑（symlink），不會被讀取：請交檔案本身")
+    if not stat.S_ISREG(mode):  # checked before opening: opening a FIFO or a device can block or act
+        raise UnreadableNotebook(f"{name} 不是一般檔案（資料夾、FIFO、裝置或 socket），不會被讀取")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UnreadableNotebook(f"讀不到檔案 {name}（{exc.strerror}）") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # it changed since lstat
+            raise UnreadableNotebook(f"{name} 不是一般檔案，不會被讀取")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise UnreadableNotebook(f"讀不到檔案 {name}（{exc.strerror}）") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise UnreadableNotebook(f"{name} 超過 {limit // 1024 // 1024} MB 的上限")
+    return b"".join(chunks)
+
+
 def load_notebook(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
     """Read a submitted notebook; raises ``UnreadableNotebook`` with a Chinese message."""
     notes: list[str] = []
+    data = read_untrusted(path)
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise UnreadableNotebook(f"讀不到檔案 {path.name}（{exc.strerror}）") from None
-    if size > MAX_NOTEBOOK_BYTES:
-        raise UnreadableNotebook(
-            f"{path.name} 有 {size // 1024 // 1024} MB，超過 {MAX_NOTEBOOK_BYTES // 1024 // 1024} MB 的上限"
-        )
-    try:
-        text = path.read_bytes().decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise UnreadableNotebook(f"{path.name} 不是 UTF-8 文字檔，不是 notebook") from None
+        raise UnreadableNotebook(f"{_name(path)} 不是 UTF-8 文字檔，不是 notebook") from None
     try:
         raw = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise UnreadableNotebook(f"{path.name} 不是合法的 JSON：檔案可能損毀或不是 .ipynb") from None
+    except (ValueError, RecursionError):  # ValueError: also an integer too long to convert
+        raise UnreadableNotebook(f"{_name(path)} 不是合法的 JSON：檔案可能損毀或不是 .ipynb") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("cells", raw.get("worksheets")), list):
-        raise UnreadableNotebook(f"{path.name} 是 JSON，但不是 notebook（沒有 cells）")
+        raise UnreadableNotebook(f"{_name(path)} 是 JSON，但不是 notebook（沒有 cells）")
     major = raw.get("nbformat")
     if major not in (3, 4):
-        raise UnreadableNotebook(f"{path.name} 的 nbformat 是 {major!r}，只接受 4（或可轉換的 3）")
+        raise UnreadableNotebook(f"{_name(path)} 的 nbformat 是 {repr(major)[:20]}，只接受 4（或可轉換的 3）")
     try:
         nb = nbformat.reads(text, as_version=4)
     except Exception as exc:  # nbformat raises many kinds for malformed input
-        raise UnreadableNotebook(f"{path.name} 無法轉成 nbformat 4：{type(exc).__name__}") from None
+        raise UnreadableNotebook(f"{_name(path)} 無法轉成 nbformat 4：{type(exc).__name__}") from None
     if major == 3:
-        notes.append(f"{path.name} 是 nbformat 3，已轉成 4 再評分")
+        notes.append(f"{_name(path)} 是 nbformat 3，已轉成 4 再評分")
     if not all(isinstance(c, dict) for c in nb.get("cells", [])):
-        raise UnreadableNotebook(f"{path.name} 的 cells 格式不對")
+        raise UnreadableNotebook(f"{_name(path)} 的 cells 格式不對")
     return nb, notes
 
 

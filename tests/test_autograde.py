@@ -1,20 +1,74 @@
-"""nbgrader autograde grades the sample submissions with the hidden checks.
+"""nbgrader autograde grades the sample submissions with the hidden checks, in our sandbox.
 
-Solutions get full marks, untouched release notebooks get zero for every exercise, and
-every wrong-solution fixture loses points on its exercise, graded by nbgrader itself
-through the hidden test cells.
+``nbgrader_config.py`` replaces nbgrader's kernel (``Execute``) by
+``autograder.nbgrader_bridge.SandboxedExecute``: the workflow is nbgrader's (autograde with
+its gradebook, generate_feedback, export), the student's code runs where ``pt2e-course grade``
+runs it. For every module, one real ``nbgrader autograde`` on a fresh course (no gradebook yet,
+as in a fresh clone) grades: solutions (full marks), untouched release notebooks (zero), every
+wrong-solution fixture marked via-nbgrader (loses points on its exercise), and attacks:
+
+- a solution cell that imports the answer key (``from autograder.keys.m03_4 import ...``);
+- a notebook that ends its process (``os._exit``) or kills it (SIGKILL) after exercise 1;
+- a notebook that writes ``results.json`` into the instructor's home, the course and
+  ``autograded/`` (by relative and absolute paths).
 """
 
 from __future__ import annotations
 
+import csv
+import subprocess
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import nbformat
 import pytest
-from conftest import make_course, nbgrader
+from conftest import make_course, tool_env
 from nbgrader.api import Gradebook
 from submissions import release_notebook, solved, with_wrong, write, wrong_packs
 
+from autograder.answers import answered, insert_after, source_answers
 from autograder.course import modules, notebook_id, source_notebooks
+from autograder.untrusted.cases.base import exercises_of, module_name
+
+SEED = 3
+"""PT2E_SEED of the nbgrader runs (nbgrader otherwise picks a fresh seed per run); grade uses the same."""
+
+ENDINGS = {
+    "exit": "import os\nos._exit(1)\n",
+    # a SIGKILL it sends itself may be ignored (the first process of a pid namespace survives it): then
+    # the segfault ends it, as a crashing extension would
+    "kill": "import ctypes, os, signal\nos.kill(os.getpid(), signal.SIGKILL)\nctypes.string_at(0)\n",
+}
+
+
+@dataclass
+class Graded:
+    """One module's course after ``nbgrader autograde``: who handed in what, and what nbgrader said."""
+
+    module: str
+    course: Path
+    home: Path
+    run: subprocess.CompletedProcess[str]
+    wrong: dict[str, dict] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)  # student → notebook whose first exercise imports the key
+    crash_notebook: str = ""
+    writer_notebook: str = ""
+    release_before: dict[str, bytes] = field(default_factory=dict)
+
+
+def run_nbgrader(course: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """nbgrader in ``course`` with its own gradebook, home folder and seed."""
+    env = {**tool_env(course / "gradebook.db"), "HOME": str(home), "PT2E_SEED": str(SEED)}
+    return subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=3600,
+    )
 
 
 def exercise_scores(course: Path, module: str, student: str, notebook: str) -> dict[str, tuple[float, float]]:
@@ -24,68 +78,274 @@ def exercise_scores(course: Path, module: str, student: str, notebook: str) -> d
         return {g.name.removesuffix("_hidden"): (g.score, g.max_score) for g in nb.grades if g.name.endswith("_hidden")}
 
 
+def first_exercise(notebook: str) -> str:
+    """The exercise whose solution cell comes first in the notebook."""
+    for cell in release_notebook(notebook).cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.metadata.get("nbgrader", {}).get("solution") and grade_id in exercises_of(notebook):
+            return grade_id
+    raise AssertionError(f"{notebook}: no solution cell")
+
+
+def key_import(notebook: str, exercise: str) -> str:
+    """A solution that is only an import of the answer key (which holds exactly these names)."""
+    import importlib
+
+    names = exercises_of(notebook)[exercise].names
+    key = importlib.import_module(f"autograder.keys.{module_name(notebook)}")
+    assert all(hasattr(key, name) for name in names), "the attack imports what the key really defines"
+    return f"from autograder.keys.{module_name(notebook)} import {', '.join(names)}\n"
+
+
+def writer(targets: list[str]) -> str:
+    """Code that tries to leave a forged results.json in every folder of ``targets``."""
+    return (
+        "import json, os\n"
+        "for _folder in " + repr(targets) + ":\n"
+        "    try:\n"
+        "        with open(os.path.join(os.path.expanduser(_folder), 'results.json'), 'w') as _handle:\n"
+        "            json.dump({'score': 999, 'tests': []}, _handle)\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+
+
 @pytest.fixture(
     scope="module", params=[pytest.param(m, marks=pytest.mark.xdist_group(f"autograde-{m}")) for m in modules()]
 )
-def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """A course for one module with its sample class autograded by nbgrader."""
+def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Graded:
+    """A course for one module with its sample class autograded by nbgrader (no generate_assignment first)."""
     module = request.param
-    course = make_course(tmp_path_factory.mktemp(f"course-{module}"), [module])
-    nbgrader(course, "generate_assignment", module, "--force")
-    students: dict[str, dict] = {}
-    for path in source_notebooks(module):
-        notebook = notebook_id(path)
-        write(solved(notebook), course / "submitted" / "solution" / module / path.name)
-        write(release_notebook(notebook), course / "submitted" / "untouched" / module / path.name)
+    tmp = tmp_path_factory.mktemp(f"course-{module}")
+    course, home = tmp / "course", tmp / "home"
+    course.mkdir()
+    home.mkdir()
+    make_course(course, [module])
+    release_before = {
+        str(p.relative_to(course)): p.read_bytes() for p in (course / "release").rglob("*") if p.is_file()
+    }
+    notebooks = [notebook_id(p) for p in source_notebooks(module)]
+    submitted = course / "submitted"
+    wrong: dict[str, dict] = {}
+    keys: dict[str, str] = {}
+    for notebook in notebooks:
+        name = f"{notebook}.ipynb"
+        write(solved(notebook), submitted / "solution" / module / name)
+        write(release_notebook(notebook), submitted / "untouched" / module / name)
         for k, pack in enumerate(wrong_packs(notebook)):
             student = f"wrong-{notebook}-{k}"
-            write(with_wrong(notebook, pack), course / "submitted" / student / module / path.name)
-            students[student] = {"notebook": notebook, "pack": pack}
-    nbgrader(course, "autograde", module, "--force")
-    return module, course, students
+            write(with_wrong(notebook, pack), submitted / student / module / name)
+            wrong[student] = {"notebook": notebook, "pack": pack}
+        exercise = first_exercise(notebook)
+        answers = source_answers(notebook)
+        answers[exercise] = key_import(notebook, exercise)
+        write(answered(notebook, answers), submitted / f"keys-{notebook}" / module / name)
+        keys[f"keys-{notebook}"] = notebook
+    # crashes: in the notebook with the most exercises, right after exercise 1's graded cell; the
+    # student's next notebook is solved (a crash in one notebook costs nothing in another)
+    crash_notebook = max(notebooks, key=lambda nb: len(exercises_of(nb)))
+    other = notebooks[(notebooks.index(crash_notebook) + 1) % len(notebooks)]
+    for ending, code in ENDINGS.items():
+        nb = solved(crash_notebook)
+        insert_after(nb, f"{first_exercise(crash_notebook)}_hidden", code)
+        write(nb, submitted / ending / module / f"{crash_notebook}.ipynb")
+        write(solved(other), submitted / ending / module / f"{other}.ipynb")
+    # a forger: before defining its (correct) answer, it writes results.json wherever it can
+    writer_notebook = notebooks[0]
+    exercise = first_exercise(writer_notebook)
+    targets = [".", "..", "../..", "~", str(home), str(course), str(course / "autograded")]
+    targets += [str(course / "autograded" / "writer" / module), str(submitted / "writer" / module)]
+    answers = source_answers(writer_notebook)
+    answers[exercise] = writer(targets) + answers[exercise]
+    write(answered(writer_notebook, answers), submitted / "writer" / module / f"{writer_notebook}.ipynb")
+    # graded cells deleted, or unmarked as graded, by the student: still graded, as by grade
+    nb = solved(writer_notebook)
+    hidden = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    nb.cells.remove(hidden[0])
+    for cell in hidden[1:]:
+        cell.metadata.nbgrader["grade"] = False
+    write(nb, submitted / "unmarked" / module / f"{writer_notebook}.ipynb")
+    run = run_nbgrader(course, home, "autograde", module, "--force")
+    assert run.returncode == 0, f"nbgrader autograde failed:\n{run.stdout}\n{run.stderr[-5000:]}"
+    return Graded(module, course, home, run, wrong, keys, crash_notebook, writer_notebook, release_before)
 
 
-def test_solutions_get_full_marks(graded) -> None:
-    module, course, _ = graded
-    for path in source_notebooks(module):
-        scores = exercise_scores(course, module, "solution", notebook_id(path))
+def test_solutions_get_full_marks(graded: Graded) -> None:
+    for path in source_notebooks(graded.module):
+        scores = exercise_scores(graded.course, graded.module, "solution", notebook_id(path))
         assert scores, f"{path.stem}: no graded cells"
         for exercise, (score, maximum) in scores.items():
             assert maximum > 0 and score == maximum, f"{path.stem} {exercise}: {score} / {maximum}"
 
 
-def test_untouched_notebooks_get_zero(graded) -> None:
-    module, course, _ = graded
-    for path in source_notebooks(module):
-        for exercise, (score, maximum) in exercise_scores(course, module, "untouched", notebook_id(path)).items():
+def test_untouched_notebooks_get_zero(graded: Graded) -> None:
+    for path in source_notebooks(graded.module):
+        scores = exercise_scores(graded.course, graded.module, "untouched", notebook_id(path))
+        for exercise, (score, maximum) in scores.items():
             assert score == 0, f"{path.stem} {exercise}: untouched notebook got {score} / {maximum}"
 
 
-def test_wrong_solutions_lose_points(graded) -> None:
-    module, course, students = graded
-    for student, info in students.items():
-        scores = exercise_scores(course, module, student, info["notebook"])
+def test_wrong_solutions_lose_points(graded: Graded) -> None:
+    for student, info in graded.wrong.items():
+        scores = exercise_scores(graded.course, graded.module, student, info["notebook"])
         for exercise, wrong in info["pack"].items():
             score, maximum = scores[exercise]
             assert score < maximum, f"{wrong.id} ({wrong.description}) kept full marks {score} / {maximum}"
 
 
-def test_grade_gives_the_scores_nbgrader_gives(graded) -> None:
-    """The sandboxed grader and nbgrader's hidden cells judge with the same checks."""
-    from autograder.grading import class_folders, grade_class
-    from autograder.notebook import NOTEBOOK_SEED
+def test_importing_the_answer_key_earns_nothing(graded: Graded) -> None:
+    """The graded run cannot import autograder.keys: the imported 'solution' does not exist there."""
+    for student, notebook in graded.keys.items():
+        exercise = first_exercise(notebook)
+        score, maximum = exercise_scores(graded.course, graded.module, student, notebook)[exercise]
+        assert score == 0, f"{notebook} {exercise}: importing the answer key scored {score} / {maximum}"
 
-    module, course, _ = graded
-    students, _ = grade_class(module, class_folders(course / "submitted", module), jobs=2, seed=NOTEBOOK_SEED)
+
+@pytest.mark.parametrize("ending", list(ENDINGS))
+def test_a_notebook_that_ends_its_process_keeps_what_it_earned(graded: Graded, ending: str) -> None:
+    first = first_exercise(graded.crash_notebook)
+    handed_in = sorted((graded.course / "submitted" / ending / graded.module).glob("*.ipynb"))
+    assert len(handed_in) == min(2, len(source_notebooks(graded.module)))
+    for notebook in (p.stem for p in handed_in):
+        scores = exercise_scores(graded.course, graded.module, ending, notebook)
+        for exercise, (score, maximum) in scores.items():
+            if notebook != graded.crash_notebook or exercise == first:
+                assert score == maximum > 0, f"{ending}: {notebook} {exercise} {score} / {maximum} (earned before)"
+            else:
+                assert score == 0, f"{ending}: {notebook} {exercise} ran after the process ended"
+    autograded = nbformat.read(
+        graded.course / "autograded" / ending / graded.module / f"{graded.crash_notebook}.ipynb", as_version=4
+    )
+    report = "".join(o.get("text", "") for c in autograded.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "程式讓行程結束了" in report, "the feedback says why the rest scored nothing"
+
+
+def test_a_forged_results_json_lands_nowhere(graded: Graded) -> None:
+    exercise = first_exercise(graded.writer_notebook)
+    score, maximum = exercise_scores(graded.course, graded.module, "writer", graded.writer_notebook)[exercise]
+    assert score == maximum > 0, "the forging code ran to the end (the answer after it was graded)"
+    leaked = sorted(p for folder in (graded.home, graded.course) for p in folder.rglob("results.json"))
+    assert not leaked, f"a submission wrote outside its sandbox: {leaked}"
+
+
+def test_graded_cells_the_student_deleted_or_unmarked_are_graded(graded: Graded) -> None:
+    scores = exercise_scores(graded.course, graded.module, "unmarked", graded.writer_notebook)
+    assert set(scores) == set(exercises_of(graded.writer_notebook))
+    for exercise, (score, maximum) in scores.items():
+        assert score == maximum > 0, f"{exercise}: {score} / {maximum}"
+    autograded = nbformat.read(
+        graded.course / "autograded" / "unmarked" / graded.module / f"{graded.writer_notebook}.ipynb", as_version=4
+    )
+    report = "".join(o.get("text", "") for c in autograded.cells if c.cell_type == "code" for o in c.outputs)
+    assert "被刪除" in report, "the feedback says what the student did"
+
+
+def test_a_fresh_clone_needs_no_generate_assignment(graded: Graded) -> None:
+    """autograde registered the assignment itself, and left the committed release/ as it was."""
+    assert "gradebook 裡還沒有作業" in graded.run.stderr
+    after = {
+        str(p.relative_to(graded.course)): p.read_bytes() for p in (graded.course / "release").rglob("*") if p.is_file()
+    }
+    assert after == graded.release_before
+
+
+def test_grade_gives_the_scores_nbgrader_gives(graded: Graded) -> None:
+    """The sandboxed grader and nbgrader's sandboxed autograde give the same scores on the same seed."""
+    from autograder.grading import class_folders, grade_class
+
+    folders = class_folders(graded.course / "submitted", graded.module)
+    students, _ = grade_class(graded.module, folders, jobs=2, seed=SEED)
+    compared = 0
     for student in students:
         for result in student.notebooks:
             if result.file is None:
                 continue
-            ours = {}
+            ours: dict[str, float] = {}
             for verdict in result.verdicts:
                 ours[verdict["exercise"]] = ours.get(verdict["exercise"], 0.0) + verdict["score"]
             theirs = {
                 ex: score
-                for ex, (score, _) in exercise_scores(course, module, student.student, result.notebook).items()
+                for ex, (score, _) in exercise_scores(
+                    graded.course, graded.module, student.student, result.notebook
+                ).items()
             }
             assert ours == theirs, f"{student.student} {result.notebook}: grade {ours} vs nbgrader {theirs}"
+            compared += 1
+    assert compared >= len(folders)
+
+
+def test_feedback_and_export_work_on_the_sandboxed_grades(graded: Graded) -> None:
+    feedback = run_nbgrader(graded.course, graded.home, "generate_feedback", graded.module, "--force")
+    assert feedback.returncode == 0, feedback.stderr[-3000:]
+    page = (graded.course / "feedback" / "exit" / graded.module / f"{graded.crash_notebook}.html").read_text(
+        encoding="utf-8"
+    )
+    assert "練習「" in page and "程式讓行程結束了" in page and f"隱藏測試的亂數種子：{SEED}" in page
+    for secret in ("def test_", "compare_observers", "autograder.keys"):
+        assert secret not in page
+    export = run_nbgrader(graded.course, graded.home, "export", "--to", str(graded.course / "grades.csv"))
+    assert export.returncode == 0, export.stderr[-3000:]
+    with (graded.course / "grades.csv").open(encoding="utf-8") as handle:
+        rows = {row["student_id"]: row for row in csv.DictReader(handle)}
+    for student in ("solution", "untouched", "exit"):
+        total = sum(
+            score
+            for path in source_notebooks(graded.module)
+            for score, _ in exercise_scores(graded.course, graded.module, student, notebook_id(path)).values()
+        )
+        assert float(rows[student]["score"]) == total, student
+    assert float(rows["solution"]["score"]) == float(rows["solution"]["max_score"]) > 0
+
+
+def test_without_the_sandbox_nbgrader_autograde_refuses_to_run(tmp_path: Path) -> None:
+    """If the course's packages cannot be loaded, autograde stops instead of grading in a kernel."""
+    course = tmp_path / "course"
+    course.mkdir()
+    make_course(course, [])
+    shadow = tmp_path / "shadow" / "autograder"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")  # an `autograder` without the bridge
+    env = {**tool_env(course / "gradebook.db"), "PYTHONPATH": str(shadow.parent), "HOME": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-m", "nbgrader", "autograde", "M03"],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode != 0
+    assert "nbgrader autograde 不執行" in result.stderr
+    assert not (course / "autograded").exists()
+
+
+def test_the_assignment_is_read_from_nbgrader_arguments() -> None:
+    from autograder.nbgrader_bridge import autograde_arguments
+
+    assert autograde_arguments(["nbgrader", "autograde", "M03", "--force"]) == {"assignment": "M03"}
+    assert autograde_arguments(["nbgrader", "autograde", "--student", "bob", "M03"]) == {"assignment": "M03"}
+    assert autograde_arguments(["nbgrader", "autograde", "--assignment=M04", "--db", "sqlite:///x.db"]) == {
+        "assignment": "M04",
+        "db": "sqlite:///x.db",
+    }
+    assert autograde_arguments(["nbgrader", "generate_assignment", "M03"]) is None
+
+
+def test_a_graded_cell_never_keeps_an_output_or_stays_empty() -> None:
+    """An empty graded cell is full marks to nbgrader, and a saved output would be read as a score:
+    whatever happens, every graded cell ends with the points the grader gave (here: none)."""
+    from nbformat.v4 import new_output
+    from nbgrader.utils import determine_grade, is_grade
+    from traitlets.config import Config
+
+    from autograder.nbgrader_bridge import SandboxedExecute
+
+    nb = solved("M03-4")
+    graded = [c for c in nb.cells if c.cell_type == "code" and is_grade(c)]
+    assert graded
+    for cell in graded:  # a student's saved output claiming full marks
+        cell.outputs = [new_output("execute_result", data={"text/plain": str(cell.metadata.nbgrader.points)})]
+    resources = {"nbgrader": {"notebook": "M99-9", "student": "s", "assignment": "M03"}}
+    nb, _ = SandboxedExecute(config=Config()).preprocess(nb, resources)  # a notebook the grader does not know
+    for cell in graded:
+        assert determine_grade(cell)[0] == 0, cell.outputs

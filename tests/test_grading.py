@@ -79,6 +79,7 @@ def test_sample_class_gradebook(sample_grades) -> None:
     assert float(rows["wrong-sharing"]["M03-4"]) < points("M03-4")
     assert float(rows["wrong-sharing"]["M03-3"]) == points("M03-3")
     assert float(rows["crashing"]["M03-1"]) == points("M03-1", "add_label")
+    assert {row["seed"] for row in rows.values()} == {SEED}, "each row says which seed graded it"
     assert "full" in result.stdout and "成績表" in result.stdout and "feedback.html" in result.stdout
     assert "[24/24]" in result.stderr or "24/24" in result.stderr, "progress is shown"
 
@@ -92,6 +93,48 @@ def test_tampering_is_named_and_earns_nothing(sample_grades) -> None:
         assert "竄改" in section or "修改過" in section, name
     # the same wrong AddQuantizer, with and without patched helpers: the same points
     assert notebook_score(tampered, "M03-4", "AddQuantizer") == notebook_score(wrong, "M03-4", "AddQuantizer")
+
+
+def test_the_gradebook_flags_tampering(sample_grades) -> None:
+    _, out = sample_grades
+    with (out / f"{MODULE}-grades.csv").open(encoding="utf-8") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    flagged = {name for name, row in rows.items() if int(row["tampering"]) > 0}
+    assert flagged == {"tampered"}, flagged
+    reason = rows["tampered"]["tampering_reason"]
+    assert reason and ("竄改" in reason or "修改過" in reason) and len(reason) <= 200, reason
+    assert all(rows[name]["tampering_reason"] == "" for name in rows if name not in flagged)
+    for name in ("M03-1", "M03-2", "M03-4"):  # every notebook the sample student tampered with is named
+        assert f"{name}：" in reason, reason
+
+
+def test_regrading_some_students_merges_into_the_gradebook(sample_grades, tmp_path: Path) -> None:
+    """--student regrades only the named students; the other rows of the gradebook stay as they were."""
+    _, graded = sample_grades
+    out = tmp_path / "graded"
+    shutil.copytree(graded, out)
+    before = (out / f"{MODULE}-grades.csv").read_text(encoding="utf-8")
+    rows_before = {row["student"]: row for row in csv.DictReader(before.splitlines())}
+    # the partial student hands in a complete version; wrong-sharing's folder is there but not named
+    submitted = tmp_path / "submitted"
+    shutil.copytree(SAMPLE / "full" / MODULE, submitted / "partial" / MODULE)
+    shutil.copytree(SAMPLE / "wrong-sharing" / MODULE, submitted / "wrong-sharing" / MODULE)
+    untouched_report = (out / "wrong-sharing" / MODULE / "results.json").read_bytes()
+    result = cli(
+        "grade", MODULE, "--submitted", str(submitted), "--out", str(out), "--student", "partial", "--seed", SEED
+    )
+    assert result.returncode == 0, result.stderr
+    assert "保留先前評過的 5 位" in result.stdout, result.stdout
+    with (out / f"{MODULE}-grades.csv").open(encoding="utf-8") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    assert set(rows) == set(rows_before), "no student is dropped from the gradebook"
+    notebooks = ["M03-1", "M03-2", "M03-3", "M03-4", "total"]
+    assert [rows["partial"][nb] for nb in notebooks] == [rows_before["full"][nb] for nb in notebooks]
+    assert float(rows["partial"]["total"]) > float(rows_before["partial"]["total"]), "partial's row was replaced"
+    for name in set(rows) - {"partial"}:
+        assert rows[name] == rows_before[name], f"{name}'s row changed though {name} was not regraded"
+    assert (out / "wrong-sharing" / MODULE / "results.json").read_bytes() == untouched_report
+    assert results_json(out, "partial")["score"] == float(rows["partial"]["total"])
 
 
 def test_results_json_follows_gradescope_schema(sample_grades) -> None:

@@ -1,56 +1,173 @@
-"""Hidden checks of M03-1: add_label and reads_quantized."""
+"""Hidden checks of M03-1: add_label and reads_quantized.
+
+add_label checks compare the labels the student's add_label left (read from the annotations:
+positions, specs with their observer class, someone else's ``_annotated`` flags) and the observers
+``prepare_pt2e`` inserted for them. reads_quantized checks compare the returned dicts.
+"""
 
 from __future__ import annotations
 
-from autograder.checks.support import check, compare_observers, expect, expect_equal, value
+from typing import Any
+
+from autograder.checks.support import Fail, check, compare_observers, expect, expect_equal, value
 
 NOTEBOOK = "M03-1"
 
 
-@check("add_label", 1, "輸出標籤：node 的輸出只有一個 observer，所有 consumer 都讀它")
+def _spec_text(spec: Any) -> str:
+    if not isinstance(spec, dict):
+        return "不量化（None）" if spec is None else str(spec)
+    observer = str((spec.get("observer") or {}).get("class")).rsplit(".", 1)[-1]
+    return (
+        f"{(spec.get('dtype') or {}).get('dtype')} [{spec.get('qmin')},{spec.get('qmax')}] "
+        f"{(spec.get('qscheme') or {}).get('qscheme')} {observer}"
+    )
+
+
+def compare_labels(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
+    """Every node's label: the same input edges and output, each with the same spec (observer class included)."""
+    if not isinstance(got, dict) or not isinstance(want, dict):
+        raise Fail(f"{where}：證據格式不對")
+    for node in sorted(set(got) | set(want)):
+        g, w = got.get(node), want.get(node)
+        if w is None:
+            raise Fail(f"{where}：{node} 不該有標籤，看到 {g}")
+        if g is None:
+            raise Fail(f"{where}：{node} 應該有標籤，看到沒有")
+        got_inputs, want_inputs = dict(map(tuple, g.get("inputs", []))), dict(map(tuple, w["inputs"]))
+        for source in sorted(set(got_inputs) | set(want_inputs)):
+            if source not in want_inputs:
+                raise Fail(f"{where}：{node} 的 input_qspec_map 不該有 {source}（邊 {source} → {node}）")
+            if source not in got_inputs:
+                raise Fail(f"{where}：{node} 的 input_qspec_map 少了 {source}（邊 {source} → {node}），標籤被蓋掉了？")
+            expect(
+                got_inputs[source] == want_inputs[source],
+                f"{where}：邊 {source} → {node} 的規格預期 {_spec_text(want_inputs[source])}，"
+                f"看到 {_spec_text(got_inputs[source])}",
+            )
+        expect(
+            g.get("output") == w["output"],
+            f"{where}：{node} 的 output_qspec 預期 {_spec_text(w['output'])}，看到 {_spec_text(g.get('output'))}",
+        )
+        for flag, text in (("annotated", "_annotated"), ("implicit_sharing", "allow_implicit_sharing")):
+            if flag in w and not (flag == "annotated" and w[flag] is False):  # claiming a label is allowed
+                expect(
+                    g.get(flag) == w[flag],
+                    f"{where}：{node} 原本那張標籤的 {text} 是 {w[flag]}，看到 {g.get(flag)}：不要換掉整張標籤",
+                )
+
+
+def _labelled(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
+    compare_labels(got["labels"], want["labels"], where)
+    compare_observers(got["prepared"], want["prepared"], where)
+
+
+@check("add_label", 1, "輸出標籤：node 的輸出只有一個 observer，所有 consumer 都讀它（模型輸入也一樣）")
 def test_label_output(seen, expected):
     got, want = value(seen, "output_many_users"), value(expected, "output_many_users")
-    compare_observers(got, want, "relu 被四個 consumer 讀的模型，標 relu 的輸出")
+    _labelled(got, want, "relu 被四個 consumer 讀的模型，標 relu 與 x 的輸出")
 
 
-@check("add_label", 1, "邊標籤：只有那一個 consumer 讀到量化後的值，key 是上游 producer")
+@check(
+    "add_label",
+    1,
+    "邊標籤：只有那一個 consumer 讀到量化後的值，key 是上游 producer（cat 的 list 裡的輸入、第二個引數、常數都是）",
+)
 def test_label_edge(seen, expected):
     got, want = value(seen, "edge_one_user"), value(expected, "edge_one_user")
-    compare_observers(got, want, "relu 被四個 consumer 讀的模型，標邊 relu → linear_1")
+    _labelled(got["fan_out"], want["fan_out"], "relu 被四個 consumer 讀的模型，標邊 relu → linear_1")
+    _labelled(
+        got["fan_out_cat"], want["fan_out_cat"], "標邊 x → mul、relu → cat（在 cat 的 list 裡）、first_weight → linear"
+    )
 
 
-@check("add_label", 1, "同一個 node 上的好幾張標籤都留著：不覆蓋自己或別人先貼的標籤")
+@check("add_label", 1, "同一個 node 上的好幾張標籤都留著：不覆蓋自己或別人先貼的標籤，也不改別人標籤的其他欄位")
 def test_label_stacked(seen, expected):
-    for model in ("conv_relu", "mlp"):
-        compare_observers(value(seen, "stacked")[model], value(expected, "stacked")[model], model)
-    compare_observers(value(seen, "keeps_existing"), value(expected, "keeps_existing"), "已經有別人貼的標籤")
+    got, want = value(seen, "stacked"), value(expected, "stacked")
+    for model in ("conv_relu", "mlp", "fan_out"):
+        _labelled(got[model], want[model], f"{model}：同一個 node 上先後貼邊標籤與輸出標籤")
+    got, want = value(seen, "keeps_existing"), value(expected, "keeps_existing")
+    _labelled(got["two_labels"], want["two_labels"], "linear、mul 上已經有別人貼的標籤")
+    compare_labels(
+        got["no_sharing"], want["no_sharing"], "linear_1 上已經有別人貼的標籤（allow_implicit_sharing=False）"
+    )
 
 
-@check("add_label", 1, "邊的上游不是 consumer 的輸入時，報 ValueError")
+@check("add_label", 1, "邊的上游不是 consumer 的輸入時，丟出 ValueError，訊息寫出兩個 node，也不留下這條邊的標籤")
 def test_label_not_an_input(seen, expected):
+    cases = {
+        "backwards": "add_label((relu, conv2d), spec)：relu 是 conv2d 的使用者，不是輸入",
+        "two_steps": "add_label((x, relu), spec)：x 是 relu 的上上游",
+        "constant": "add_label((conv_weight, relu), spec)：conv_weight 是 conv2d 的輸入，不是 relu 的",
+        "not_in_list": "add_label((mul, cat), spec)：cat 的 list 裡沒有 mul",
+    }
     got = value(seen, "not_an_input")
-    expect(got.get("raised") is not None, "add_label((relu, conv2d), spec)：relu 不是 conv2d 的輸入，應該報錯，卻沒有")
-    expect(got.get("value_error") is True, f"應該報 ValueError，看到 {got.get('raised')}")
+    for case, what in cases.items():
+        verdict = got[case]
+        expect(verdict.get("raised") is not None, f"{what}，應該出錯，卻沒有")
+        expect(verdict.get("value_error") is True, f"{what}：應該丟出 ValueError，看到 {verdict.get('raised')}")
+        expect(verdict.get("names_both") is True, f"{what}：錯誤訊息要寫出兩個 node 的名字")
+        expect(verdict.get("left_label") is False, f"{what}：出錯之前已經把這條邊寫進 input_qspec_map 了")
 
 
-@check("reads_quantized", 1, "邊標籤：只有被標的那個 consumer 是 True")
+def _reads(seen, expected, case: str, models: dict[str, str]) -> None:
+    got, want = value(seen, case), value(expected, case)
+    for model, where in models.items():
+        expect_equal(got[model], want[model], f"{where}的回傳值")
+
+
+@check(
+    "reads_quantized",
+    1,
+    "邊標籤：只有被標的那個 consumer 是 True（規格是 None 的標籤、prepare 之後才貼的標籤都沒有 observer）",
+)
 def test_reads_edge(seen, expected):
-    for model in ("fan_out", "cat_pool"):
-        expect_equal(value(seen, "edge")[model], value(expected, "edge")[model], f"{model} 上的回傳值")
+    _reads(
+        seen,
+        expected,
+        "edge",
+        {
+            "fan_out": "標邊 relu → linear_1 ",
+            "cat_pool": "cat_pool 上標邊 x → conv2d ",
+            "fan_out_cat": "標邊 relu → cat（cat 的 list 裡）、邊 relu → mul 的規格是 None ",
+            "labels_after_prepare": "prepare_pt2e 之後才在 linear、mul 上貼標籤（沒有 observer）",
+        },
+    )
 
 
-@check("reads_quantized", 1, "輸出標籤：每個 consumer 都是 True")
+@check("reads_quantized", 1, "輸出標籤：每個 consumer 都是 True；看的是 observer，不是標籤（手插的 observer 也算）")
 def test_reads_output(seen, expected):
-    expect_equal(value(seen, "output"), value(expected, "output"), "標 relu 輸出的模型上的回傳值")
+    _reads(
+        seen,
+        expected,
+        "output",
+        {
+            "label": "標 relu 輸出的模型上",
+            "by_hand": "沒有任何標籤、relu 後面手插一個 observer（名字不是 activation_post_process）",
+            "none_spec": "relu 的 output_qspec 是 None（沒有 observer）",
+        },
+    )
 
 
-@check("reads_quantized", 1, "串接的兩個 observer：沿著 observer 一路走到真正的 consumer")
+@check("reads_quantized", 1, "串接的兩個 observer：沿著 observer 一路走到真正的 consumer；名字像 observer 的不算")
 def test_reads_chained(seen, expected):
-    expect_equal(
-        value(seen, "chained"), value(expected, "chained"), "輸出標籤加上屬性不同的邊標籤（兩個 observer 串接）"
+    _reads(
+        seen,
+        expected,
+        "chained",
+        {
+            "labels": "輸出標籤加上屬性不同的邊標籤（兩個 observer 串接）",
+            "by_hand": "relu → linear 上手插兩個串接的 observer",
+            "look_alike": "relu → mul 中間有個叫 activation_post_process_99 的 nn.Identity（不是 observer）",
+        },
     )
 
 
 @check("reads_quantized", 1, "圖的輸出（output node）也是 consumer")
 def test_reads_graph_output(seen, expected):
-    expect_equal(value(seen, "graph_output"), value(expected, "graph_output"), "relu 也直接是圖的輸出")
+    _reads(
+        seen,
+        expected,
+        "graph_output",
+        {"fan_out": "relu 也直接是圖的輸出", "fan_out_cat": "relu 也直接是圖的輸出（輸出標籤）"},
+    )

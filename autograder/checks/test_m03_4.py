@@ -1,69 +1,196 @@
-"""Hidden checks of M03-4: AddQuantizer and CatQuantizer with shared qparams."""
+"""Hidden checks of M03-4: AddQuantizer and CatQuantizer with shared qparams.
+
+Each check compares three things the student's Quantizer decides: the labels it wrote (read from
+the annotations, sharing resolved into groups, the observer class included), the observers
+``prepare_pt2e`` put on every edge (how many, which instances are shared, of which class and range),
+and where asked the q/dq parameters after ``convert_pt2e``.
+"""
 
 from __future__ import annotations
 
-from autograder.checks.support import check, compare_observers, compare_paths, expect, value
+from typing import Any
+
+from autograder.checks.support import Fail, check, compare_observers, compare_paths, expect, value
 
 NOTEBOOK = "M03-4"
 
 
-@check("add_quantizer", 1, "AddQuantizer(share=False) 在兩個輸入的 add 上：輸入與輸出各有自己的 observer 實例")
+# --- comparisons ----------------------------------------------------------------------------------
+
+
+def spec_text(spec: Any) -> str:
+    """A described spec in one line: ``int8 [-128,127] per_tensor_affine MinMaxObserver``."""
+    if spec is None:
+        return "（共用的位置沒有規格）"
+    if not isinstance(spec, dict):
+        return str(spec)
+    if spec.get("kind") != "spec":
+        return str(spec.get("kind"))
+    scheme = (spec.get("qscheme") or {}).get("qscheme")
+    dtype = (spec.get("dtype") or {}).get("dtype")
+    observer = str((spec.get("observer") or {}).get("class")).rsplit(".", 1)[-1]
+    axis = f" ch_axis={spec.get('ch_axis')}" if "channel" in str(scheme) else ""
+    return f"{dtype} [{spec.get('qmin')},{spec.get('qmax')}] {scheme}{axis} {observer}"
+
+
+def compare_labels(got: dict[str, Any], want: dict[str, Any], where: str, nodes: list[str] | None = None) -> None:
+    """The same labelled positions, the same spec (observer class included) and the same sharing groups.
+
+    ``nodes``: only the labels carried by these nodes (all when None).
+    """
+    try:
+        got_positions, want_positions = got["positions"], want["positions"]
+    except (KeyError, TypeError):
+        raise Fail(f"{where}：證據格式不對") from None
+
+    def wanted(entry: dict[str, Any]) -> bool:
+        return nodes is None or entry.get("node") in nodes
+
+    for position in sorted({p for p, e in want_positions.items() if wanted(e)}):
+        entry = want_positions[position]
+        seen = got_positions.get(position)
+        if seen is None:
+            raise Fail(f"{where}：{position} 應該有標籤（{spec_text(entry['spec'])}），看到沒有標籤")
+        if seen.get("spec") != entry["spec"]:
+            raise Fail(f"{where}：{position} 的規格預期 {spec_text(entry['spec'])}，看到 {spec_text(seen.get('spec'))}")
+        if seen.get("group") != entry["group"]:
+            raise Fail(
+                f"{where}：{position} 預期和 {_group_text(want_positions, entry['group'])} 共用，"
+                f"看到和 {_group_text(got_positions, seen.get('group'))} 共用"
+            )
+    for position in sorted({p for p, e in got_positions.items() if wanted(e)} - set(want_positions)):
+        raise Fail(f"{where}：{position} 不該有標籤，看到 {spec_text(got_positions[position].get('spec'))}")
+
+
+def _group_text(positions: dict[str, Any], group: Any) -> str:
+    members = sorted(p for p, e in positions.items() if e.get("group") == group)
+    return "、".join(members) if len(members) > 1 else "誰都不（自己一組）"
+
+
+def compare_marks(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
+    """``_annotated`` right after the student's annotate, on every node either side labelled."""
+    got_marks, want_marks = got.get("annotated", {}), want.get("annotated", {})
+    for node in sorted(set(got_marks) | set(want_marks)):
+        expect(
+            bool(got_marks.get(node)) == bool(want_marks.get(node)),
+            f"{where}：{node} 的 _annotated 預期 {bool(want_marks.get(node))}，看到 {bool(got_marks.get(node))}",
+        )
+
+
+def compare_prepared(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
+    """Observers on every edge, shared the same way, each instance of the same kind and class."""
+    compare_observers(got, want, where)
+    for index, want_record in enumerate(want["instances"]):
+        got_class = got["instances"][index].get("class")
+        expect(
+            got_class == want_record.get("class"),
+            f"{where}：observer 實例 #{index} 預期是 {want_record.get('class')}，看到 {got_class}",
+        )
+
+
+def compare_case(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
+    """Labels first (the clearer message), then the observers they gave."""
+    compare_labels(got["labels"], want["labels"], where)
+    compare_prepared(got["prepared"], want["prepared"], where)
+
+
+def _converted_adds(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
+    paths = want["converted"]["paths"]
+    consumers = [name for name in paths if name.startswith(("add", "relu"))]
+    compare_paths(got["converted"], want["converted"], where, consumers)
+
+
+# --- AddQuantizer ---------------------------------------------------------------------------------
+
+
+@check("add_quantizer", 1, "AddQuantizer(share=False)：每個 add 的輸入與輸出各有自己的 observer 實例")
 def test_add_separate(seen, expected):
-    compare_observers(value(seen, "separate")["prepared"], value(expected, "separate")["prepared"], "a + b")
+    got, want = value(seen, "separate"), value(expected, "separate")
+    compare_case(got["two_inputs"], want["two_inputs"], "a + b")
+    compare_case(got["mixed"], want["mixed"], "有純量、常數、alpha 的幾個 add")
 
 
 @check("add_quantizer", 1, "AddQuantizer(share=True) 在 residual 上：add 的三個位置共用同一個 observer 實例")
 def test_add_shared_residual(seen, expected):
-    got = value(seen, "shared_residual")["prepared"]
-    compare_observers(got, value(expected, "shared_residual")["prepared"], "residual")
+    compare_case(value(seen, "shared_residual"), value(expected, "shared_residual"), "residual")
 
 
-@check("add_quantizer", 1, "AddQuantizer(share=True) 在沒看過的模型上：每個 add 的輸入與輸出共用 observer 實例")
+@check(
+    "add_quantizer",
+    1,
+    "AddQuantizer(share=True) 在沒看過的模型上：每個 add 的輸入與輸出共用 observer 實例，名字像 add 的不算",
+)
 def test_add_shared_branches(seen, expected):
-    got = value(seen, "shared_branches")["prepared"]
-    compare_observers(got, value(expected, "shared_branches")["prepared"], "三個分支相加的模型")
+    got, want = value(seen, "shared_branches"), value(expected, "shared_branches")
+    compare_case(got["branches"], want["branches"], "三個分支相加的模型")
+    compare_case(got["look_alikes"], want["look_alikes"], "輸入叫 add、還有 addmm 的模型")
 
 
-@check("add_quantizer", 1, "常數與純量不貼標籤：add(x, self.b) 與 add(x, 0.5) 只量化 activation")
+@check("add_quantizer", 1, "常數與純量不貼標籤：add(x, self.b)、add(self.b, x)、add(x, 0.5) 只量化 activation")
 def test_add_constants(seen, expected):
-    got = value(seen, "constants")["prepared"]
-    labelled = sorted({o["observes"] for o in got["observers"]} & set(got["constants"]))
-    expect(not labelled, f"模型常數（get_attr）{labelled} 被貼了標籤：常數不是 activation，不該有 observer")
-    compare_observers(got, value(expected, "constants")["prepared"], "有常數與純量的 add")
+    got, want = value(seen, "constants"), value(expected, "constants")
+    for case, where in (("constants", "有常數與純量的 add"), ("mixed", "有純量、常數、alpha 的幾個 add")):
+        prepared = got[case]["prepared"]
+        labelled = sorted({o["observes"] for o in prepared["observers"]} & set(prepared["constants"]))
+        expect(
+            not labelled, f"{where}：模型常數（get_attr）{labelled} 被貼了標籤：常數不是 activation，不該有 observer"
+        )
+        compare_case(got[case], want[case], where)
 
 
 @check("add_quantizer", 1, "add(r, r) 兩個輸入是同一個 node：只貼一條邊，和輸出共用")
 def test_add_self(seen, expected):
-    compare_observers(value(seen, "self_add")["prepared"], value(expected, "self_add")["prepared"], "r + r")
+    compare_case(value(seen, "self_add"), value(expected, "self_add"), "r + r 與 torch.add(r, r, alpha=2)")
 
 
 @check("add_quantizer", 1, "convert 之後：add 的每個輸入與輸出都經過同一組 scale / zero point 的 q → dq")
 def test_add_converted(seen, expected):
-    for case, where in (("shared_residual", "residual"), ("shared_branches", "三個分支相加的模型")):
-        got, want = value(seen, case)["converted"], value(expected, case)["converted"]
-        adds = [name for name in want["paths"] if name.startswith("add")]
-        compare_paths(got, want, where, adds + [u for u in want["paths"] if u.startswith("relu")])
+    _converted_adds(value(seen, "shared_residual"), value(expected, "shared_residual"), "residual")
+    got, want = value(seen, "shared_branches"), value(expected, "shared_branches")
+    _converted_adds(got["branches"], want["branches"], "三個分支相加的模型")
+    got, want = value(seen, "constants"), value(expected, "constants")
+    _converted_adds(got["mixed"], want["mixed"], "有純量、常數、alpha 的幾個 add")
 
 
-@check("add_quantizer", 1, "尊重 _annotated：別人標過的 add 不改，自己標過的 add 設 _annotated = True")
+@check(
+    "add_quantizer",
+    1,
+    "尊重 _annotated：別人標過的 add 不改，沒人認領的標籤照規則重貼，自己標過的 add 設 _annotated = True",
+)
 def test_add_pre_annotated(seen, expected):
-    got = value(seen, "pre_annotated")["prepared"]
-    compare_observers(got, value(expected, "pre_annotated")["prepared"], "(a + b) + c，第一個 add 已被標過")
+    got, want = value(seen, "pre_annotated"), value(expected, "pre_annotated")
+    where = "((a + b) + c) + d：add 已被別人標過、add_1 有一張 _annotated=False 的標籤"
+    compare_labels(got["labels"], want["labels"], where)
+    compare_marks(got["labels"], want["labels"], where)
+    compare_prepared(got["prepared"], want["prepared"], where + "，之後再跑一個 Quantizer")
 
 
-@check("cat_quantizer", 1, "CatQuantizer 在 cat_pool 上：cat 的兩個輸入與輸出共用同一個 observer 實例")
+# --- CatQuantizer ---------------------------------------------------------------------------------
+
+
+@check(
+    "cat_quantizer",
+    1,
+    "CatQuantizer 在 cat_pool 上共用一個 observer 實例；別人標過的 cat 不改、自己標過的設 _annotated",
+)
 def test_cat_pool(seen, expected):
-    compare_observers(value(seen, "cat_pool")["prepared"], value(expected, "cat_pool")["prepared"], "cat_pool")
+    got, want = value(seen, "cat_pool"), value(expected, "cat_pool")
+    compare_case(got["cat_pool"], want["cat_pool"], "cat_pool")
+    where = "三個 cat 串接：cat 已被別人標過、cat_1 有一張 _annotated=False 的標籤"
+    compare_labels(got["claimed"]["labels"], want["claimed"]["labels"], where)
+    compare_marks(got["claimed"]["labels"], want["claimed"]["labels"], where)
+    compare_prepared(got["claimed"]["prepared"], want["claimed"]["prepared"], where + "，之後再跑一個 Quantizer")
 
 
 @check("cat_quantizer", 1, "CatQuantizer 在三個輸入的 cat 上：範圍不同的三個分支共用一組 qparams")
 def test_cat_three_way(seen, expected):
     got, want = value(seen, "three_way"), value(expected, "three_way")
-    compare_observers(got["prepared"], want["prepared"], "三個分支的 cat")
+    compare_case(got, want, "三個分支的 cat")
     compare_paths(got["converted"], want["converted"], "三個分支的 cat（convert 之後）", ["cat"])
 
 
-@check("cat_quantizer", 1, "cat([r, 常數, r])：常數不量化，重複的輸入只貼一次")
+@check("cat_quantizer", 1, "常數不量化、重複的輸入只貼一次、常數排第一個也一樣；輸入叫 cat 的 placeholder 不是 cat")
 def test_cat_constant_and_repeat(seen, expected):
-    got = value(seen, "constant_and_repeat")["prepared"]
-    compare_observers(got, value(expected, "constant_and_repeat")["prepared"], "cat([r, 常數, r])")
+    got, want = value(seen, "constant_and_repeat"), value(expected, "constant_and_repeat")
+    compare_case(got, want, "cat([r, 常數, r])、cat([常數, r * 2, r])、cat([r])")
+    compare_paths(got["converted"], want["converted"], "同一個模型 convert 之後", ["cat_1", "cat_2", "cat_3"])

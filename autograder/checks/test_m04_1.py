@@ -27,11 +27,23 @@ def compare_tensor(got: Any, want: dict[str, Any], what: str) -> None:
         raise Fail(f"{what}：和 prepare_pt2e 折出來的常數不同，第 {where} 個值預期 {w:.6g}，看到 {g:.6g}")
 
 
-def compare_fold(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
-    got, want = value(seen, case), value(expected, case)
+def compare_one(got: Any, want: dict[str, Any]) -> None:
+    if not isinstance(got, dict) or "weight" not in got or "bias" not in got:
+        raise Fail("證據格式不對")
     conv = want["conv"]
     compare_tensor(got["weight"], want["graph_weight"], f"{conv}：折完的 weight")
     compare_tensor(got["bias"], want["graph_bias"], f"{conv}：折完的 bias")
+
+
+def compare_fold(seen: dict[str, Any], expected: dict[str, Any], case: str, parts: tuple[str, ...] = ()) -> None:
+    got, want = value(seen, case), value(expected, case)
+    if not parts:
+        compare_one(got, want)
+        return
+    if not isinstance(got, dict):
+        raise Fail("證據格式不對")
+    for part in parts:
+        compare_one(got.get(part), want[part])
 
 
 @check("fold_bn", 1, "Conv2d 有 bias：折完的 weight 與 bias 和 prepare_pt2e 圖上的常數相同")
@@ -55,6 +67,10 @@ def test_other_eps(seen, expected):
     compare_fold(seen, expected, "other_eps")
 
 
-@check("fold_bn", 1, "BatchNorm2d(affine=False)：bn.weight 與 bn.bias 是 None，當成 1 與 0")
+@check(
+    "fold_bn",
+    1,
+    "BatchNorm2d(affine=False)：bn.weight 與 bn.bias 是 None，當成 1 與 0（conv 有 bias 與沒有 bias 各一次）",
+)
 def test_not_affine(seen, expected):
-    compare_fold(seen, expected, "not_affine")
+    compare_fold(seen, expected, "not_affine", ("with_bias", "without_bias"))

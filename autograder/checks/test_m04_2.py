@@ -32,7 +32,11 @@ def compare_predictions(seen: dict[str, Any], expected: dict[str, Any], case: st
         raise Fail(f"{len(wrong)} / {len(want)} 個 BN 預測錯了：\n" + "\n".join(wrong))
 
 
-@check("bn_survives", 1, "conv 家族（Conv1d、padding='same'、ConvTranspose2d、Conv3d）後面的 BN")
+@check(
+    "bn_survives",
+    1,
+    "conv 家族（Conv1d、padding='same'、ConvTranspose2d、Conv3d）後面的 BN；中間隔著別的 node（圖的順序上不相鄰）也一樣折",
+)
 def test_conv_family(seen, expected):
     compare_predictions(seen, expected, "conv_family")
 
@@ -42,7 +46,11 @@ def test_linear_rank(seen, expected):
     compare_predictions(seen, expected, "linear_rank")
 
 
-@check("bn_survives", 1, "不是直接接在 conv / linear 後面的 BN（輸入、relu、max_pool2d、add 之後）")
+@check(
+    "bn_survives",
+    1,
+    "不是直接接在 conv / linear 後面的 BN（輸入、relu、max_pool2d、add、cat、加純量之後；名字像 conv / linear 的輸入與參數）",
+)
 def test_not_directly_after(seen, expected):
     compare_predictions(seen, expected, "not_directly_after")
 

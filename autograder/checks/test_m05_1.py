@@ -66,9 +66,15 @@ def test_path_unfolded(seen, expected):
     compare_paths(seen, expected, "unfolded", "conv → relu → flatten → linear（fold_quantize=False）")
 
 
-@check("qdq_path", 1, "x 餵兩個 conv：每個 consumer 都從 x 經過 q → 自己的 dq")
+@check(
+    "qdq_path",
+    1,
+    "一個 tensor 餵好幾個 consumer：每個 consumer 都從來源經過 q → 自己的 dq；同一個 op 用兩次的輸入（h * h）只列一項；"
+    "名字像 q/dq 的 node（輸入 quantize_per_tensor、常數 dequantize_weight）不是 q/dq",
+)
 def test_path_fan_out(seen, expected):
     compare_paths(seen, expected, "fan_out", "x 分給兩個 conv 再相加")
+    compare_paths(seen, expected, "named_like", "輸入名叫 quantize_per_tensor、layer 名叫 dequantize、h * h + 1.0")
 
 
 @check("qdq_path", 1, "cat 的輸入在 list 裡：每個輸入都要列出")
@@ -84,9 +90,16 @@ def test_summary_per_tensor(seen, expected):
     compare_summary(seen, expected, "per_tensor", "conv → relu → flatten → linear（per-tensor）")
 
 
-@check("qdq_summary", 1, "fold_quantize=False 與 per-channel：quantize_per_channel 也要算")
+@check(
+    "qdq_summary",
+    1,
+    "fold_quantize=False 與 per-channel：quantize_per_channel 也要算；名字像 q/dq 的輸入與常數不算",
+)
 def test_summary_unfolded(seen, expected):
     compare_summary(seen, expected, "unfolded", "conv → relu → flatten → linear（fold_quantize=False）")
+    compare_summary(
+        seen, expected, "named_like", "輸入名叫 quantize_per_tensor、layer 名叫 dequantize（fold_quantize=False）"
+    )
 
 
 @check("qdq_summary", 1, "一個 quantize 餵兩個 dequantize：每個 node 只算一次")

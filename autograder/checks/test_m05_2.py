@@ -17,6 +17,11 @@ WHERE = {
     "linear_per_tensor": "linear → relu → linear（per-tensor weight）",
     "linear_per_channel": "linear → relu → linear（per-channel weight）",
     "no_bias": "沒有 bias 的 conv → linear → 沒有 bias 的 linear（per-channel weight）",
+    "crowded": (
+        "輸入名叫 linear、兩個 conv 的輸出 cat 起來、已被認領的 relu、ConvTranspose2d、bilinear upsample、"
+        "已有標籤但沒認領的 linear（per-channel weight）"
+    ),
+    "late_quantizer": "linear → relu → linear，之後再跑一個替沒人認領的 op 貼輸出標籤的 Quantizer（per-tensor weight）",
 }
 
 
@@ -149,6 +154,131 @@ def check_int32(seen: dict[str, Any], expected: dict[str, Any], case: str) -> No
             raise Fail(f"{WHERE[case]}：{name} 的 bias 是 symmetric，zero point 應該都是 0，看到 {_short(zero_points)}")
 
 
+# --- annotations ----------------------------------------------------------------------------------
+
+
+def _name(value: Any) -> Any:
+    return value.get("dtype") if isinstance(value, dict) and "dtype" in value else value
+
+
+def _scheme(value: Any) -> Any:
+    return value.get("qscheme") if isinstance(value, dict) and "qscheme" in value else value
+
+
+def _edges(spec: dict[str, Any]) -> list[str]:
+    out = []
+    for edge in spec.get("from") or []:
+        if isinstance(edge, dict) and isinstance(edge.get("edge"), list):
+            out.append(" → ".join(map(str, edge["edge"])))
+        elif isinstance(edge, dict) and "node" in edge:
+            out.append(f"{edge['node']} 的輸出")
+        else:
+            out.append(repr(edge))
+    return sorted(out)
+
+
+def spec_text(spec: Any) -> str:
+    """A spec in a student's words: ``int8 [-128,127] per_tensor_affine MinMaxObserver`` or the derived one."""
+    if spec is None:
+        return "不量化（沒有標籤）"
+    if not isinstance(spec, dict):
+        return repr(spec)
+    kind = spec.get("kind")
+    head = f"{_name(spec.get('dtype'))} [{spec.get('qmin')},{spec.get('qmax')}] {_scheme(spec.get('qscheme'))}"
+    if kind == "derived":
+        return f"DerivedQuantizationSpec({head}，derived_from {_edges(spec)})"
+    if kind == "spec":
+        observer = spec.get("observer") or {}
+        return f"{head} {str(observer.get('class')).rsplit('.', 1)[-1]}"
+    return f"{kind} {head}"
+
+
+def spec_key(spec: Any) -> Any:
+    """What must match in a spec: everything for a QuantizationSpec (observer class included); for a derived
+    spec its dtype, whether it is per channel (and on which axis) and the set of edges it derives from
+    (the range is judged in test_bias_int32, the scale on the converted graph)."""
+    if not isinstance(spec, dict) or spec.get("kind") != "derived":
+        return spec
+    per_channel = "channel" in str(_scheme(spec.get("qscheme")))
+    return {
+        "kind": "derived",
+        "dtype": spec.get("dtype"),
+        "per_channel": per_channel,
+        "ch_axis": spec.get("ch_axis") if per_channel else None,
+        "from": _edges(spec),
+    }
+
+
+def normalize(annotations: Any, where: str) -> dict[str, dict[str, Any]]:
+    """Per node: claimed, the spec of each labelled input edge, the output spec (a None spec is no label;
+    an unclaimed annotation without any spec is no annotation)."""
+    if not isinstance(annotations, dict):
+        raise Fail(f"{where}：證據格式不對")
+    out: dict[str, dict[str, Any]] = {}
+    for node, ann in annotations.items():
+        if ann is None:
+            continue
+        if not isinstance(ann, dict) or not isinstance(ann.get("inputs"), list):
+            raise Fail(f"{where}：{node} 的標籤不是 QuantizationAnnotation")
+        inputs = {str(src): spec for src, spec in ann["inputs"] if spec is not None}
+        claimed, output = bool(ann.get("annotated")), ann.get("output")
+        if claimed or inputs or output is not None:
+            out[node] = {"claimed": claimed, "inputs": inputs, "output": output}
+    return out
+
+
+def compare_annotations(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
+    """The labels right after the student's annotate: the same nodes, edges and specs as the answer key's."""
+    got, want = value(seen, case), value(expected, case)
+    where = f"{WHERE[case]}（你的 annotate 之後）"
+    if not isinstance(got, dict) or "annotations" not in got:
+        raise Fail(f"{WHERE[case]}：證據格式不對")
+    got_n, want_n = normalize(got["annotations"], where), normalize(want["annotations"], where)
+    for node in got_n:
+        if node not in want_n:
+            raise Fail(f"{where}：{node} 不是 conv2d 或 linear，不該貼標籤或認領")
+    for node, theirs in want_n.items():
+        mine = got_n.get(node)
+        if mine is None:
+            raise Fail(f"{where}：{node} 預期有標籤，看到沒有")
+        if mine["claimed"] != theirs["claimed"]:
+            raise Fail(f"{where}：{node} 的 _annotated 預期 {theirs['claimed']}，看到 {mine['claimed']}")
+        if sorted(mine["inputs"]) != sorted(theirs["inputs"]):
+            raise Fail(
+                f"{where}：{node} 預期貼標籤的輸入邊來自 {sorted(theirs['inputs'])}，看到 {sorted(mine['inputs'])}"
+            )
+        for source, spec in theirs["inputs"].items():
+            if spec_key(mine["inputs"][source]) != spec_key(spec):
+                raise Fail(
+                    f"{where}：邊 {source} → {node} 的規格預期 {spec_text(spec)}，看到 {spec_text(mine['inputs'][source])}"
+                )
+        if spec_key(mine["output"]) != spec_key(theirs["output"]):
+            raise Fail(
+                f"{where}：{node} 的輸出標籤預期 {spec_text(theirs['output'])}，看到 {spec_text(mine['output'])}"
+            )
+
+
+def check_bias_spec_range(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
+    """Every bias edge the key labels carries a DerivedQuantizationSpec with the key's dtype and integer range."""
+    got, want = value(seen, case), value(expected, case)
+    where = f"{WHERE[case]}（你的 annotate 之後）"
+    if not isinstance(got, dict) or "annotations" not in got:
+        raise Fail(f"{WHERE[case]}：證據格式不對")
+    got_n, want_n = normalize(got["annotations"], where), normalize(want["annotations"], where)
+    for node, theirs in want_n.items():
+        for source, spec in theirs["inputs"].items():
+            if not isinstance(spec, dict) or spec.get("kind") != "derived":
+                continue
+            mine = got_n.get(node, {}).get("inputs", {}).get(source)
+            if not isinstance(mine, dict) or mine.get("kind") != "derived":
+                raise Fail(f"{where}：{node} 的 bias（{source}）預期是 DerivedQuantizationSpec，看到 {spec_text(mine)}")
+            for field, text in (("dtype", "dtype"), ("qmin", "quant_min"), ("qmax", "quant_max")):
+                if mine.get(field) != spec.get(field):
+                    raise Fail(
+                        f"{where}：{node} 的 bias 規格 {text} 預期 {_name(spec.get(field))}，看到 {_name(mine.get(field))}"
+                    )
+
+
 def check_paths(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
     got, want = value(seen, case), value(expected, case)
     try:
@@ -157,9 +287,14 @@ def check_paths(seen: dict[str, Any], expected: dict[str, Any], case: str) -> No
         raise Fail(f"{WHERE[case]}：證據格式不對") from None
 
 
-@check("bias_quantizer", 1, "bias 變成 int32 常數 → dequantize，zero point 為 0")
+@check(
+    "bias_quantizer",
+    1,
+    "bias 的規格：int32、範圍 [-2³¹, 2³¹ − 1]；convert 之後是 int32 常數 → dequantize，zero point 為 0",
+)
 def test_bias_int32(seen, expected):
     for case in ("conv_per_tensor", "linear_per_channel"):
+        check_bias_spec_range(seen, expected, case)
         check_int32(seen, expected, case)
 
 
@@ -181,13 +316,26 @@ def test_bias_values(seen, expected):
         check_bias_values(seen, expected, case)
 
 
-@check("bias_quantizer", 1, "activation、weight 與輸出的 q/dq 和標準答案相同")
+@check(
+    "bias_quantizer",
+    1,
+    "activation、weight、輸出與 bias 的標籤（observer 類別、derived_from 的兩條邊）與 q/dq 和標準答案相同；"
+    "設了 _annotated，之後再跑的 Quantizer 不會改掉",
+)
 def test_same_as_key(seen, expected):
-    for case in ("conv_per_tensor", "linear_per_channel"):
+    for case in ("conv_per_tensor", "linear_per_channel", "late_quantizer"):
+        compare_annotations(seen, expected, case)
         check_paths(seen, expected, case)
 
 
-@check("bias_quantizer", 1, "沒有 bias 的 conv / linear 也要能量化，有 bias 的照樣 int32")
+@check(
+    "bias_quantizer",
+    1,
+    "沒有 bias 的 conv / linear 也要標；只標 conv2d 與 linear（名字像 op 的 node、conv_transpose、bilinear 不算），"
+    "別人認領的 node 不動，有標籤但沒認領的照樣標",
+)
 def test_no_bias(seen, expected):
-    check_paths(seen, expected, "no_bias")
-    check_bias_scale(seen, expected, "no_bias", per_channel=True)
+    for case in ("no_bias", "crowded"):
+        compare_annotations(seen, expected, case)
+        check_paths(seen, expected, case)
+        check_bias_scale(seen, expected, case, per_channel=True)

@@ -1,51 +1,98 @@
-"""The child process that runs one submission and reports evidence (the untrusted side).
+"""The student process: runs one submission's cells and reports up a framed pipe (the untrusted side).
 
-It is forked from a server that has already imported torch, torchao, IPython and the
-course packages, so a submission pays for its own cells and nothing else. It confines
-itself (``sandbox.confine``), runs the cells in an IPython shell with a time limit per
-cell, collects each exercise's evidence where the hidden test cell stood, and sends
-JSON messages up a pipe. It never receives anything it must trust, and the parent
-never unpickles what it sends.
+It is forked (through a middle process, see ``autograder.untrusted.server``) from a fork
+server that has already imported torch, torchao, IPython and the course packages, so a
+submission pays for its own cells and nothing else. After ``confine`` it runs the cells in
+an IPython shell with a time limit per cell, records each exercise's evidence where the
+hidden test cell stood, and writes messages up a pipe as frames: a 4-byte big-endian
+length, then UTF-8 JSON. The student's code can write on that pipe too, so the parent
+trusts none of it: it checks that each message fits the order of the prepared cells
+(``autograder.sandbox``) and judges only plain data.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import signal
+import struct
 import sys
-import tempfile
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-# Imported here so that the fork server preloads them (see autograder.grading).
-import IPython.core.interactiveshell  # noqa: F401
-import torch  # noqa: F401
-
-import common.graph_utils
-import common.models
-import common.pt2e
-import common.qspecs
-import common.viz  # noqa: F401
-from autograder.course import preload_sandbox_modules
-from autograder.submission import RunCell
-from autograder.untrusted.cases.base import collect, exercises_of
-from autograder.untrusted.confine import Limits, confine
+from autograder.untrusted.confine import Limits
 from selfcheck.evidence import safe_text
 
-preload_sandbox_modules()
+HEADER = struct.Struct(">I")
+MAX_FRAME_BYTES = 8 * 1024 * 1024
+ERROR_CHARS = 120
+"""A cell error keeps its type, this many characters of its first line, and the line number."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell to run: ordinary code, or the place to record an exercise's evidence."""
+
+    kind: str  # "code" or "collect"
+    source: str
+    label: str
+    exercise: str | None = None
 
 
 @dataclass(frozen=True)
 class Job:
-    """What to run: a notebook's cells, which exercises to collect, the seed, the limits."""
+    """What to run: a notebook's cells (``RunCell``-like), the seed of the hidden cases, the limits."""
 
     notebook: str
-    cells: tuple[RunCell, ...]
+    cells: tuple[Any, ...]
     seed: int
     limits: Limits
+
+    def wire(self) -> dict[str, Any]:
+        """The job as JSON data, for the fork server."""
+        return {
+            "notebook": self.notebook,
+            "cells": [[c.kind, c.source, c.label, c.exercise] for c in self.cells],
+            "seed": self.seed,
+            "limits": vars(self.limits),
+        }
+
+    @staticmethod
+    def from_wire(data: dict[str, Any]) -> Job:
+        cells = tuple(Cell(*cell) for cell in data["cells"])
+        return Job(str(data["notebook"]), cells, int(data["seed"]), Limits(**data["limits"]))
+
+
+def frame(message: dict[str, Any]) -> bytes:
+    """One message as a frame: length, then UTF-8 JSON."""
+    body = json.dumps(message, ensure_ascii=False).encode("utf-8")
+    return HEADER.pack(len(body)) + body
+
+
+class Reporter:
+    """Writes frames on the write end of the job's pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, message: dict[str, Any]) -> bool:
+        """False when the message is too large to send (nothing is written then)."""
+        try:
+            data = frame(message)
+        except (TypeError, ValueError, RecursionError):
+            return False
+        if len(data) - HEADER.size > MAX_FRAME_BYTES:
+            return False
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError:  # a student may have closed or replaced the pipe: nothing left to report to
+            pass
+        return True
 
 
 class CellTimeout(BaseException):
@@ -71,19 +118,6 @@ class CappedStream(io.TextIOBase):
         pass
 
 
-class Reporter:
-    """Sends JSON messages to the parent over the write end of a pipe."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    def send(self, message: dict[str, Any]) -> None:
-        try:
-            self.conn.send_bytes(json.dumps(message, ensure_ascii=False).encode("utf-8"))
-        except Exception:  # a student may have closed or broken the pipe: nothing left to report to
-            pass
-
-
 def _on_alarm(signum: int, frame: Any) -> None:
     signal.alarm(1)  # keep interrupting a cell that swallows the first one
     raise CellTimeout()
@@ -98,6 +132,7 @@ def _shell() -> Any:
 
 
 def _error_text(error: BaseException | None) -> str:
+    """Type, the start of the message's first line, and the cell's line number: nothing else."""
     if isinstance(error, CellTimeout):
         return "超過每格的時間上限"
     if error is None:
@@ -106,34 +141,54 @@ def _error_text(error: BaseException | None) -> str:
     try:
         frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("<ipython-input")]
         if frames:
-            where = f"（第 {frames[-1].lineno} 行）"
+            where = f"（第 {int(frames[-1].lineno or 0)} 行）"
     except BaseException:
         where = ""
-    return f"{type(error).__name__}: {safe_text(error, 300)}{where}"
+    lines = safe_text(error, ERROR_CHARS).splitlines()
+    name = safe_text(type(error).__name__, 60)
+    return f"{name}: {lines[0] if lines else ''}{where}"
 
 
-def run(job: Job, conn: Any) -> None:
-    """Entry point of the child process (``multiprocessing`` target)."""
-    from autograder.tamper import Snapshot
+def _recorder() -> Any:
+    """``record_exercise(exercise, namespace, seed)``: what the student's code produced, as plain data."""
+    try:
+        from autograder.untrusted.record import record_exercise  # type: ignore[import-not-found]
+    except ImportError:  # until the recording namespace lands: the evidence the cases compute
+        from autograder.untrusted.cases.base import collect as record_exercise
+    return record_exercise
 
-    reporter = Reporter(conn)
-    workdir = Path(tempfile.mkdtemp(prefix="pt2e-submission-"))
-    missing = confine(job.limits, workdir)
-    reporter.send({"type": "start", "unconfined": missing})
+
+def _snapshot() -> Any:
+    try:
+        from autograder.tamper import Snapshot
+    except ImportError:
+        return None
+    return Snapshot()
+
+
+def run(job: Job, fd: int, unconfined: Iterable[str] = ()) -> None:
+    """Run the cells of ``job``; messages go to ``fd``. Called in the confined student process."""
+    from autograder.untrusted.cases.base import exercises_of
+
+    reporter = Reporter(fd)
+    record = _recorder()
+    reporter.send({"type": "start", "unconfined": list(unconfined)})
     output = CappedStream(job.limits.output_kb * 1024)
     sys.stdout = sys.stderr = output  # what cells print stays here, capped
     shell = _shell()
     signal.signal(signal.SIGALRM, _on_alarm)
-    exercises = exercises_of(job.notebook)
-    snapshot = Snapshot()
+    exercises = exercises_of(job.notebook) if any(c.kind == "collect" for c in job.cells) else {}
+    snapshot = _snapshot()
     for index, cell in enumerate(job.cells):
         if cell.kind == "collect":
             signal.alarm(0)
-            repaired = snapshot.restore()
+            repaired = snapshot.restore() if snapshot is not None else []
             sys.stdout = sys.stderr = output
             exercise = exercises.get(cell.exercise or "")
-            evidence = collect(exercise, dict(shell.user_ns), job.seed) if exercise else {"missing": [cell.label]}
-            reporter.send({"type": "evidence", "exercise": cell.exercise, "data": evidence, "repaired": repaired})
+            evidence = record(exercise, dict(shell.user_ns), job.seed) if exercise else {"missing": [cell.label]}
+            message = {"type": "evidence", "index": index, "exercise": cell.exercise, "data": evidence}
+            if not reporter.send({**message, "repaired": repaired[:20]}):
+                reporter.send({**message, "data": None, "problem": "too_large"})
             continue
         signal.alarm(job.limits.cell_seconds)
         try:
@@ -145,4 +200,4 @@ def run(job: Job, conn: Any) -> None:
             signal.alarm(0)
         if error is not None:
             reporter.send({"type": "cell", "index": index, "label": cell.label, "error": _error_text(error)})
-    reporter.send({"type": "done", "output_dropped": output.dropped})
+    reporter.send({"type": "done", "index": len(job.cells), "output_dropped": output.dropped})

@@ -45,8 +45,8 @@ def paths(ns: Namespace, gm: GraphModule) -> dict[str, Any]:
 def summary(ns: Namespace, gm: GraphModule) -> Any:
     """The returned counts; entries with count 0 are dropped (listing an op that is absent is allowed)."""
     result = ns["qdq_summary"](gm)
-    if type(result) is collections.Counter:
-        result = dict(result)
+    if type(result) in (collections.Counter, collections.defaultdict, collections.OrderedDict):
+        result = dict(result)  # the standard dicts a count is often kept in (exact types only)
     counts = plain(result)
     return {k: v for k, v in counts.items() if v != 0} if isinstance(counts, dict) else counts
 

@@ -1,4 +1,10 @@
-"""M03-4 共用 qparams: AddQuantizer and CatQuantizer, run on hidden models."""
+"""M03-4 共用 qparams: AddQuantizer and CatQuantizer, run on hidden models.
+
+Every case returns ``labels`` (the student's annotations, sharing resolved into groups, read
+right after the student's ``annotate``), ``prepared`` (observers after calibration) and, where
+the check needs it, ``converted`` (q/dq paths). Every model is the same on every seed; seeds
+change only sizes, weights and inputs.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from autograder.untrusted.cases.base import Exercise, Namespace, quantize_model, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.probes import ADD, CAT, Claimer, Label, TableLabels, run_quantizer, symmetric_spec
 
 NOTEBOOK = "M03-4"
+
+
+# --- hidden models: add -------------------------------------------------------------------------
 
 
 class TwoInputAdd(nn.Module):
@@ -19,8 +29,27 @@ class TwoInputAdd(nn.Module):
         return a + b
 
 
+class MixedAdds(nn.Module):
+    """Adds of every kind in one graph.
+
+    ``add`` two inputs; ``add_1`` with a Python scalar; ``add_2`` with a model constant as its
+    *first* operand; ``add_3`` with ``alpha=2``. ``add`` is read by ``add_1`` and by the graph
+    output, ``a`` by ``add`` and ``add_3``.
+    """
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.register_buffer("offset", torch.randn(features))
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        s = a + b
+        t = s + 0.5
+        u = self.offset + t
+        return torch.add(u, a, alpha=2), s
+
+
 class BranchAdds(nn.Module):
-    """Two conv branches added, then a third branch added to the sum, then relu."""
+    """Two conv branches added, then a third branch (no bias) added to the sum, then relu."""
 
     def __init__(self, channels: int) -> None:
         super().__init__()
@@ -33,32 +62,50 @@ class BranchAdds(nn.Module):
         return torch.relu(y + self.third(x))
 
 
+class LookAlikes(nn.Module):
+    """An input called ``add`` and an ``addmm``: names that look like an add without being one."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(features, features))
+
+    def forward(self, add: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = add + x
+        return torch.addmm(y, x, self.weight) * 2
+
+
 class ConstantAdds(nn.Module):
-    """Adds whose second operand is a model constant or a Python scalar."""
+    """Adds whose other operand is a model constant (second or first) or a Python scalar,
+    and one add of a constant and a scalar (nothing to label)."""
 
     def __init__(self, features: int) -> None:
         super().__init__()
         self.linear = nn.Linear(features, features)
         self.register_buffer("offset", torch.randn(features))
+        self.register_buffer("scale", torch.rand(features) + 0.5)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         y = self.linear(x) + self.offset
-        return torch.relu(y) + 0.5
+        z = torch.relu(y) + 0.5
+        return self.scale + z, self.offset + 1.0
 
 
-class SelfAdd(nn.Module):
-    """relu(x) added to itself: add(r, r) with one producer."""
+class SelfAdds(nn.Module):
+    """relu(x) added to itself, twice: add(r, r) and add(r, r, alpha=2)."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         r = torch.relu(x)
-        return r + r
+        return r + r, torch.add(r, r, alpha=2)
 
 
-class TwoAdds(nn.Module):
-    """(a + b) + c: two adds in a row."""
+class ThreeAdds(nn.Module):
+    """((a + b) + c) + d: three adds in a row."""
 
-    def forward(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        return (a + b) + c
+    def forward(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        return ((a + b) + c) + d
+
+
+# --- hidden models: cat -------------------------------------------------------------------------
 
 
 class ThreeWayCat(nn.Module):
@@ -67,63 +114,98 @@ class ThreeWayCat(nn.Module):
     def __init__(self, channels: int) -> None:
         super().__init__()
         self.a = nn.Conv2d(3, channels, 3, padding=1)
-        self.b = nn.Conv2d(3, channels, 1)
+        self.b = nn.Conv2d(3, channels, 1, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.cat([self.a(x), self.b(x) * 4, torch.relu(x)], dim=1)
         return torch.max_pool2d(y, 2)
 
 
-class CatWithConstant(nn.Module):
-    """cat of an activation, a model constant and the activation again."""
+class CatMix(nn.Module):
+    """An input called ``cat``; cats with a constant (in the middle and first), repeated inputs,
+    and a cat of a single tensor. ``r`` is read by three cats and a mul."""
 
     def __init__(self, features: int) -> None:
         super().__init__()
         self.register_buffer("table", torch.randn(2, features))
 
+    def forward(self, cat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        r = torch.relu(cat)
+        a = torch.cat([r, self.table, r], dim=0)
+        b = torch.cat([self.table, r * 2, r], dim=0)
+        return a, b, torch.cat([r], dim=0)
+
+
+class CatChain(nn.Module):
+    """Three cats in a row, each reading the one before."""
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        r = torch.relu(x)
-        return torch.cat([r, self.table, r], dim=0)
+        a = torch.cat([torch.relu(x), x * 2], dim=0)
+        b = torch.cat([a, a * 0.5], dim=0)
+        return torch.cat([b, b - 1.0], dim=0)
 
 
 # --- AddQuantizer -------------------------------------------------------------------------------
 
 
+def _add(ns: Namespace, share: bool, model: nn.Module, inputs: tuple[torch.Tensor, ...], seed: int, **kw: Any) -> Any:
+    return run_quantizer([ns["AddQuantizer"](share=share)], 0, model, inputs, seed, **kw)
+
+
 def add_separate(ns: Namespace, seed: int) -> Any:
     features = seed_size(seed, 5, 12)
-    inputs = seeded_inputs(seed, (4, features), (4, features), scales=(1.0, 5.0))
-    return quantize_model(ns["AddQuantizer"](share=False), TwoInputAdd(), inputs, seed)
+    two = seeded_inputs(seed, (4, features), (4, features), scales=(1.0, 5.0))
+    mixed = seeded_inputs(seed + 1, (3, features), (3, features), scales=(2.0, 0.5))
+    return {
+        "two_inputs": _add(ns, False, TwoInputAdd(), two, seed),
+        "mixed": _add(ns, False, MixedAdds(features), mixed, seed),
+    }
 
 
 def add_shared_residual(ns: Namespace, seed: int) -> Any:
     from common.models import get_model
 
     inputs = seeded_inputs(seed, (2, 3, 16, 16))
-    return quantize_model(ns["AddQuantizer"](share=True), get_model("residual"), inputs, seed)
+    return _add(ns, True, get_model("residual"), inputs, seed, convert=True)
 
 
 def add_shared_branches(ns: Namespace, seed: int) -> Any:
-    inputs = seeded_inputs(seed, (2, 3, 8, 8))
-    return quantize_model(ns["AddQuantizer"](share=True), BranchAdds(seed_size(seed, 2, 6)), inputs, seed)
+    features = seed_size(seed, 3, 7)
+    return {
+        "branches": _add(
+            ns, True, BranchAdds(seed_size(seed, 2, 6)), seeded_inputs(seed, (2, 3, 8, 8)), seed, convert=True
+        ),
+        "look_alikes": _add(ns, True, LookAlikes(features), seeded_inputs(seed, (3, features), (3, features)), seed),
+    }
 
 
 def add_constants(ns: Namespace, seed: int) -> Any:
     features = seed_size(seed, 4, 9)
-    inputs = seeded_inputs(seed, (3, features))
-    return quantize_model(ns["AddQuantizer"](share=True), ConstantAdds(features), inputs, seed)
+    mixed = seeded_inputs(seed + 1, (3, features), (3, features), scales=(2.0, 0.5))
+    return {
+        "constants": _add(ns, True, ConstantAdds(features), seeded_inputs(seed, (3, features)), seed),
+        "mixed": _add(ns, True, MixedAdds(features), mixed, seed, convert=True),
+    }
 
 
 def add_self(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (4, seed_size(seed, 3, 10)))
-    return quantize_model(ns["AddQuantizer"](share=True), SelfAdd(), inputs, seed)
+    return _add(ns, True, SelfAdds(), inputs, seed)
 
 
 def add_pre_annotated(ns: Namespace, seed: int) -> Any:
-    from autograder.untrusted.cases.probes import ChainQuantizer, FirstAddClaimer, LateAddClaimer
-
-    inputs = seeded_inputs(seed, (4, 6), (4, 6), (4, 6))
-    chain = ChainQuantizer([FirstAddClaimer(), ns["AddQuantizer"](share=True), LateAddClaimer()])
-    return quantize_model(chain, TwoAdds(), inputs, seed, convert=False)
+    """add is claimed before the student; add_1 carries a label nobody claimed; a late Quantizer
+    claims whatever the student left unmarked."""
+    features = seed_size(seed, 4, 8)
+    inputs = seeded_inputs(seed, *[(4, features)] * 4)
+    unclaimed = TableLabels({"add_1": Label({"add": symmetric_spec(30)}, symmetric_spec(30), annotated=False)})
+    quantizers = [
+        Claimer((ADD,), 100, first=True),
+        unclaimed,
+        ns["AddQuantizer"](share=True),
+        Claimer((ADD,), 50, late=True),
+    ]
+    return run_quantizer(quantizers, 2, ThreeAdds(), inputs, seed)
 
 
 # --- CatQuantizer -------------------------------------------------------------------------------
@@ -132,19 +214,26 @@ def add_pre_annotated(ns: Namespace, seed: int) -> Any:
 def cat_pool(ns: Namespace, seed: int) -> Any:
     from common.models import get_model
 
-    inputs = seeded_inputs(seed, (2, 3, 16, 16))
-    return quantize_model(ns["CatQuantizer"](), get_model("cat_pool"), inputs, seed)
+    features = seed_size(seed, 3, 7)
+    unclaimed = TableLabels({"cat_1": Label({"cat": symmetric_spec(30)}, symmetric_spec(30), annotated=False)})
+    quantizers = [Claimer((CAT,), 100, first=True), unclaimed, ns["CatQuantizer"](), Claimer((CAT,), 50, late=True)]
+    return {
+        "cat_pool": run_quantizer(
+            [ns["CatQuantizer"]()], 0, get_model("cat_pool"), seeded_inputs(seed, (2, 3, 16, 16)), seed
+        ),
+        "claimed": run_quantizer(quantizers, 2, CatChain(), seeded_inputs(seed, (2, features)), seed),
+    }
 
 
 def cat_three_way(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
-    return quantize_model(ns["CatQuantizer"](), ThreeWayCat(seed_size(seed, 2, 5)), inputs, seed)
+    return run_quantizer([ns["CatQuantizer"]()], 0, ThreeWayCat(seed_size(seed, 2, 5)), inputs, seed, convert=True)
 
 
 def cat_constant_and_repeat(ns: Namespace, seed: int) -> Any:
     features = seed_size(seed, 3, 8)
     inputs = seeded_inputs(seed, (2, features))
-    return quantize_model(ns["CatQuantizer"](), CatWithConstant(features), inputs, seed)
+    return run_quantizer([ns["CatQuantizer"]()], 0, CatMix(features), inputs, seed, convert=True)
 
 
 EXERCISES = {

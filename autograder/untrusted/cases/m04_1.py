@@ -37,7 +37,11 @@ class ConvBn(nn.Module):
 
 
 def set_bn_statistics(bn: nn.Module, seed: int) -> None:
-    """Give ``bn`` running statistics (and, when affine, γ and β) far from the defaults."""
+    """Give ``bn`` running statistics (and, when affine, γ and β) far from the defaults.
+
+    When affine, the last channel's γ is negative on every seed: a fold that loses γ's sign
+    (``sqrt(γ² / (σ² + ε))``, ``γ.abs()``) shows up.
+    """
     generator = torch.Generator().manual_seed(seed)
     channels = bn.num_features
     with torch.no_grad():
@@ -45,6 +49,7 @@ def set_bn_statistics(bn: nn.Module, seed: int) -> None:
         bn.running_var.copy_(torch.rand(channels, generator=generator) * 2.0 + 0.05)
         if bn.affine:
             bn.weight.copy_(torch.randn(channels, generator=generator) * 0.6 + 1.0)
+            bn.weight[-1] = -bn.weight[-1].abs() - 0.3
             bn.bias.copy_(torch.randn(channels, generator=generator) * 0.5)
     bn.eval()
 
@@ -132,10 +137,14 @@ def other_eps(ns: Namespace, seed: int) -> Any:
 
 
 def not_affine(ns: Namespace, seed: int) -> Any:
+    """BatchNorm2d(affine=False) after a conv with a bias and after one without (both on every seed)."""
     cin, cout = seed_size(seed + 1, 2, 4), seed_size(seed + 1, 3, 6)
-    conv, bn = nn.Conv2d(cin, cout, 3, padding=1, bias=seed % 2 == 0), nn.BatchNorm2d(cout, affine=False)
-    set_bn_statistics(bn, seed + 50)
-    return run_fold(ns, conv, bn, seeded_inputs(seed, (2, cin, 6, 6)))
+    found = {}
+    for offset, bias in enumerate((True, False)):
+        conv, bn = nn.Conv2d(cin, cout, 3, padding=1, bias=bias), nn.BatchNorm2d(cout, affine=False)
+        set_bn_statistics(bn, seed + 50 + offset)
+        found["with_bias" if bias else "without_bias"] = run_fold(ns, conv, bn, seeded_inputs(seed, (2, cin, 6, 6)))
+    return found
 
 
 EXERCISES = {

@@ -127,6 +127,67 @@ class LinearSharedOutput(nn.Module):
         return self.bn(y) * torch.relu(y)
 
 
+class ConvBnLater(nn.Module):
+    """conv, then other ops, then the conv's BN: the BN is not next to the conv in graph order, yet folds."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, channels, 3, padding=1), nn.BatchNorm2d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.conv(x)
+        b = torch.sigmoid(x).sum(dim=1, keepdim=True)  # computed between the conv and its BN
+        return self.bn(a) * b
+
+
+class ReluBnAfterConv(nn.Module):
+    """relu(x) → BN, with a conv computed just before the BN in graph order: the BN stays."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 3, 3, padding=1), nn.BatchNorm2d(3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        r = torch.relu(x)
+        c = self.conv(x)  # right before the BN in graph order, but not its input
+        return self.bn(r) + c
+
+
+class NamedLikeOps(nn.Module):
+    """BNs on inputs called ``conv2d`` and ``linear``, on a parameter called ``conv``, after a bilinear upsample
+    and after an add with a scalar: none of them folds."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.conv = nn.Parameter(torch.randn(2, 3, 4, 4))
+        self.bn_input, self.bn_param = nn.BatchNorm2d(3), nn.BatchNorm2d(3)
+        self.bn_linear = nn.BatchNorm1d(features)
+        self.bn_upsample, self.bn_scalar = nn.BatchNorm2d(3), nn.BatchNorm2d(3)
+        self.real = nn.Conv2d(3, 3, 1)
+
+    def forward(self, conv2d: torch.Tensor, linear: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        up = torch.nn.functional.interpolate(conv2d, scale_factor=2.0, mode="bilinear")
+        return (
+            self.bn_input(conv2d),
+            self.bn_linear(linear),
+            self.bn_param(self.conv),
+            self.bn_upsample(up),
+            self.bn_scalar(self.real(conv2d) + 1.0),
+        )
+
+
+class CatOfConvs(nn.Module):
+    """BN after cat([conv_a(x), conv_b(x)]): both cat inputs are convs, the BN's input is the cat: it stays."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, channels, 3, padding=1), nn.Conv2d(3, channels, 1)
+        self.bn = nn.BatchNorm2d(2 * channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(torch.cat([self.a(x), self.b(x)], dim=1))
+
+
 # --- evidence -----------------------------------------------------------------------------------
 
 
@@ -163,6 +224,13 @@ def conv_family(ns: Namespace, seed: int) -> Any:
     found: dict[str, Any] = {}
     for index, (label, model, shape) in enumerate(models):
         found |= judge_model(ns, label, _stats(model, seed + index), seeded_inputs(seed + index, shape))
+    later = _stats(ConvBnLater(c), seed + 7)
+    found |= judge_model(
+        ns,
+        "conv → sigmoid、sum → BN(conv)（圖的順序上 BN 不緊接在 conv 後面）",
+        later,
+        seeded_inputs(seed, (2, 3, 6, 6)),
+    )
     return found
 
 
@@ -187,6 +255,21 @@ def not_directly_after(ns: Namespace, seed: int) -> Any:
     f = seed_size(seed, 3, 6)
     found = judge_model(ns, "多種 op 之後的 BN", _stats(BnAfterOtherOps(c), seed), seeded_inputs(seed, (2, 3, 8, 8)))
     found |= judge_model(ns, "linear → relu → BN", _stats(LinearReluBn(f), seed + 1), seeded_inputs(seed, (4, f)))
+    found |= judge_model(
+        ns,
+        "relu → BN（圖的順序上 BN 前面緊接著一個 conv）",
+        _stats(ReluBnAfterConv(), seed + 2),
+        seeded_inputs(seed, (2, 3, 6, 6)),
+    )
+    found |= judge_model(
+        ns,
+        "名字像 op 的輸入與參數（conv2d、linear、conv）、bilinear upsample、加純量之後的 BN",
+        _stats(NamedLikeOps(f), seed + 3),
+        seeded_inputs(seed, (2, 3, 4, 4), (5, f)),
+    )
+    found |= judge_model(
+        ns, "cat([conv, conv]) → BN", _stats(CatOfConvs(c), seed + 4), seeded_inputs(seed, (2, 3, 6, 6))
+    )
     return found
 
 

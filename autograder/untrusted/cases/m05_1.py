@@ -68,6 +68,21 @@ class MlpFanOut(nn.Module):
         return self.fc2(h) + self.fc3(h)
 
 
+class NamedLikeQdq(nn.Module):
+    """Names that look like q/dq ops on nodes that are not: the input is called ``quantize_per_tensor`` and the
+    first layer ``dequantize`` (its constants are ``dequantize_weight`` / ``dequantize_bias``). Also ``h * h``
+    (one tensor twice in one op: one entry in ``all_input_nodes``) and an add with a scalar."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.dequantize = nn.Linear(features, features)
+        self.fc = nn.Linear(features, 3)
+
+    def forward(self, quantize_per_tensor: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.dequantize(quantize_per_tensor))
+        return self.fc(h * h + 1.0)
+
+
 def converted(model: nn.Module, shape: tuple[int, ...], seed: int, per_channel: bool, fold: bool) -> GraphModule:
     """Export ``model``, quantize it with XNNPACKQuantizer, calibrate on ``seed``, convert."""
     from common.pt2e import convert_pt2e, export_module, get_xnnpack_quantizer, prepare_pt2e
@@ -92,6 +107,9 @@ def hidden_graph(kind: str, seed: int) -> GraphModule:
         return converted(FanOut(seed_size(seed, 2, 6)), (2, 3, 6, 6), seed, False, True)
     if kind == "cat":
         return converted(BranchCat(seed_size(seed, 2, 4)), (2, 3, 6, 6), seed, True, True)
+    if kind == "named_like":
+        features = seed_size(seed, 4, 7)
+        return converted(NamedLikeQdq(features), (4, features), seed, False, False)
     raise KeyError(kind)
 
 
@@ -129,15 +147,15 @@ def _summary(kind: str) -> Any:
     def case(ns: Namespace, seed: int) -> Any:
         gm = fresh_graph(kind, seed)
         result = ns["qdq_summary"](gm)
-        if type(result) is collections.Counter:  # an exact Counter is a dict of counts: accept it
-            result = dict(result)
+        if type(result) in (collections.Counter, collections.defaultdict, collections.OrderedDict):
+            result = dict(result)  # the standard dicts a count is often kept in (exact types only)
         return plain(result)
 
     return case
 
 
-PATH_CASES = ("per_tensor", "per_channel", "unfolded", "fan_out", "cat")
-SUMMARY_CASES = ("per_tensor", "unfolded", "fan_out", "cat")
+PATH_CASES = ("per_tensor", "per_channel", "unfolded", "fan_out", "cat", "named_like")
+SUMMARY_CASES = ("per_tensor", "unfolded", "fan_out", "cat", "named_like")
 
 EXERCISES = {
     "qdq_path": Exercise(

@@ -1,4 +1,13 @@
-"""M05-2 DerivedQuantizationSpec: a BiasQuantizer whose int32 bias scale is s_act · s_w, on hidden models."""
+"""M05-2 DerivedQuantizationSpec: a BiasQuantizer whose int32 bias scale is s_act · s_w, on hidden models.
+
+Every case builds the student's ``BiasQuantizer``, runs it inside ``prepare_pt2e`` (between
+probe Quantizers of ours for some cases), keeps the annotations it wrote right after its
+``annotate`` (``describe_annotations``: a derived spec shows its ``from`` edges, dtype and
+range), calibrates, and converts in place. The evidence is read from the graphs: each
+conv / linear's input edges with their q/dq steps and constants, the fp32 bias before
+convert, and every q/dq path. The student's ``derive_qparams_fn`` is only ever called by
+torchao during convert (on the trusted side it is a replay of what it returned here).
+"""
 
 from __future__ import annotations
 
@@ -9,11 +18,25 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
-from selfcheck.evidence import describe_converted, getattr_value, qdq_kind
+from autograder.untrusted.cases.probes import ChainQuantizer
+from common.pt2e import (
+    ANNOTATION_KEY,
+    HistogramObserver,
+    MinMaxObserver,
+    QuantizationAnnotation,
+    QuantizationSpec,
+    Quantizer,
+)
+from selfcheck.evidence import describe_annotations, describe_converted, getattr_value, qdq_kind
 
 NOTEBOOK = "M05-2"
 
 WEIGHTED_OPS = (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
+RELU = torch.ops.aten.relu.default
+LINEAR = torch.ops.aten.linear.default
+
+
+# --- hidden models ------------------------------------------------------------------------------
 
 
 class ConvChain(nn.Module):
@@ -58,6 +81,98 @@ class MixedBias(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = torch.relu(self.conv(x)).mean(dim=(2, 3))
         return self.fc2(self.fc1(h))
+
+
+class Crowded(nn.Module):
+    """Everything around the convs and linears that is not one.
+
+    The input is called ``linear`` (a placeholder named like an op) and feeds two convs
+    (one without bias), whose outputs are concatenated (inputs in a list) and go through a
+    relu (claimed by an earlier Quantizer) into a third conv; then a ConvTranspose2d (a
+    ``conv_transpose2d``: not a conv2d), a bilinear upsample (``upsample_bilinear2d``: not a
+    linear), an add with a scalar, a mean, and two linears, the first of them already
+    labelled by an earlier Quantizer that did not claim it.
+    """
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, channels, 3, padding=1)
+        self.b = nn.Conv2d(3, channels, 1, bias=False)
+        self.mix = nn.Conv2d(2 * channels, channels, 1)
+        self.up = nn.ConvTranspose2d(channels, channels + 1, 2, stride=2)
+        self.fc = nn.Linear(channels + 1, 5)
+        self.head = nn.Linear(5, 3)
+        with torch.no_grad():
+            for layer in (self.a, self.mix, self.fc, self.head):
+                layer.bias.mul_(4)
+
+    def forward(self, linear: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(torch.cat([self.a(linear), self.b(linear)], dim=1))
+        u = self.up(self.mix(y))
+        v = torch.nn.functional.interpolate(u, scale_factor=0.5, mode="bilinear") + 1.0
+        return self.head(self.fc(v.mean(dim=(2, 3))))
+
+
+# --- probe Quantizers ---------------------------------------------------------------------------
+
+
+def _symmetric(limit: int, observer: Any = MinMaxObserver) -> QuantizationSpec:
+    return QuantizationSpec(
+        dtype=torch.int8,
+        quant_min=-limit,
+        quant_max=limit,
+        qscheme=torch.per_tensor_symmetric,
+        observer_or_fake_quant_ctr=observer,
+    )
+
+
+class EarlyLabels(Quantizer):
+    """Before the student's Quantizer: claims every relu (output int8 [-60, 60], ``_annotated=True``) and
+    labels the output of the first linear (HistogramObserver) without claiming it."""
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        for node in model.graph.nodes:
+            if node.op == "call_function" and node.target == RELU:
+                node.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=_symmetric(60), _annotated=True)
+        first = next(n for n in model.graph.nodes if n.op == "call_function" and n.target == LINEAR)
+        first.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=_symmetric(100, HistogramObserver))
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        pass
+
+
+class LateOutputClaimer(Quantizer):
+    """After the student's Quantizer: every op nobody claimed gets a new annotation, an int8 [-50, 50] output."""
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        for node in model.graph.nodes:
+            if node.op != "call_function":
+                continue
+            ann = node.meta.get(ANNOTATION_KEY)
+            if ann is None or not ann._annotated:
+                node.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=_symmetric(50), _annotated=True)
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        pass
+
+
+class Snapshot(Quantizer):
+    """Keeps ``describe_annotations`` of the graph at the moment it runs (right after the student's Quantizer)."""
+
+    def __init__(self) -> None:
+        self.annotations: dict[str, Any] = {}
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        self.annotations = describe_annotations(model)
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        pass
+
+
+# --- evidence -----------------------------------------------------------------------------------
 
 
 def _qdq_chain(node: Node) -> tuple[Node, list[Node]]:
@@ -116,58 +231,80 @@ def _edge(gm: GraphModule, arg: Any, with_value: bool = False) -> dict[str, Any]
     return record
 
 
-def describe_weighted_ops(prepared: GraphModule, converted: GraphModule) -> dict[str, Any]:
-    """For each conv2d / linear of the converted graph: its x, weight and bias edges, and its fp32 bias.
+def float_biases(prepared: GraphModule) -> dict[str, Any]:
+    """The fp32 bias of every conv2d / linear of a prepared graph (through its observers), before convert."""
+    found: dict[str, Any] = {}
+    for node in prepared.graph.nodes:
+        if node.op != "call_function" or node.target not in WEIGHTED_OPS:
+            continue
+        found[node.name] = None
+        if len(node.args) > 2 and isinstance(node.args[2], Node):
+            source = node.args[2]
+            while source.op == "call_module":
+                source = source.args[0]
+            if source.op == "get_attr":
+                found[node.name] = _numbers(getattr_value(prepared, source).detach().to(torch.float64))
+    return found
 
-    ``float_bias`` is read from the prepared graph (before convert), through the observers.
-    """
-    prepared_nodes = {n.name: n for n in prepared.graph.nodes}
+
+def describe_weighted_ops(converted: GraphModule, biases: dict[str, Any]) -> dict[str, Any]:
+    """For each conv2d / linear of the converted graph: its x, weight and bias edges, and its fp32 bias."""
     ops = {}
     for node in converted.graph.nodes:
         if node.op != "call_function" or node.target not in WEIGHTED_OPS:
             continue
         args = list(node.args[:3]) + [None] * (3 - len(node.args[:3]))
-        record = {
+        ops[node.name] = {
             "x": _edge(converted, args[0]),
             "weight": _edge(converted, args[1]),
             "bias": _edge(converted, args[2], with_value=True),
-            "float_bias": None,
+            "float_bias": biases.get(node.name),
         }
-        before = prepared_nodes.get(node.name)
-        if before is not None and len(before.args) > 2 and isinstance(before.args[2], Node):
-            source = before.args[2]
-            while source.op == "call_module":
-                source = source.args[0]
-            if source.op == "get_attr":
-                record["float_bias"] = _numbers(getattr_value(prepared, source).detach().to(torch.float64))
-        ops[node.name] = record
     return ops
 
 
-def run_bias_quantizer(quantizer: Any, model: nn.Module, shape: tuple[int, ...], seed: int) -> dict[str, Any]:
-    import copy
-
+def run_bias_quantizer(
+    ns: Namespace,
+    per_channel: bool,
+    model: nn.Module,
+    shape: tuple[int, ...],
+    seed: int,
+    before: tuple[Quantizer, ...] = (),
+    after: tuple[Quantizer, ...] = (),
+) -> dict[str, Any]:
+    """Prepare ``model`` with ``before`` + BiasQuantizer(per_channel) + ``after``, calibrate, convert in place."""
     from common.pt2e import convert_pt2e, export_module, prepare_pt2e
 
+    snapshot = Snapshot()
+    quantizer = ChainQuantizer([*before, ns["BiasQuantizer"](per_channel=per_channel), snapshot, *after])
     prepared = prepare_pt2e(export_module(model.eval(), seeded_inputs(seed, shape)), quantizer)
     with torch.no_grad():
         for step in range(3):
             prepared(*seeded_inputs(seed * 1000 + step, shape))
-    converted = convert_pt2e(copy.deepcopy(prepared))
-    return {"ops": describe_weighted_ops(prepared, converted), "converted": describe_converted(converted)}
+    biases = float_biases(prepared)
+    converted = convert_pt2e(prepared)
+    return {
+        "annotations": snapshot.annotations,
+        "ops": describe_weighted_ops(converted, biases),
+        "converted": describe_converted(converted),
+    }
 
 
-def _case(model_kind: str, per_channel: bool) -> Any:
+def _case(model_kind: str, per_channel: bool, after: tuple[type[Quantizer], ...] = ()) -> Any:
     def case(ns: Namespace, seed: int) -> Any:
+        before: tuple[Quantizer, ...] = ()
         if model_kind == "conv":
             model: nn.Module = ConvChain(seed_size(seed, 2, 5))
             shape: tuple[int, ...] = (2, 3, 6, 6)
         elif model_kind == "linear":
             features = seed_size(seed, 4, 8)
             model, shape = LinearChain(features), (4, features)
-        else:
+        elif model_kind == "mixed":
             model, shape = MixedBias(seed_size(seed, 3, 6)), (2, 3, 6, 6)
-        return run_bias_quantizer(ns["BiasQuantizer"](per_channel=per_channel), model, shape, seed)
+        else:
+            model, shape = Crowded(seed_size(seed + 1, 2, 4)), (2, 3, 6, 6)
+            before = (EarlyLabels(),)
+        return run_bias_quantizer(ns, per_channel, model, shape, seed, before, tuple(q() for q in after))
 
     return case
 
@@ -184,6 +321,8 @@ EXERCISES = {
             "linear_per_tensor": _case("linear", False),
             "linear_per_channel": _case("linear", True),
             "no_bias": _case("mixed", True),
+            "crowded": _case("crowded", True),
+            "late_quantizer": _case("linear", False, (LateOutputClaimer,)),
         },
     ),
 }

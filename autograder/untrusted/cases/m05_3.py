@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 from typing import Any
 
@@ -65,16 +64,47 @@ def _calibration(kind: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
     return data
 
 
+def reference_output(layer: dict[str, Any]) -> torch.Tensor:
+    """The int8 output of torchao's reference representation of a quantized linear on ``layer``.
+
+    ``convert_pt2e(..., use_reference_representation=True)`` replaces ``dq → linear → q`` with
+    exactly this function (torchao's ``_reference_quantized_linear``); calling it directly gives the
+    same integers without the seconds the graph rewrite takes.
+    """
+    from torchao.quantization.pt2e.reference_representation_rewrite import _reference_quantized_linear
+
+    p = layer["params"]
+    with torch.no_grad():
+        out = _reference_quantized_linear(
+            layer["x_q"],
+            torch.tensor(p["x_scale"]),
+            torch.tensor(p["x_zp"]),
+            -128,
+            127,
+            layer["w_q"],
+            torch.tensor(p["w_scale"]),
+            torch.tensor(0),
+            -127,
+            127,
+            layer["bias"],
+            torch.tensor(p["out_scale"]),
+            torch.tensor(p["out_zp"]),
+            -128,
+            127,
+        )
+    return out.to(torch.int32)
+
+
 @functools.cache
 def hidden_layers(seed: int) -> dict[str, dict[str, Any]]:
-    """Four hidden linear layers quantized and converted twice (q/dq and reference representation).
+    """Four hidden linear layers, quantized (q/dq) and converted; the reference representation's output.
 
-    Per kind: the qparams, the int8 input ``x_q``, weight ``w_q``, int32 bias ``b_q`` and the int8
-    output of the reference representation. ``typical``: inputs like the calibration data;
+    Per kind: the qparams, the int8 input ``x_q``, weight ``w_q``, int32 bias ``b_q``, the fp32 bias and
+    the int8 output of the reference representation. ``typical``: inputs like the calibration data;
     ``saturating``: calibration data with two outliers, then full-range int8 inputs, so the outputs
     leave the calibrated range; ``zero_point``: non-negative calibration data (input zero point
-    -128) and full-range inputs; ``batched``: a 3-d input. Built once per seed and process: the
-    reference rewrite takes seconds. Weights come from the global RNG (seeded by the collector).
+    -128) and full-range inputs; ``batched``: a 3-d input. Built once per seed and process.
+    Weights come from the global RNG (seeded by the collector).
     """
     from common.pt2e import convert_pt2e, export_module, prepare_pt2e
 
@@ -89,8 +119,7 @@ def hidden_layers(seed: int) -> dict[str, dict[str, Any]]:
     with torch.no_grad():
         for step in range(3):
             prepared(*calibration(step))
-    converted = convert_pt2e(copy.deepcopy(prepared))
-    reference = convert_pt2e(copy.deepcopy(prepared), use_reference_representation=True)
+    converted = convert_pt2e(prepared)
 
     linears = [n for n in converted.graph.nodes if n.op == "call_function" and n.target == LINEAR]
     layers: dict[str, dict[str, Any]] = {}
@@ -106,7 +135,7 @@ def hidden_layers(seed: int) -> dict[str, dict[str, Any]]:
             "out_scale": float(out_q.args[1]),
             "out_zp": int(out_q.args[2]),
         }
-        bias = getattr_value(converted, bias_node).detach()
+        bias = getattr_value(converted, bias_node).detach().clone()
         if kind in ("typical", "batched"):
             data = torch.randn(shapes[kind], generator=generator)
             x_q = torch.ops.quantized_decomposed.quantize_per_tensor(
@@ -114,22 +143,21 @@ def hidden_layers(seed: int) -> dict[str, dict[str, Any]]:
             )
         else:
             x_q = torch.randint(-128, 128, shapes[kind], generator=generator, dtype=torch.int8)
+        w_q = getattr_value(converted, w_dq.args[0]).clone()
+        if kind == "saturating":  # two rows aligned with the largest output's weights: it saturates at both ends
+            row = w_q[int(w_q.to(torch.int32).abs().sum(dim=1).argmax())]
+            x_q[0], x_q[1] = (
+                torch.where(row >= 0, 127, -128).to(torch.int8),
+                torch.where(row >= 0, -128, 127).to(torch.int8),
+            )
         layers[kind] = {
             "params": params,
             "x_q": x_q,
-            "w_q": getattr_value(converted, w_dq.args[0]).clone(),
+            "w_q": w_q,
             "b_q": torch.round(bias / (params["x_scale"] * params["w_scale"])).to(torch.int32),
+            "bias": bias,
         }
-    with torch.no_grad():  # dequantized inputs quantize back to x_q exactly inside the reference graph
-        outputs = reference(
-            *[
-                (layers[k]["x_q"].to(torch.float32) - layers[k]["params"]["x_zp"]) * layers[k]["params"]["x_scale"]
-                for k in KINDS
-            ]
-        )
-    for kind, y in zip(KINDS, outputs, strict=True):
-        p = layers[kind]["params"]
-        layers[kind]["reference"] = torch.round(y / p["out_scale"]).to(torch.int32) + p["out_zp"]
+        layers[kind]["reference"] = reference_output(layers[kind])
     return layers
 
 

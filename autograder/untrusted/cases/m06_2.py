@@ -1,0 +1,102 @@
+"""M06-2 數值除錯器: layer_drops and worst_layer on hidden models with one badly quantized layer.
+
+Each case quantizes a hidden model with int8 everywhere except one layer at 3-bit weights,
+runs torchao's numeric debugger (prepared model as reference, converted model as actual, two
+batches) and hands the student the comparison and the prepared graph. The bad layer is never
+the node with the lowest SQNR (errors add up downstream), its input arrives through an
+observer node (not in the comparison), and in the branch case it is the second operand of an
+add whose other operand is clean. The seed changes sizes, weights and inputs; every model
+appears on every seed. The student's answers are names and numbers; the comparison itself is
+recomputed by the grader.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from autograder.untrusted.cases.base import Exercise, Namespace, seed_size
+from selfcheck.public.m06_2 import TITLE, bits_quantizer, comparison_of, describe_answers, mean_sqnr, seeded_batches
+
+NOTEBOOK = "M06-2"
+
+
+class Chain(nn.Module):
+    """conv → relu → conv (bad) → relu → conv → relu → flatten → linear."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, channels, 3, padding=1)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv3 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.fc = nn.Linear(channels * 6 * 6, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.conv2(torch.relu(self.conv1(x))))
+        return self.fc(torch.flatten(torch.relu(self.conv3(x)), 1))
+
+
+class Branches(nn.Module):
+    """stem → relu → two branches (clean conv → relu, bad conv) → add(clean, bad) → conv → flatten → linear."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, channels, 3, padding=1)
+        self.clean = nn.Conv2d(channels, channels, 3, padding=1)
+        self.bad = nn.Conv2d(channels, channels, 1)
+        self.mix = nn.Conv2d(channels, channels, 3, padding=1)
+        self.fc = nn.Linear(channels * 6 * 6, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = torch.relu(self.stem(x))
+        y = torch.relu(self.clean(s)) + self.bad(s)
+        return self.fc(torch.flatten(self.mix(y), 1))
+
+
+class Split(nn.Module):
+    """stem → relu → split (its output is a list, not compared) → a bad conv on one piece, cat → linear."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 2 * channels, 3, padding=1)
+        self.bad = nn.Conv2d(channels, channels, 3, padding=1)
+        self.fc = nn.Linear(2 * channels * 6 * 6, 3)
+        self.channels = channels
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        low, high = torch.split(torch.relu(self.stem(x)), self.channels, dim=1)
+        y = torch.cat([low, torch.relu(self.bad(high))], dim=1)
+        return self.fc(torch.flatten(y, 1))
+
+
+def _case(ns: Namespace, seed: int, model: nn.Module, bad: str, last: str) -> dict[str, Any]:
+    """``bad`` gets 4-bit weights (the culprit), ``last`` 2-bit ones (the lowest SQNR, but a smaller drop); the
+    other layers have int16 weights and activations, so they lose almost nothing."""
+    batches = seeded_batches(seed, (2, 3, 6, 6))
+    comparison, prepared = comparison_of(model, batches, bits_quantizer({bad: 4, last: 2}))
+    return {**describe_answers(ns, comparison, prepared), "sqnr": mean_sqnr(comparison), "bad": bad}
+
+
+def case_chain(ns: Namespace, seed: int) -> Any:
+    return _case(ns, seed, Chain(seed_size(seed, 3, 6)), "conv2d_1", "linear")
+
+
+def case_branches(ns: Namespace, seed: int) -> Any:
+    return _case(ns, seed, Branches(seed_size(seed, 3, 6)), "conv2d_2", "linear")
+
+
+def case_split(ns: Namespace, seed: int) -> Any:
+    return _case(ns, seed, Split(seed_size(seed, 2, 4)), "conv2d_1", "linear")
+
+
+EXERCISES = {
+    "worst_layer": Exercise(
+        NOTEBOOK,
+        "worst_layer",
+        TITLE,
+        ("layer_drops", "worst_layer"),
+        {"chain": case_chain, "branches": case_branches, "split": case_split},
+    ),
+}

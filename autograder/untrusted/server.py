@@ -1,0 +1,264 @@
+"""The fork server: runs inside the sandbox, preloads once, forks a confined process per job.
+
+Started once per grading run by ``autograder.sandbox`` (under bubblewrap where it can be),
+with one end of a UNIX socket pair as its only link to the grader. It imports torch,
+IPython, ``common``, ``selfcheck`` and ``autograder.untrusted`` once (never an answer key
+or a hidden check: they are not even in its file system), then for each job request:
+
+1. creates the job's pipe (the student writes frames on it) and a status socket, and
+   passes the pipe's read end and the socket's other end to the grader (``send_fds``);
+2. forks a *middle* process, which enters new namespaces and mounts private temporary
+   folders (``confine.isolate``), forks the *student* process (pid 1 of the new pid
+   namespace), and kills it at the notebook's deadline or as soon as the grader closes
+   the status socket; then it reports how the student ended (one short line) and exits.
+
+The server itself never runs student code and never reads what students write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+from autograder.untrusted import confine
+from autograder.untrusted.runner import HEADER, Job, run
+
+MAX_REQUEST_BYTES = 256 * 1024 * 1024
+STARTUP_SECONDS = 2
+"""Added to the notebook's time limit for confining the student process (not the student's time)."""
+
+
+def preload() -> None:
+    """Import once what every job needs, so a forked job pays for its own cells only."""
+    import importlib
+    import pkgutil
+
+    import IPython.core.interactiveshell  # noqa: F401
+    import torch  # noqa: F401
+
+    import autograder.untrusted.cases
+    import common.graph_utils
+    import common.models
+    import common.pt2e
+    import common.qspecs
+    import common.viz  # noqa: F401
+    import selfcheck.casekit
+    import selfcheck.evidence  # noqa: F401
+
+    package = autograder.untrusted.cases
+    names = [f"{package.__name__}.{info.name}" for info in pkgutil.iter_modules(package.__path__)]
+    for name in [*names, "autograder.untrusted.record", "autograder.tamper"]:
+        try:
+            importlib.import_module(name)
+        except Exception:  # one broken module costs its own notebooks (imported again there), not the run
+            traceback.print_exc()
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_request(sock: socket.socket) -> dict[str, Any] | None:
+    """The next request from the grader (trusted), or None when it closed the socket."""
+    header = _read_exactly(sock, HEADER.size)
+    if header is None:
+        return None
+    (size,) = HEADER.unpack(header)
+    if size > MAX_REQUEST_BYTES:
+        return None
+    body = _read_exactly(sock, size)
+    return None if body is None else json.loads(body.decode("utf-8"))
+
+
+def _student(job: Job, iso: confine.Isolation, fd: int, workdir: str) -> None:
+    """The student process: close everything but its pipe, confine itself, run the cells."""
+    try:
+        os.dup2(fd, 3)
+        os.closerange(4, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 65536)
+        missing = confine.confine(job.limits, iso, workdir)
+        run(job, 3, missing)
+    except BaseException:
+        pass
+    finally:
+        os._exit(0)
+
+
+def _ended(pid: int, how: str) -> str:
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return how or "exit 0"
+    if how:
+        return how
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    return f"exit {os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0}"
+
+
+def _watch(pid: int, iso: confine.Isolation, status: socket.socket, seconds: float) -> str:
+    """Wait for the student process; kill it at the deadline or when the grader hangs up."""
+    deadline = time.monotonic() + seconds
+    try:
+        pidfd: int | None = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        pidfd = None
+    how = ""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            how = "timeout"
+            break
+        waiting = [status] + ([pidfd] if pidfd is not None else [])
+        ready, _, _ = select.select(waiting, [], [], min(remaining, 0.2) if pidfd is None else remaining)
+        if pidfd is not None and pidfd in ready:
+            break
+        if pidfd is None:
+            done, code = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                return (
+                    f"signal {os.WTERMSIG(code)}" if os.WIFSIGNALED(code) else f"exit {os.waitstatus_to_exitcode(code)}"
+                )
+        if status in ready and not status.recv(64):
+            how = "killed"
+            break
+    _kill(pid, iso)
+    return _ended(pid, how)
+
+
+def _kill(pid: int, iso: confine.Isolation) -> None:
+    """Kill the student process and, without a pid namespace, what it started."""
+    try:
+        os.kill(pid, signal.SIGKILL)  # pid 1 of its namespace: the kernel kills the rest
+    except ProcessLookupError:
+        pass
+    if not iso.pid_namespace:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _middle(number: int, request: dict[str, Any], fd: int, status: socket.socket, in_bwrap: bool) -> None:
+    """Set up the job's namespaces and mounts, fork the student, watch it, report how it ended."""
+    confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
+    job = Job.from_wire(request["job"])
+    iso = confine.isolate(number, job.limits, list(request.get("hide", [])), in_bwrap=in_bwrap)
+    workdir = f"/tmp/pt2e-submission-{number}-{secrets.token_hex(8)}"
+    pid = os.fork()
+    if pid == 0:
+        status.close()
+        _student(job, iso, fd, workdir)
+    os.close(fd)
+    how = _watch(pid, iso, status, job.limits.notebook_seconds + STARTUP_SECONDS)
+    if not iso.pid_namespace:
+        _kill(pid, iso)
+        if iso.uid_dropped or os.getuid() == 0:
+            confine.kill_user(iso.uid)  # double-forked daemons left the process group, not the user
+    if not iso.mount_namespace:  # the job wrote into the machine's own temporary folders
+        shutil.rmtree(workdir, ignore_errors=True)
+        if iso.uid != os.getuid() or iso.uid_dropped:
+            _remove_owned_by(iso.uid)
+    try:
+        status.sendall(how.encode())
+    except OSError:
+        pass
+
+
+def _remove_owned_by(uid: int) -> None:
+    """Remove what the job's user left at the top of /tmp, /var/tmp and /dev/shm (no links followed)."""
+    for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+                if info.st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                continue
+
+
+def _reap() -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def serve(control: socket.socket, in_bwrap: bool) -> None:
+    """Answer job requests until the grader closes the control socket."""
+    number = 0
+    while True:
+        _reap()
+        ready, _, _ = select.select([control], [], [], 1.0)
+        if not ready:
+            continue
+        request = read_request(control)
+        if request is None:
+            return
+        number += 1
+        frames_read, frames_write = os.pipe()
+        status_grader, status_middle = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                control.close()
+                status_grader.close()
+                os.close(frames_read)
+                _middle(number, request, frames_write, status_middle, in_bwrap)
+            except BaseException:  # a bug of ours, never the student's doing: say so on the grader's stderr
+                traceback.print_exc()
+            finally:
+                os._exit(0)
+        os.close(frames_write)
+        status_middle.close()
+        try:
+            socket.send_fds(control, [HEADER.pack(number)], [frames_read, status_grader.fileno()])
+        finally:
+            os.close(frames_read)
+            status_grader.close()
+
+
+def main(argv: list[str]) -> int:
+    fd, in_bwrap = int(argv[0]), argv[1] == "bwrap"
+    confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
+    off = confine.disabled()
+    if "sys_admin" in off:  # behave like a container without CAP_SYS_ADMIN
+        confine.drop_capabilities((confine.CAP_SYS_ADMIN,))
+    if "setuid" in off:
+        confine.drop_capabilities((confine.CAP_SETUID, 6))
+    control = socket.socket(fileno=fd)
+    preload()
+    if not confine.has_capability(confine.CAP_SYS_ADMIN):
+        confine.user_namespaces_work()  # found out once here, before any fork of a job
+    hello = json.dumps({"type": "hello", "pid": os.getpid()}).encode()
+    control.sendall(HEADER.pack(len(hello)) + hello)
+    serve(control, in_bwrap)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

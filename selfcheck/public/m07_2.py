@@ -1,0 +1,99 @@
+"""Public cases of M07-2 訓練、凍結、convert (freeze_bn_stats) on the chapter's own models.
+
+Also what the hidden cases share: what a graph looks like after the student's
+``freeze_bn_stats``, read by the case itself: every ``batch_norm`` node's ``training`` flag,
+whether the running statistics still change when the graph runs on training batches, and a
+fingerprint of every other node (so a change elsewhere shows).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.fx import GraphModule
+
+from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+
+NOTEBOOK = "M07-2"
+
+TITLE = "freeze_bn_stats：QAT 後段凍結 BN 的統計"
+
+BATCH_NORM = torch.ops.aten.batch_norm.default
+
+
+def export_train(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> GraphModule:
+    """``model`` exported as it is (``.train()`` it first; a submodule may be left in eval mode)."""
+    from common.pt2e import export_module
+
+    return export_module(model, inputs)
+
+
+def _fingerprint(gm: GraphModule) -> list[str]:
+    """Every node that is not a batch_norm, as ``op target args`` text (names only for nodes)."""
+    out = []
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target == BATCH_NORM:
+            continue
+        args = [a.name if isinstance(a, torch.fx.Node) else repr(a) for a in node.args]
+        out.append(f"{node.op} {node.target} ({', '.join(args)})")
+    return out
+
+
+def _statistics(gm: GraphModule) -> list[torch.Tensor]:
+    return [b.detach().clone() for name, b in gm.named_buffers() if name.endswith(("running_mean", "running_var"))]
+
+
+def describe_frozen(ns: Namespace, gm: GraphModule, batches: list[tuple[torch.Tensor, ...]]) -> dict[str, Any]:
+    """Call ``freeze_bn_stats(gm)``, then read the graph and run it on ``batches`` (grad off)."""
+    ns["freeze_bn_stats"](gm)
+    flags = [
+        bool(node.args[5]) if len(node.args) > 5 else "（沒有 training 引數）"
+        for node in gm.graph.nodes
+        if node.op == "call_function" and node.target == BATCH_NORM
+    ]
+    before = _statistics(gm)
+    outputs = []
+    with torch.no_grad():
+        for batch in batches:
+            outputs.append(gm(*batch))
+    after = _statistics(gm)
+    changed = sum(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    return {
+        "training_flags": flags,
+        "statistics_changed": changed,
+        "output_shape": list(outputs[-1].shape),
+        "others": _fingerprint(gm),
+    }
+
+
+# --- public cases -------------------------------------------------------------------------------
+
+
+def public_conv_bn_relu(ns: Namespace, seed: int) -> Any:
+    """conv_bn_relu exported in training mode: one BN."""
+    from common.models import get_model
+
+    inputs = seeded_inputs(seed, (4, 3, 16, 16))
+    gm = export_train(get_model("conv_bn_relu").train(), inputs)
+    return describe_frozen(ns, gm, [seeded_inputs(seed + 1, (4, 3, 16, 16))])
+
+
+def public_residual(ns: Namespace, seed: int) -> Any:
+    """residual exported in training mode: two BNs, an add."""
+    from common.models import get_model
+
+    inputs = seeded_inputs(seed, (4, 3, 16, 16))
+    gm = export_train(get_model("residual").train(), inputs)
+    return describe_frozen(ns, gm, [seeded_inputs(seed + 1, (4, 3, 16, 16))])
+
+
+PUBLIC = {
+    "freeze_bn_stats": Exercise(
+        NOTEBOOK,
+        "freeze_bn_stats",
+        TITLE,
+        ("freeze_bn_stats",),
+        {"conv_bn_relu": public_conv_bn_relu, "residual": public_residual},
+    ),
+}
