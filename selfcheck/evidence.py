@@ -8,6 +8,7 @@ described from the FX structure, not from what student objects say about themsel
 
 from __future__ import annotations
 
+import collections
 import math
 import signal
 import traceback
@@ -120,7 +121,7 @@ def plain(value: Any, depth: int = 0) -> Any:
         if len(value) > 10_000:
             raise EvidenceError("回傳的 list 太長")
         return [plain(v, depth + 1) for v in value]
-    if kind is dict:
+    if kind in (dict, collections.Counter, collections.defaultdict, collections.OrderedDict):
         if len(value) > 10_000:
             raise EvidenceError("回傳的 dict 太大")
         out = {}

@@ -40,6 +40,7 @@ from autograder.untrusted.confine import Limits
 MODULE = "M03"
 ADD_POINTS, CAT_POINTS = 7.0, 3.0
 LIMITS = Limits(cell_seconds=4, notebook_seconds=45, memory_mb=1536, tmp_mb=32)
+pytestmark = pytest.mark.xdist_group("hostile")  # one batch, graded once, on one worker
 
 Builder = Callable[[Path], None]
 CASES: dict[str, Builder] = {}

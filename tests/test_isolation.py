@@ -44,6 +44,8 @@ MODES = {
     "no-namespaces": {"bwrap", "sys_admin", "userns"},
 }
 
+pytestmark = pytest.mark.xdist_group("isolation")  # the sandboxes of each mode start once, on one worker
+
 REPORT = """
 import json, os, struct
 def report(**data):

@@ -20,6 +20,7 @@ that patches anything in this process can only change its own answers.
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import types
@@ -36,6 +37,7 @@ MAX_EVENTS = 2_000
 MAX_TENSOR_ELEMENTS = 200_000
 MAX_DEPTH = 12
 ALLOWED_CONTAINERS = (list, tuple, dict)
+EXACT_DICTS = (dict, collections.Counter, collections.defaultdict, collections.OrderedDict)
 
 
 class Unrecordable(Exception):
@@ -430,7 +432,7 @@ def encode(value: Any, recorder: Recorder | None, depth: int = 0) -> Any:
             raise Unrecordable("回傳的串列太長")
         items = [encode(v, recorder, depth + 1) for v in value]
         return items if kind is list else {"tuple": items}
-    if kind is dict:
+    if kind in EXACT_DICTS:  # the standard library's dicts cannot lie about equality
         if len(value) > 10_000:
             raise Unrecordable("回傳的 dict 太大")
         return {"dict": [[encode(k, recorder, depth + 1), encode(v, recorder, depth + 1)] for k, v in value.items()]}
