@@ -113,9 +113,14 @@ TAMPERING_REASON_CHARS = 200
 
 
 def tampering_summary(student: StudentResult) -> tuple[int, str]:
-    """How many tampering notes the student's notebooks got, and a short reason (the first note of each)."""
+    """How many tampering notes the student's notebooks got, and a short reason (one note per notebook)."""
     count = sum(len(n.tampering) for n in student.notebooks)
-    reason = "；".join(f"{n.notebook}：{n.tampering[0]}" for n in student.notebooks if n.tampering)
+    # per notebook the most telling note: a detected forgery before a restored locked cell
+    reason = "；".join(
+        f"{n.notebook}：{next((t for t in n.tampering if '偵測到竄改' in t), n.tampering[0])}"
+        for n in student.notebooks
+        if n.tampering
+    )
     if len(reason) > TAMPERING_REASON_CHARS:
         reason = reason[: TAMPERING_REASON_CHARS - 1] + "…"
     return count, reason
