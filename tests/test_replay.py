@@ -68,13 +68,9 @@ def test_recordings_hold_answers_not_descriptions() -> None:
     recorded = record_exercise(exercise, key_namespace("M03-4"), SEED)
     text = json.dumps(recorded)
     assert "instances" not in text and "paths" not in text  # no observer counts, no q/dq paths: the grader makes those
-    channels = recorded["cases"]["shared_residual"]["channels"]
-    assert set(channels) == {
-        "AddQuantizer",
-        "AddQuantizer#0.transform_for_annotation",
-        "AddQuantizer#0.annotate",
-        "AddQuantizer#0.validate",
-    }
+    channels = next(iter(recorded["cases"].values()))["channels"]
+    assert "AddQuantizer" in channels and "AddQuantizer#0.annotate" in channels  # the calls, one channel each
+    assert all(name.startswith("AddQuantizer") for name in channels)
 
 
 WRONG_NO_SHARING = """
