@@ -7,6 +7,8 @@ the student's own. These helpers are the one way to make them.
 
 from __future__ import annotations
 
+import hashlib
+
 import nbformat
 
 from autograder.course import RELEASE, SOURCE
@@ -50,5 +52,7 @@ def cell_with_id(nb: nbformat.NotebookNode, grade_id: str) -> nbformat.NotebookN
 
 def insert_after(nb: nbformat.NotebookNode, grade_id: str, source: str) -> nbformat.NotebookNode:
     """Add a student's own code cell right after the cell ``grade_id``; returns ``nb``."""
-    nb.cells.insert(nb.cells.index(cell_with_id(nb, grade_id)) + 1, nbformat.v4.new_code_cell(source))
+    cell = nbformat.v4.new_code_cell(source)
+    cell.id = hashlib.sha256(f"{grade_id}\n{source}".encode()).hexdigest()[:8]  # the same sample class every time
+    nb.cells.insert(nb.cells.index(cell_with_id(nb, grade_id)) + 1, cell)
     return nb

@@ -66,11 +66,11 @@ def after_exercise(number: int | None, name: str) -> Iterator[None]:
     try:
         yield
     except Exception as error:
+        if _UNFINISHED.get(number, cell) != cell:  # failing on what an earlier cell could not compute
+            raise ExerciseNotDone(number, name, rerun=True) from None
         if _unfinished(error):
             _UNFINISHED[number] = cell
             raise ExerciseNotDone(number, name) from None
-        if number in _UNFINISHED:  # failing on what an earlier cell could not compute
-            raise ExerciseNotDone(number, name, rerun=True) from None
         raise
     if _UNFINISHED.get(number) == cell:  # the cell that needed the answer now runs: it is there
         del _UNFINISHED[number]

@@ -39,6 +39,8 @@ with quiet_imports():
     )
     from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
+    from common.export_cache import export_through
+
 ANNOTATION_KEY: str = Q_ANNOTATION_KEY
 """The ``node.meta`` key under which a Quantizer stores a ``QuantizationAnnotation``."""
 
@@ -83,10 +85,15 @@ def export_module(model: torch.nn.Module, example_inputs: Sequence[Any], dynamic
     """``torch.export.export(model, example_inputs).module()``: the graph PT2E works on.
 
     ``dynamic_shapes`` is passed to ``torch.export.export`` (e.g. ``{"x": {0: Dim("batch")}}``
-    lets the graph take any batch size instead of only the example's).
+    lets the graph take any batch size instead of only the example's). Inside
+    ``common.export_cache.remembered_exports()`` an identical export is a copy of the earlier graph.
     """
-    with quiet_imports():
-        return torch.export.export(model, tuple(example_inputs), dynamic_shapes=dynamic_shapes).module()
+
+    def trace() -> GraphModule:
+        with quiet_imports():
+            return torch.export.export(model, tuple(example_inputs), dynamic_shapes=dynamic_shapes).module()
+
+    return export_through(trace, model, example_inputs, dynamic_shapes)
 
 
 def get_xnnpack_quantizer(is_per_channel: bool = False) -> tuple[Quantizer, Any]:

@@ -34,13 +34,17 @@ def fixture(name: str) -> str:
     return (ROOT / "tests" / "fixtures" / "wrong" / name).read_text(encoding="utf-8")
 
 
-FORGE_EVIDENCE = """# 「聰明」的作弊：找到評分程式的管道，自己送一份滿分的證據
-import gc, json
-from multiprocessing.connection import Connection
-for obj in gc.get_objects():
-    if isinstance(obj, Connection) and obj.writable:
-        fake = {"cases": {c: {"value": {}} for c in ("output_many_users", "edge_one_user", "stacked")}}
-        obj.send_bytes(json.dumps({"type": "evidence", "exercise": "add_label", "data": fake}).encode())
+FORGE_EVIDENCE = """# 「聰明」的作弊：找到評分程式回報用的管道，自己送一份滿分的證據
+import json, os, stat, struct
+fake = {"cases": {c: {"value": {}} for c in ("output_many_users", "edge_one_user", "stacked")}}
+frame = json.dumps({"type": "evidence", "exercise": "add_label", "index": 1, "data": fake}).encode()
+for fd in map(int, os.listdir("/proc/self/fd")):
+    try:
+        mode = os.fstat(fd).st_mode
+        if fd > 2 and (stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode)):
+            os.write(fd, struct.pack(">I", len(frame)) + frame)
+    except OSError:
+        pass
 """
 
 PATCH_HELPERS = """# 作弊：把評分會用到的工具換掉，讓任何 Quantizer 看起來都對

@@ -72,10 +72,12 @@ def collect(
         return {"missing": missing}
     cases: dict[str, Any] = {}
     sink = _Sink()
+    from common.export_cache import remembered_exports
     from common.pt2e import quiet
 
     for name, fn in exercise.cases.items():
         with contextlib.ExitStack() as stack:
+            stack.enter_context(remembered_exports())  # the same model on the same seed is traced once
             stack.enter_context(contextlib.redirect_stdout(sink))
             stack.enter_context(contextlib.redirect_stderr(sink))
             stack.enter_context(warnings.catch_warnings())

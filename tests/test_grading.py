@@ -104,10 +104,7 @@ def test_the_gradebook_flags_tampering(sample_grades) -> None:
     reason = rows["tampered"]["tampering_reason"]
     assert reason and ("竄改" in reason or "修改過" in reason) and len(reason) <= 200, reason
     assert all(rows[name]["tampering_reason"] == "" for name in rows if name not in flagged)
-    # every notebook whose tampering reached the grader is named; M03-1's attack looks for a
-    # multiprocessing Connection to forge evidence on, which the sandbox's framed channel no
-    # longer is, so it sends nothing and has nothing to be named for
-    for name in ("M03-2", "M03-4"):
+    for name in ("M03-1", "M03-2", "M03-4"):  # every notebook the sample student tampered with is named
         assert f"{name}：" in reason, reason
 
 

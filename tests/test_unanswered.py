@@ -3,7 +3,8 @@
 The release notebooks ship the outputs of such a run (drawings and tables that need no
 answer), and those outputs are checked to be what the run shows today.
 
-Every release notebook runs top to bottom with no answer filled in. The only errors allowed
+Every release notebook runs top to bottom with no answer filled in; every graded test cell
+fails (what ``nbgrader validate --invert`` checks, from the same run). The only errors allowed
 are the stubs' ``NotImplementedError``, the preview's failed checks, and the one-line
 "先完成練習 N" of a cell that needs an answer (``common.exercises.after_exercise``).
 """
@@ -39,6 +40,15 @@ def test_release_notebook_runs_unanswered_with_only_explained_errors(path: Path)
     nb = run_unanswered(copy.deepcopy(committed))
     unexplained = [(i, name, value[:200]) for i, name, value in errors_of(nb) if name not in ALLOWED]
     assert not unexplained, f"{path.stem}: cells fail unanswered with errors that do not say what to do: {unexplained}"
+    passing = [  # what `nbgrader validate --invert` asks: no graded test cell passes before it is answered
+        cell.metadata.nbgrader.get("grade_id")
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        and cell.metadata.get("nbgrader", {}).get("grade")
+        and not cell.metadata.nbgrader.get("solution")
+        and not any(output.output_type == "error" for output in cell.get("outputs", []))
+    ]
+    assert not passing, f"{path.stem}: graded cells pass before the exercise is answered: {passing}"
     for index, name, value in errors_of(nb):
         if name == "ExerciseNotDone":
             assert value.startswith("先完成練習"), (index, value)
@@ -86,6 +96,14 @@ def test_the_pins_after_it_say_the_same_until_that_cell_runs() -> None:
     _run("with after_exercise(7, 'f'):\n    answer()\n", "<cell-show>", namespace)
     with pytest.raises(AssertionError):  # answered: a real failure is the student's to see
         _run("with after_exercise(7, 'f'):\n    assert rows\n", "<cell-pin>", namespace)
+
+
+def test_a_later_cell_missing_what_the_first_one_computes_says_where_to_rerun() -> None:
+    namespace = {"after_exercise": after_exercise, "answer": _stub}
+    with pytest.raises(ExerciseNotDone, match="這一格要用到它"):
+        _run("with after_exercise(5, 'h'):\n    table = answer()\n", "<cell-compute>", namespace)
+    with pytest.raises(ExerciseNotDone, match="完成後從用到它的第一格重新執行"):  # a NameError of `table`
+        _run("with after_exercise(5, 'h'):\n    assert table\n", "<cell-pin-name>", namespace)
 
 
 def test_errors_of_a_finished_answer_pass_through() -> None:
