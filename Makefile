@@ -28,7 +28,7 @@ release: $(READY)
 test: $(READY)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup --durations=20
 
 lint: $(READY)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

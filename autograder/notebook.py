@@ -1,12 +1,13 @@
-"""Grading from inside a notebook: what the hidden part of nbgrader's graded cells calls.
+"""Grading from inside a notebook: what the hidden part of the graded cells calls in ``source/``.
 
 A graded cell first runs the student-side preview (``selfcheck.preview``: public cases,
 shipped with the course). Inside ``### BEGIN HIDDEN TESTS`` (removed from the students'
-copy, put back by ``nbgrader autograde``) it then runs ``grade("M03-4", "add_quantizer",
-globals())``: the hidden cases on the notebook seed, judged by the hidden checks, with
-one line printed per check. As everywhere in nbgrader, this runs in the student's own
-kernel. (``pt2e-course grade`` does better: it runs the student's code in a sandbox and
-judges in a clean process.)
+copy) it then runs ``grade("M03-4", "add_quantizer", globals())``: the hidden cases on the
+notebook seed, judged by the hidden checks, with one line printed per check. This runs only
+where the checks are, in the instructor's checkout (``pt2e-course execute``, ``nbgrader
+validate`` of ``source/``). A student's submission never reaches it: ``pt2e-course grade``
+and ``nbgrader autograde`` (``autograder.nbgrader_bridge``) replace the hidden part by a
+recording point in the sandbox and judge on the trusted side.
 """
 
 from __future__ import annotations

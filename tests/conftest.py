@@ -95,6 +95,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 
 import nbformat  # noqa: E402
+import pytest  # noqa: E402
 
 
 def text_outputs(nb: nbformat.NotebookNode) -> list[list[tuple[str, str]]]:
@@ -164,3 +165,24 @@ def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def read_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
+    """Keep the tests of one module-scoped, parametrized course on one xdist worker.
+
+    A mark on a fixture's ``pytest.param`` does not reach the items, so ``--dist loadgroup``
+    would spread them and every worker would build the same course (an nbgrader run of minutes).
+    The marks go on before xdist reads them (this wraps its hook); afterwards, a worker checks
+    that xdist did group them: a pytest it does not fit leaves the groups silently unused.
+    """
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and item.path.name == "test_autograde.py" and "graded" in callspec.params:
+            item.add_marker(pytest.mark.xdist_group(f"autograde-{callspec.params['graded']}"))
+    result = yield
+    if config.getoption("loadgroup", default=False):
+        ungrouped = [i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+        if ungrouped:
+            raise pytest.UsageError(f"xdist ignored the xdist_group of {ungrouped[0]}: check the pytest version")
+    return result

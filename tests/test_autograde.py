@@ -11,6 +11,8 @@ wrong-solution fixture marked via-nbgrader (loses points on its exercise), and a
 - a notebook that ends its process (``os._exit``) or kills it (SIGKILL) after exercise 1;
 - a notebook that writes ``results.json`` into the instructor's home, the course and
   ``autograded/`` (by relative and absolute paths).
+
+The attacks are in the classes of ``ATTACK_MODULES`` only (see there).
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ from autograder.untrusted.cases.base import exercises_of, module_name
 
 SEED = 3
 """PT2E_SEED of the nbgrader runs (nbgrader otherwise picks a fresh seed per run); grade uses the same."""
+
+ATTACK_MODULES = [m for m in modules() if m <= "M05"]
+"""Modules whose class also holds the attacks (key imports, process endings, a forger, unmarked
+graded cells). The attacks test the grading machinery, the same for every module; M06 and later
+train models for tens of seconds per notebook, so their class is the solutions, the untouched
+notebooks and the wrong solutions (every notebook graded full, untouched and wrong)."""
+attack_modules = pytest.mark.parametrize("graded", ATTACK_MODULES, indirect=True)
 
 ENDINGS = {
     "exit": "import os\nos._exit(1)\n",
@@ -110,37 +119,8 @@ def writer(targets: list[str]) -> str:
     )
 
 
-@pytest.fixture(
-    scope="module", params=[pytest.param(m, marks=pytest.mark.xdist_group(f"autograde-{m}")) for m in modules()]
-)
-def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Graded:
-    """A course for one module with its sample class autograded by nbgrader (no generate_assignment first)."""
-    module = request.param
-    tmp = tmp_path_factory.mktemp(f"course-{module}")
-    course, home = tmp / "course", tmp / "home"
-    course.mkdir()
-    home.mkdir()
-    make_course(course, [module])
-    release_before = {
-        str(p.relative_to(course)): p.read_bytes() for p in (course / "release").rglob("*") if p.is_file()
-    }
-    notebooks = [notebook_id(p) for p in source_notebooks(module)]
-    submitted = course / "submitted"
-    wrong: dict[str, dict] = {}
-    keys: dict[str, str] = {}
-    for notebook in notebooks:
-        name = f"{notebook}.ipynb"
-        write(solved(notebook), submitted / "solution" / module / name)
-        write(release_notebook(notebook), submitted / "untouched" / module / name)
-        for k, pack in enumerate(wrong_packs(notebook)):
-            student = f"wrong-{notebook}-{k}"
-            write(with_wrong(notebook, pack), submitted / student / module / name)
-            wrong[student] = {"notebook": notebook, "pack": pack}
-        exercise = first_exercise(notebook)
-        answers = source_answers(notebook)
-        answers[exercise] = key_import(notebook, exercise)
-        write(answered(notebook, answers), submitted / f"keys-{notebook}" / module / name)
-        keys[f"keys-{notebook}"] = notebook
+def attacks(module: str, notebooks: list[str], submitted: Path, home: Path, course: Path) -> tuple[str, str]:
+    """Write the attacking students of ``module``; returns the crash and the writer notebooks."""
     # crashes: in the notebook with the most exercises, right after exercise 1's graded cell; the
     # student's next notebook is solved (a crash in one notebook costs nothing in another)
     crash_notebook = max(notebooks, key=lambda nb: len(exercises_of(nb)))
@@ -165,6 +145,42 @@ def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     for cell in hidden[1:]:
         cell.metadata.nbgrader["grade"] = False
     write(nb, submitted / "unmarked" / module / f"{writer_notebook}.ipynb")
+    return crash_notebook, writer_notebook
+
+
+@pytest.fixture(scope="module", params=modules())  # one xdist worker per module: see conftest
+def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Graded:
+    """A course for one module with its sample class autograded by nbgrader (no generate_assignment first)."""
+    module = request.param
+    tmp = tmp_path_factory.mktemp(f"course-{module}")
+    course, home = tmp / "course", tmp / "home"
+    course.mkdir()
+    home.mkdir()
+    make_course(course, [module])
+    release_before = {
+        str(p.relative_to(course)): p.read_bytes() for p in (course / "release").rglob("*") if p.is_file()
+    }
+    notebooks = [notebook_id(p) for p in source_notebooks(module)]
+    submitted = course / "submitted"
+    wrong: dict[str, dict] = {}
+    keys: dict[str, str] = {}
+    for notebook in notebooks:
+        name = f"{notebook}.ipynb"
+        write(solved(notebook), submitted / "solution" / module / name)
+        write(release_notebook(notebook), submitted / "untouched" / module / name)
+        for k, pack in enumerate(wrong_packs(notebook)):
+            student = f"wrong-{notebook}-{k}"
+            write(with_wrong(notebook, pack), submitted / student / module / name)
+            wrong[student] = {"notebook": notebook, "pack": pack}
+        if module in ATTACK_MODULES:
+            exercise = first_exercise(notebook)
+            answers = source_answers(notebook)
+            answers[exercise] = key_import(notebook, exercise)
+            write(answered(notebook, answers), submitted / f"keys-{notebook}" / module / name)
+            keys[f"keys-{notebook}"] = notebook
+    crash_notebook = writer_notebook = ""
+    if module in ATTACK_MODULES:
+        crash_notebook, writer_notebook = attacks(module, notebooks, submitted, home, course)
     run = run_nbgrader(course, home, "autograde", module, "--force")
     assert run.returncode == 0, f"nbgrader autograde failed:\n{run.stdout}\n{run.stderr[-5000:]}"
     return Graded(module, course, home, run, wrong, keys, crash_notebook, writer_notebook, release_before)
@@ -186,6 +202,8 @@ def test_untouched_notebooks_get_zero(graded: Graded) -> None:
 
 
 def test_wrong_solutions_lose_points(graded: Graded) -> None:
+    covered = {info["notebook"] for info in graded.wrong.values()}
+    assert covered == {notebook_id(p) for p in source_notebooks(graded.module)}, "a wrong submission per notebook"
     for student, info in graded.wrong.items():
         scores = exercise_scores(graded.course, graded.module, student, info["notebook"])
         for exercise, wrong in info["pack"].items():
@@ -193,6 +211,7 @@ def test_wrong_solutions_lose_points(graded: Graded) -> None:
             assert score < maximum, f"{wrong.id} ({wrong.description}) kept full marks {score} / {maximum}"
 
 
+@attack_modules
 def test_importing_the_answer_key_earns_nothing(graded: Graded) -> None:
     """The graded run cannot import autograder.keys: the imported 'solution' does not exist there."""
     for student, notebook in graded.keys.items():
@@ -201,6 +220,7 @@ def test_importing_the_answer_key_earns_nothing(graded: Graded) -> None:
         assert score == 0, f"{notebook} {exercise}: importing the answer key scored {score} / {maximum}"
 
 
+@attack_modules
 @pytest.mark.parametrize("ending", list(ENDINGS))
 def test_a_notebook_that_ends_its_process_keeps_what_it_earned(graded: Graded, ending: str) -> None:
     first = first_exercise(graded.crash_notebook)
@@ -220,6 +240,7 @@ def test_a_notebook_that_ends_its_process_keeps_what_it_earned(graded: Graded, e
     assert "程式讓行程結束了" in report, "the feedback says why the rest scored nothing"
 
 
+@attack_modules
 def test_a_forged_results_json_lands_nowhere(graded: Graded) -> None:
     exercise = first_exercise(graded.writer_notebook)
     score, maximum = exercise_scores(graded.course, graded.module, "writer", graded.writer_notebook)[exercise]
@@ -228,6 +249,7 @@ def test_a_forged_results_json_lands_nowhere(graded: Graded) -> None:
     assert not leaked, f"a submission wrote outside its sandbox: {leaked}"
 
 
+@attack_modules
 def test_graded_cells_the_student_deleted_or_unmarked_are_graded(graded: Graded) -> None:
     scores = exercise_scores(graded.course, graded.module, "unmarked", graded.writer_notebook)
     assert set(scores) == set(exercises_of(graded.writer_notebook))
@@ -254,6 +276,8 @@ def test_grade_gives_the_scores_nbgrader_gives(graded: Graded) -> None:
     from autograder.grading import class_folders, grade_class
 
     folders = class_folders(graded.course / "submitted", graded.module)
+    compared_students = {"solution", "untouched", "exit", "writer", *list(graded.wrong)[:2]}  # grading twice costs
+    folders = {student: folder for student, folder in folders.items() if student in compared_students}
     students, _ = grade_class(graded.module, folders, jobs=2, seed=SEED)
     compared = 0
     for student in students:
@@ -269,11 +293,16 @@ def test_grade_gives_the_scores_nbgrader_gives(graded: Graded) -> None:
                     graded.course, graded.module, student.student, result.notebook
                 ).items()
             }
-            assert ours == theirs, f"{student.student} {result.notebook}: grade {ours} vs nbgrader {theirs}"
+            assert ours == theirs, (
+                f"{student.student} {result.notebook}: grade {ours} vs nbgrader {theirs}; grade's notes:"
+                f" {result.notes} {result.tampering} {result.cell_errors[:5]}"
+                f" {[v['message'] for v in result.verdicts if not v['passed']][:5]}"
+            )
             compared += 1
     assert compared >= len(folders)
 
 
+@attack_modules
 def test_feedback_and_export_work_on_the_sandboxed_grades(graded: Graded) -> None:
     feedback = run_nbgrader(graded.course, graded.home, "generate_feedback", graded.module, "--force")
     assert feedback.returncode == 0, feedback.stderr[-3000:]

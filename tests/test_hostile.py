@@ -16,6 +16,7 @@ only then is the attack that measure stops allowed to work.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -490,6 +491,38 @@ def signals_grader(folder: Path) -> None:
     m03_4(folder, insert_after(solved("M03-4"), "setup", f"GRADER = {os.getpid()}\n" + SIGNALS + FOUND))
 
 
+RECITE = """
+import glob, inspect, os, sys
+texts = []
+for pattern in (ROOT + "/autograder/**/*.py", "/proc/*/root" + ROOT + "/autograder/**/*.py", "/proc/*/cwd/autograder/**/*.py"):
+    for path in sorted(glob.glob(pattern, recursive=True), key=lambda p: ("keys" not in p and "checks" not in p, p)):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                texts.append(handle.read())
+        except (OSError, ValueError):
+            pass
+for name, module in list(sys.modules.items()):
+    if name.startswith(("autograder", "selfcheck")):
+        try:
+            texts.append(inspect.getsource(module))
+        except (OSError, TypeError):
+            pass
+LINES = [line.strip() for text in texts for line in text.splitlines() if len(line.strip()) >= 30]
+print("\\n".join(LINES))
+"""
+"""Everything of the grader's code the sandbox lets a submission read, line by line."""
+
+
+@case
+def recites_secrets(folder: Path) -> None:
+    nb = insert_after(solved("M03-4"), "setup", f"ROOT = {str(ROOT)!r}\n" + RECITE)
+    for index in reversed(range(40)):  # one cell error per line: the only way out of the sandbox
+        insert_after(
+            nb, "add_quantizer_hidden", f"raise RuntimeError(LINES[{index}] if len(LINES) > {index} else 'none')"
+        )
+    m03_4(folder, nb)
+
+
 @case
 def error_flood(folder: Path) -> None:
     nb = solved("M03-4")
@@ -867,3 +900,59 @@ def test_student_text_in_feedback_is_bounded(graded) -> None:
     for student in graded[0]:
         for name in ("feedback.html", "results.json"):
             assert (out / student / MODULE / name).stat().st_size < 200_000, (student, name)
+
+
+def secret_lines() -> set[str]:
+    """Lines of the hidden checks and the answer keys that nothing a student can read also holds."""
+    readable = "\n".join(
+        path.read_text(encoding="utf-8")
+        for folder in ("common", "selfcheck", "autograder/untrusted", "release")
+        for path in (ROOT / folder).rglob("*")
+        if path.suffix in (".py", ".ipynb", ".json")
+    )
+    lines = set()
+    for folder in ("checks", "keys"):
+        for path in (ROOT / "autograder" / folder).glob("*.py"):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if len(line.strip()) >= 30 and line.strip() not in readable:
+                    lines.add(line.strip())
+    return lines
+
+
+def leaked_lines(text: str, secrets_: set[str]) -> list[str]:
+    return sorted(line for line in secrets_ if line in text)
+
+
+def feedback_text(path: Path) -> str:
+    """What a student reads in one feedback file: HTML unescaped, JSON strings decoded."""
+    raw = path.read_text(encoding="utf-8")
+    if path.suffix == ".html":
+        return html.unescape(raw)
+    strings: list[str] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, str):
+            strings.append(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(json.loads(raw))
+    return "\n".join(strings)
+
+
+def test_feedback_never_holds_a_line_of_a_check_or_a_key(graded) -> None:
+    _, _, _, out = graded
+    hidden = secret_lines()
+    assert len(hidden) > 500, "the hidden checks and keys have lines of their own to look for"
+    some = sorted(hidden)[len(hidden) // 2]
+    assert leaked_lines(f"<p>{some}</p>", hidden) == [some], "the search finds a line that is there"
+    recited = nb(graded, "recites_secrets")
+    assert len([e for e in recited.cell_errors if "RuntimeError" in e]) >= 15, "the attack did recite lines"
+    for student in graded[0]:
+        for name in ("feedback.html", "results.json"):
+            text = feedback_text(out / student / MODULE / name)
+            assert not leaked_lines(text, hidden), (student, name, leaked_lines(text, hidden)[:3])
