@@ -115,11 +115,12 @@ def bwrap_command(server: list[str]) -> list[str]:
     binds += [str(path) for path in visible_paths()]
     # bwrap would create the folders on the way with mode 0700, which the job's user cannot cross
     ancestors = {str(a) for b in binds for a in Path(b).parents if str(a) != "/"}
-    for folder in sorted(ancestors - set(binds)):
+    command += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/var/tmp"]
+    for folder in sorted(ancestors - set(binds)):  # after /tmp: a course checked out in /tmp stays visible
         command += ["--dir", folder]
     for path in sorted(binds):
         command += ["--ro-bind", path, path]
-    command += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/var/tmp", "--chdir", "/tmp"]
+    command += ["--chdir", "/tmp"]
     command += ["--remount-ro", "/"]
     command += ["--cap-drop", "ALL"]
     for cap in CAPABILITIES:

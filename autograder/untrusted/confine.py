@@ -24,6 +24,7 @@ import os
 import resource
 import signal
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -166,13 +167,48 @@ def disabled() -> set[str]:
 # --- the middle process -----------------------------------------------------------------------------
 
 
+def _needed() -> list[str]:
+    """Folders a job imports from: the Python environment and the course's packages."""
+    import autograder
+    import common
+    import selfcheck
+
+    folders = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+    folders |= {os.path.dirname(os.path.realpath(m.__file__ or "")) for m in (autograder, common, selfcheck)}
+    return sorted(folders)
+
+
+def _under(folder: str, path: str) -> bool:
+    return path.startswith(folder.rstrip("/") + "/")
+
+
 def _fresh_tmpfs(path: str, megabytes: int) -> bool:
+    """A new, size-capped tmpfs on ``path``. What the job needs from under ``path`` (a course
+    checked out in /tmp) is bound back into it, read-only, through handles opened before."""
     try:
         os.makedirs(path, exist_ok=True)
+        handles = [
+            (folder, os.open(folder, os.O_PATH | os.O_DIRECTORY)) for folder in _needed() if _under(path, folder)
+        ]
     except OSError:
         return False
-    options = f"size={megabytes}m,nr_inodes=65536,mode=1777"
-    return mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options) == 0
+    try:
+        options = f"size={megabytes}m,nr_inodes=65536,mode=1777"
+        if mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
+            return False
+        for folder, handle in handles:
+            os.makedirs(folder, mode=0o755, exist_ok=True)
+            if mount(f"/proc/self/fd/{handle}", folder, None, MS_BIND | MS_REC) != 0:
+                _libc.umount2(path.encode(), 2)  # MNT_DETACH: the job must find its code, private /tmp or not
+                return False
+            mount(None, folder, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        return True
+    except OSError:
+        _libc.umount2(path.encode(), 2)
+        return False
+    finally:
+        for _, handle in handles:
+            os.close(handle)
 
 
 def _hide(path: str) -> bool:
