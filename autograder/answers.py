@@ -53,6 +53,10 @@ def cell_with_id(nb: nbformat.NotebookNode, grade_id: str) -> nbformat.NotebookN
 def insert_after(nb: nbformat.NotebookNode, grade_id: str, source: str) -> nbformat.NotebookNode:
     """Add a student's own code cell right after the cell ``grade_id``; returns ``nb``."""
     cell = nbformat.v4.new_code_cell(source)
-    cell.id = hashlib.sha256(f"{grade_id}\n{source}".encode()).hexdigest()[:8]  # the same sample class every time
+    taken = {c.get("id") for c in nb.cells}
+    for n in range(len(nb.cells) + 1):  # the same sample class every time, and no id twice
+        cell.id = hashlib.sha256(f"{grade_id}\n{n}\n{source}".encode()).hexdigest()[:8]
+        if cell.id not in taken:
+            break
     nb.cells.insert(nb.cells.index(cell_with_id(nb, grade_id)) + 1, cell)
     return nb
