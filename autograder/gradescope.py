@@ -23,7 +23,7 @@ SETUP_SH = """#!/usr/bin/env bash
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq graphviz python3.11 python3.11-venv >/dev/null
+apt-get install -y -qq graphviz bubblewrap fonts-noto-cjk python3.11 python3.11-venv >/dev/null  # bubblewrap: the sandbox
 python3.11 -m venv /autograder/venv
 /autograder/venv/bin/pip install --quiet --upgrade pip
 /autograder/venv/bin/pip install --quiet torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu

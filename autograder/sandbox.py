@@ -45,9 +45,8 @@ HELLO_SECONDS = 300  # importing torch on a busy 2-core machine can take a while
 STATUS_SECONDS = 2.0
 KILL_SECONDS = 10.0
 
-VISIBLE = ("common", "selfcheck", "autograder/__init__.py", "autograder/untrusted", "autograder/tamper.py")
-"""The only parts of the course's code the sandbox sees (read-only, at their real paths).
-``autograder/tamper.py`` only reports patches; it holds no secret."""
+VISIBLE = ("common", "selfcheck", "autograder/__init__.py", "autograder/untrusted")
+"""The only parts of the course's code the sandbox sees (read-only, at their real paths)."""
 
 
 def visible_paths() -> list[Path]:

@@ -160,7 +160,7 @@ def _recorder() -> Any:
 
 def _snapshot() -> Any:
     try:
-        from autograder.tamper import Snapshot
+        from autograder.untrusted.tamper import Snapshot
     except ImportError:
         return None
     return Snapshot()

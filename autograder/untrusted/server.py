@@ -56,7 +56,7 @@ def preload() -> None:
 
     package = autograder.untrusted.cases
     names = [f"{package.__name__}.{info.name}" for info in pkgutil.iter_modules(package.__path__)]
-    for name in [*names, "autograder.untrusted.record", "autograder.tamper"]:
+    for name in [*names, "autograder.untrusted.record", "autograder.untrusted.tamper"]:
         try:
             importlib.import_module(name)
         except Exception:  # one broken module costs its own notebooks (imported again there), not the run
