@@ -325,8 +325,13 @@ for _ in range(3):
         os.kill(-1, signal.SIGKILL)
     except OSError:
         pass
+def own_session(pid):  # its own job's processes: killing them only ends itself
+    try:
+        return os.getsid(pid) == os.getsid(0)
+    except OSError:
+        return True
 for pid in range(2, 4096):
-    if pid != os.getpid():
+    if pid != os.getpid() and not own_session(pid):
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:

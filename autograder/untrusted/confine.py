@@ -196,14 +196,21 @@ def _fresh_tmpfs(path: str, megabytes: int) -> bool:
         options = f"size={megabytes}m,nr_inodes=65536,mode=1777"
         if mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
             return False
+        folders = {folder for folder, _ in handles}
+        tops = {os.path.join(path, os.path.relpath(f, path).split(os.sep)[0]) for f in folders} - folders
+        for top in tops:  # the folders on the way are a read-only skeleton, not the job's to write in
+            os.makedirs(top, mode=0o755, exist_ok=True)
+            if mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,nr_inodes=1024,mode=0755") != 0:
+                raise OSError("skeleton")
         for folder, handle in handles:
             os.makedirs(folder, mode=0o755, exist_ok=True)
             if mount(f"/proc/self/fd/{handle}", folder, None, MS_BIND | MS_REC) != 0:
-                _libc.umount2(path.encode(), 2)  # MNT_DETACH: the job must find its code, private /tmp or not
-                return False
+                raise OSError("bind")
             mount(None, folder, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        for top in tops:
+            mount(None, top, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
         return True
-    except OSError:
+    except OSError:  # MNT_DETACH: the job must find its code, private /tmp or not
         _libc.umount2(path.encode(), 2)
         return False
     finally:
