@@ -55,11 +55,6 @@ def active() -> bool:
     return _depth > 0
 
 
-def forget() -> None:
-    """Drop every remembered graph."""
-    _graphs.clear()
-
-
 def _tensor_key(tensor: torch.Tensor) -> tuple[Any, ...]:
     if tensor.is_quantized or tensor.layout != torch.strided or tensor.device.type != "cpu":
         raise Unkeyable(f"tensor of layout {tensor.layout}")

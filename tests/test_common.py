@@ -255,3 +255,58 @@ def test_quiet_silences_export_and_prepare_noise() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+# --- export_cache: a remembered graph only where the trace would be the same ------------------------
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self, relu: bool = True) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+        self.relu = relu
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        return torch.relu(y) if self.relu else y
+
+
+def _targets(gm: torch.fx.GraphModule) -> list[str]:
+    return [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def test_remembered_exports_copy_and_key_on_what_the_trace_depends_on() -> None:
+    from common.export_cache import remembered_exports
+    from common.pt2e import export_module
+
+    torch.manual_seed(0)
+    model, x = _Scaled().eval(), (torch.randn(2, 4),)
+    with remembered_exports():
+        first = export_module(model, x)
+        for given in (first, export_module(model, x)):  # the traced graph, then a remembered one
+            with torch.no_grad():
+                for tensor in given.state_dict().values():  # a caller's edit of the graph it was given
+                    tensor.zero_()
+        again = export_module(model, x)
+        assert torch.equal(again(*x), model(*x)), "a remembered graph is handed out as a fresh copy"
+        assert any("relu" in t for t in _targets(again))
+        assert not any("relu" in t for t in _targets(export_module(_Scaled(relu=False).eval(), x)))  # attribute
+        changed = _Scaled().eval()
+        with torch.no_grad():
+            changed.linear.weight.fill_(1.0)
+        assert torch.equal(export_module(changed, x)(*x), changed(*x)), "other weights: traced again"
+        hooked = _Scaled().eval()
+        hooked.register_forward_hook(lambda module, args, out: out * 0)
+        assert torch.equal(export_module(hooked, x)(*x), torch.zeros(2, 3))  # hooks: never remembered
+
+
+def test_outside_remembered_exports_every_export_traces() -> None:
+    from unittest import mock
+
+    from common.pt2e import export_module
+
+    model, x = _Scaled().eval(), (torch.randn(2, 4),)
+    with mock.patch("torch.export.export", wraps=torch.export.export) as traced:
+        export_module(model, x)
+        export_module(model, x)
+    assert traced.call_count == 2
