@@ -70,7 +70,7 @@ def _pt2e_colab_setup(run=subprocess.run):
         steps.append(pip + ["torchao==0.18.0"])
     if not installed("pt2e-course", "{version}"):
         steps.append(pip + ["pt2e-course @ git+{repository}.git"])
-    apt = []
+{extras}    apt = []
     if shutil.which("dot") is None:
         apt.append("graphviz")
     fonts = run(["fc-list", ":lang=zh-tw"], capture_output=True, text=True, check=False).stdout
@@ -88,22 +88,44 @@ _pt2e_colab_setup()
 """
 
 
-def setup_source() -> str:
-    """The setup cell's code, with this course's repository and version filled in."""
+MODULE_EXTRAS = {"M08": "backends"}
+"""Modules whose notebooks need an optional extra of ``pyproject.toml`` (M08: ExecuTorch, about
+525 MB, which the other modules do without)."""
+
+
+def extra_requirements(module: str | None) -> list[str]:
+    """The pinned requirements of ``module``'s extra (``["executorch==1.5.1"]`` for M08), else none."""
+    extra = MODULE_EXTRAS.get(module or "")
+    if extra is None:
+        return []
+    requirements = [str(r) for r in project()["optional-dependencies"][extra]]
+    for requirement in requirements:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+==[A-Za-z0-9_.+-]+", requirement):
+            raise ValueError(f"extra {extra}: the Colab cell installs pinned requirements only, not {requirement}")
+    return requirements
+
+
+def setup_source(module: str | None = None) -> str:
+    """The setup cell's code, with this course's repository and version (and ``module``'s extra) filled in."""
+    extras = "".join(
+        f'    if not installed("{name}", "{version}"):\n        steps.append(pip + ["{name}=={version}"])\n'
+        for name, version in (r.split("==") for r in extra_requirements(module))
+    )
     return (
         SETUP_TEMPLATE.replace("{torch_index}", TORCH_CPU_INDEX)
         .replace("{version}", str(project()["version"]))
         .replace("{repository}", repository())
+        .replace("{extras}", extras)
         .rstrip("\n")
     )
 
 
-def add_setup_cell(nb: Any) -> None:
-    """Put the setup cell first in ``nb`` (an nbformat notebook), replacing an older one."""
+def add_setup_cell(nb: Any, module: str | None = None) -> None:
+    """Put the setup cell of ``module`` first in ``nb`` (an nbformat notebook), replacing an older one."""
     import nbformat
 
     nb.cells = [c for c in nb.cells if c.get("id") != SETUP_CELL_ID]
-    cell = nbformat.v4.new_code_cell(setup_source())
+    cell = nbformat.v4.new_code_cell(setup_source(module))
     cell["id"] = SETUP_CELL_ID
     nb.cells.insert(0, cell)
 

@@ -27,7 +27,7 @@ apt-get install -y -qq graphviz bubblewrap fonts-noto-cjk python3.11 python3.11-
 python3.11 -m venv /autograder/venv
 /autograder/venv/bin/pip install --quiet --upgrade pip
 /autograder/venv/bin/pip install --quiet torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
-/autograder/venv/bin/pip install --quiet /autograder/source/course
+/autograder/venv/bin/pip install --quiet "/autograder/source/course{extra}"
 # The package is the students' side only; the grader (autograder/) is imported from the bundle.
 echo /autograder/source/course > "$(/autograder/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/pt2e_course_instructor.pth"
 """
@@ -59,7 +59,11 @@ def build_bundle(module: str, output: Path) -> Path:
         raise FileNotFoundError(f"source/{module} 不存在")
     output.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as bundle:
-        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER.format(module=module))):
+        from autograder.colab import MODULE_EXTRAS
+
+        extra = f"[{MODULE_EXTRAS[module]}]" if module in MODULE_EXTRAS else ""
+        setup = SETUP_SH.replace("{extra}", extra)
+        for name, text in (("setup.sh", setup), ("run_autograder", RUN_AUTOGRADER.format(module=module))):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16
             bundle.writestr(info, text)

@@ -30,6 +30,7 @@ from autograder.judge import judge
 from autograder.submission import UnreadableNotebook, best_match, grade_ids, load_notebook, prepare
 from autograder.untrusted.cases.base import module_name
 from autograder.untrusted.confine import Limits
+from common.data import one_thread
 
 STARTUP_SECONDS = 10  # forking the job and confining it is not the student's time
 MAX_CELL_ERRORS = 20
@@ -165,7 +166,7 @@ def grade_notebook(
     outcome = run_sandboxed(Job(notebook, tuple(prepared.cells), seed, limits), limits)
     recorded, reasons = read_outcome(outcome, result, limits)
     reasons.update(reached_for_secrets(result, exercises))
-    with _judging:
+    with _judging, one_thread():  # as the sandbox computes (sandbox.ENVIRONMENT): same reductions, same floats
         evidence = derive_evidence(notebook, recorded, seed, result)
         judged = judge({"notebook": notebook, "seed": seed, "exercises": evidence}) if evidence else []
     for exercise in exercises:

@@ -117,7 +117,7 @@ def finish_release(module: str) -> None:
 
     for path in sorted((RELEASE / module).glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        add_setup_cell(nb)
+        add_setup_cell(nb, module)
         for cell in nb.cells:
             if cell.cell_type == "code":
                 cell.outputs = []

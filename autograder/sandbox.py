@@ -81,6 +81,12 @@ ENVIRONMENT = {
     "LANG": "C.UTF-8",
     "HOME": "/tmp",
     "PYTHONDONTWRITEBYTECODE": "1",
+    # One intra-op thread per job: jobs run side by side (``--jobs``), so threads within a job only
+    # fight over the same cores. It also keeps OpenMP from starting a thread pool in the fork
+    # server, which a forked job would inherit broken. The trusted side derives on one thread too
+    # (grading.grade_notebook), so the sandbox's numbers and the key's are computed alike.
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
 }
 PASSED_ENVIRONMENT = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TZ", confine.DISABLE_ENV)
 
@@ -137,6 +143,8 @@ def _under(folder: str, path: str) -> bool:
 def _environment() -> dict[str, str]:
     env = dict(ENVIRONMENT)
     env.update({name: os.environ[name] for name in PASSED_ENVIRONMENT if name in os.environ})
+    if "OMP_NUM_THREADS" in os.environ and "MKL_NUM_THREADS" not in os.environ:
+        env["MKL_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"]  # torch takes the smaller of the two
     return env
 
 

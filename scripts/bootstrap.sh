@@ -48,7 +48,7 @@ if ! "$VENV/bin/python" -c 'import torch, sys; sys.exit(not torch.__version__.st
 fi
 
 echo "==> 安裝本課程（學生端的 common、selfcheck）與開發工具"
-"$VENV/bin/pip" install --quiet --disable-pip-version-check -e ".[instructor,dev]"
+"$VENV/bin/pip" install --quiet --disable-pip-version-check -e ".[instructor,dev,backends]"
 
 # The instructor's side is not in the package (students must not get it): make this
 # checkout's autograder importable in the venv and add the pt2e-course command.

@@ -13,7 +13,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from autograder.colab import SETUP_CELL_ID, colab_url, readme_links, repository, setup_source
+from autograder.colab import SETUP_CELL_ID, colab_url, extra_requirements, readme_links, repository, setup_source
 from autograder.course import RELEASE, ROOT
 
 
@@ -31,7 +31,13 @@ class FakeRun:
 
 
 def run_cell(
-    monkeypatch: pytest.MonkeyPatch, *, colab: bool, versions: dict[str, str], dot: bool, fonts: str
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    colab: bool,
+    versions: dict[str, str],
+    dot: bool,
+    fonts: str,
+    module: str | None = None,
 ) -> tuple[str, FakeRun]:
     import importlib.metadata
     import shutil
@@ -52,7 +58,7 @@ def run_cell(
     monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/dot" if dot and name == "dot" else None)
     out = io.StringIO()
     with redirect_stdout(out):
-        exec(compile(setup_source(), "<setup cell>", "exec"), {})
+        exec(compile(setup_source(module), "<setup cell>", "exec"), {})
     return out.getvalue(), fake
 
 
@@ -93,7 +99,24 @@ def test_every_release_notebook_starts_with_the_current_setup_cell() -> None:
     assert paths
     for path in paths:
         first = nbformat.read(path, as_version=4).cells[0]
-        assert first.get("id") == SETUP_CELL_ID and first.source == setup_source(), f"{path}: run pt2e-course release"
+        expected = setup_source(path.parent.name)
+        assert first.get("id") == SETUP_CELL_ID and first.source == expected, f"{path}: run pt2e-course release"
+
+
+def test_a_module_with_an_extra_installs_its_pinned_requirements_after_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """M08 needs ExecuTorch (the ``backends`` extra); the other modules' cells never install it."""
+    requirements = extra_requirements("M08")
+    assert requirements and all("==" in r for r in requirements)
+    assert "executorch" not in setup_source("M03") and extra_requirements("M03") == []
+    _, fake = run_cell(monkeypatch, colab=True, versions={}, dot=True, fonts="Noto Sans CJK TC\n", module="M08")
+    commands = [" ".join(c) for c in installs(fake)]
+    torch_step = next(i for i, c in enumerate(commands) if "torch==2.13.0" in c)
+    for requirement in requirements:
+        step = next(i for i, c in enumerate(commands) if c.endswith(requirement))
+        assert step > torch_step, f"{requirement} must come after the CPU torch, or pip pulls another torch"
+    present = {"torch": "2.13.0+cpu", "torchao": "0.18.0", **dict(r.split("==") for r in requirements)}
+    _, fake = run_cell(monkeypatch, colab=True, versions=present, dot=True, fonts="Noto Sans CJK TC\n", module="M08")
+    assert not any(c.endswith(r) for c in (" ".join(c) for c in installs(fake)) for r in requirements)
 
 
 def test_readme_links_every_release_notebook_to_colab() -> None:

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import ROOT
 
 from autograder import sandbox as sb
@@ -34,6 +35,7 @@ from autograder.submission import UnreadableNotebook, read_untrusted
 from autograder.untrusted import confine
 from autograder.untrusted.confine import Limits
 from autograder.untrusted.runner import Cell, Job, frame
+from common.data import one_thread
 
 LIMITS = Limits(cell_seconds=20, notebook_seconds=30, tmp_mb=16, file_mb=64)
 
@@ -572,3 +574,30 @@ def remove_nested(folder: Path) -> None:
             if not entry.is_dir():
                 entry.unlink()
         path.rmdir()
+
+
+def test_a_job_computes_on_one_thread_and_its_convolutions_do_not_hang(machine: sb.Sandbox) -> None:
+    """Jobs run side by side, one intra-op thread each, forked from a warmed-up server.
+
+    A server whose warm-up had started OpenMP's thread pool would hand every forked job a pool
+    it cannot use: the conv below would hang until the cell's time limit. The trusted side,
+    also on one thread, computes the same sum to the last bit.
+    """
+    code = REPORT + (
+        "import torch\n"
+        "torch.manual_seed(3)\n"
+        "conv = torch.nn.Conv2d(8, 16, 3)\n"
+        "y = conv(torch.randn(4, 8, 32, 32))\n"
+        "report(threads=torch.get_num_threads(), total=float(y.double().sum()))\n"
+    )
+    limits = Limits(cell_seconds=30, notebook_seconds=60)
+    result = run(machine, code, limits=limits)
+    found = probes(result)
+    assert not errors(result) and found, errors(result) or "the job reported nothing"
+    assert found["threads"] == 1
+    with torch.random.fork_rng():
+        torch.manual_seed(3)
+        conv = torch.nn.Conv2d(8, 16, 3)
+        with one_thread(), torch.no_grad():
+            expected = float(conv(torch.randn(4, 8, 32, 32)).double().sum())
+    assert found["total"] == expected, "the trusted side on one thread computes the sandbox's numbers"

@@ -36,7 +36,7 @@ def test_release_is_up_to_date(module: str, tmp_path: Path) -> None:
     assert fresh == committed, "release/ has other files than a fresh generate_assignment"
     for relative in fresh:  # the outputs of the unanswered run are checked by test_unanswered.py
         generated = nbformat.read(course / "release" / relative, as_version=4)
-        add_setup_cell(generated)
+        add_setup_cell(generated, module)
         assert without_outputs(generated) == without_outputs(
             nbformat.read(ROOT / "release" / relative, as_version=4)
         ), f"release/{relative} differs from a fresh `nbgrader generate_assignment`: run `pt2e-course release {module}`"

@@ -61,6 +61,39 @@ def preload() -> None:
             importlib.import_module(name)
         except Exception:  # one broken module costs its own notebooks (imported again there), not the run
             traceback.print_exc()
+    try:
+        warm_up()
+    except Exception:  # only slower jobs: each pays for its own first export
+        traceback.print_exc()
+
+
+def warm_up() -> None:
+    """Export a tiny model and prepare it, once, before any fork.
+
+    The first ``torch.export`` of a process finishes torch's lazy imports and caches (about
+    0.4 s); done here, every forked job starts warm. Nothing is computed on real tensors:
+    a kernel that starts OpenMP's thread pool in the server would leave every forked job a
+    pool it cannot use (the job hangs). The global RNG is left as it was, and nothing the
+    warm-up built is kept.
+    """
+    import torch
+
+    from common.pt2e import export_module, get_xnnpack_quantizer, prepare_pt2e
+
+    class Tiny(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(2, 2, 1)
+            self.linear = torch.nn.Linear(2, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.relu(self.conv(x)) + x
+            return self.linear(torch.cat([y, x], dim=2).mean(dim=(2, 3)))
+
+    with torch.random.fork_rng():
+        inputs = (torch.ones(1, 2, 2, 2),)
+        for per_channel in (False, True):
+            prepare_pt2e(export_module(Tiny().eval(), inputs), get_xnnpack_quantizer(per_channel)[0])
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
