@@ -40,7 +40,9 @@ NOISY_WARNINGS: tuple[tuple[type[Warning], str], ...] = (
 def silence_loggers() -> None:
     """Raise the level of torch / torchao loggers that print noise to ERROR."""
     for name in NOISY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.ERROR)
+        logger = logging.getLogger(name)
+        if logger.level != logging.ERROR:  # setLevel clears every logger's cache: costly on each export
+            logger.setLevel(logging.ERROR)
 
 
 def add_warning_filters() -> None:

@@ -9,6 +9,7 @@ is imported only when a function here needs it, so ``import common.backends`` is
   ``to_edge_transform_and_lower(..., partitioner=[XnnpackPartitioner()])``.
 - ``delegation``: what was delegated to XNNPACK and which ops stayed in the portable runtime.
 - ``pte_bytes`` / ``PteProgram``: the ``.pte`` file and running it with ``executorch.runtime``.
+- ``xnnpack_nodes``: the nodes XNNPACK itself runs in each delegate (read from the ``.pte``).
 - ``x86_quantizer`` / ``lower_x86``: ``X86InductorQuantizer`` and ``lower_pt2e_quantized_to_x86``.
 """
 
@@ -16,7 +17,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import io
+import json
 import os
+import subprocess
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,23 +37,26 @@ DELEGATE = "executorch_call_delegate"
 
 @contextlib.contextmanager
 def quiet_native_stderr() -> Iterator[None]:
-    """Keep what native code writes on file descriptor 2 (ExecuTorch's cpuinfo lines) out of the output.
+    """Keep what native code writes on stderr (ExecuTorch's cpuinfo lines) out of the output.
 
-    Python's own ``sys.stderr`` is untouched; only the process-level descriptor is pointed at
-    ``/dev/null`` for the duration of the block.
+    For the duration of the block, file descriptor 2 points at ``/dev/null`` and Python's
+    ``sys.stderr`` writes into a buffer that is dropped.
     """
     try:
         saved = os.dup(2)
     except OSError:
-        yield
-        return
+        saved = -1
     try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-        yield
+        if saved >= 0:
+            with open(os.devnull, "wb") as null:
+                os.dup2(null.fileno(), 2)
+        # in a Jupyter kernel native lines can also arrive through Python's sys.stderr
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        if saved >= 0:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def executorch_available() -> bool:
@@ -59,14 +67,28 @@ def executorch_available() -> bool:
 
 
 def executorch_xnnpack_quantizer(is_per_channel: bool = True) -> Any:
-    """ExecuTorch's XNNPACKQuantizer with its symmetric config set globally."""
+    """ExecuTorch's XNNPACKQuantizer with its symmetric config set globally.
+
+    Its ``annotate`` traces small patterns on random tensors from the global generator; here it
+    leaves the global random state as it found it, so a notebook's later random numbers do not
+    depend on whether a cell annotated.
+    """
     with quiet_imports(), quiet_native_stderr():
         from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
             XNNPACKQuantizer,
             get_symmetric_quantization_config,
         )
 
-        return XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=is_per_channel))
+    class ExecuTorchXNNPACKQuantizer(XNNPACKQuantizer):
+        def annotate(self, model: GraphModule) -> GraphModule:
+            with torch.random.fork_rng(), quiet_native_stderr():
+                return super().annotate(model)
+
+    ExecuTorchXNNPACKQuantizer.__name__ = XNNPACKQuantizer.__name__
+    ExecuTorchXNNPACKQuantizer.__qualname__ = XNNPACKQuantizer.__qualname__
+    ExecuTorchXNNPACKQuantizer.__module__ = XNNPACKQuantizer.__module__
+    quantizer = ExecuTorchXNNPACKQuantizer()
+    return quantizer.set_global(get_symmetric_quantization_config(is_per_channel=is_per_channel))
 
 
 def lower_to_xnnpack(model: torch.nn.Module, example_inputs: Sequence[Any]) -> Any:
@@ -187,6 +209,60 @@ def lower_x86(converted: GraphModule, example_inputs: Sequence[Any]) -> GraphMod
     return lowered
 
 
+# --- what XNNPACK runs ------------------------------------------------------------------------------
+
+
+def _xnnpack_graph(blob: bytes) -> dict[str, Any]:
+    """One delegate's payload (XNNPACK header + flatbuffer) as JSON, through the flatc that ExecuTorch ships."""
+    from executorch.backends.xnnpack.serialization.xnnpack_graph_serialize import XNNHeader, _get_schema_bytes
+    from executorch.exir._serialize._flatbuffer import _get_flatc_path
+
+    header = XNNHeader.from_bytes(blob[: XNNHeader.EXPECTED_LENGTH])
+    flatbuffer = blob[header.flatbuffer_offset : header.flatbuffer_offset + header.flatbuffer_size]
+    with tempfile.TemporaryDirectory() as folder:
+        schema, data = os.path.join(folder, "schema.fbs"), os.path.join(folder, "graph.bin")
+        with open(schema, "wb") as f:
+            f.write(_get_schema_bytes())
+        with open(data, "wb") as f:
+            f.write(flatbuffer)
+        command = [_get_flatc_path(), "--json", "--strict-json", "--defaults-json", "--raw-binary", "-o", folder]
+        subprocess.run([*command, schema, "--", data], check=True, capture_output=True)
+        with open(os.path.join(folder, "graph.json"), encoding="utf-8") as f:
+            return json.load(f)
+
+
+def xnnpack_nodes(edge: Any) -> list[list[tuple[str, str]]]:
+    """For each subgraph delegated to XNNPACK, its nodes in order as ``(op, dtype of the output)``.
+
+    ``op`` drops XNNPACK's ``XNN`` prefix (``Conv2d``, ``Concatenate2``, ``Convert``…) and the
+    dtype its ``xnn_datatype_`` prefix (``fp32``, ``qint8``…). A ``Convert`` node changes dtype:
+    quantizing (fp32 → qint8) or dequantizing (qint8 → fp32).
+    """
+    with quiet_imports(), quiet_native_stderr():
+        graph_module = edge.exported_program().graph_module
+        graphs = [
+            _xnnpack_graph(bytes(module.processed_bytes))
+            for name, module in graph_module.named_children()
+            if name.startswith("lowered_module")
+        ]
+    found = []
+    for graph in graphs:
+        dtypes = {}
+        for value in graph["xvalues"]:
+            tensor = value["xvalue_union"].get("tensor_value", value["xvalue_union"])
+            dtypes[tensor["id_out"]] = str(tensor["datatype"]).removeprefix("xnn_datatype_")
+        found.append(
+            [
+                (
+                    str(node["xnode_union_type"]).removeprefix("XNN"),
+                    dtypes.get(node["xnode_union"].get("output_id"), "?"),
+                )
+                for node in graph["xnodes"]
+            ]
+        )
+    return found
+
+
 __all__ = [
     "DELEGATE",
     "Delegation",
@@ -199,4 +275,5 @@ __all__ = [
     "pte_bytes",
     "quiet_native_stderr",
     "x86_quantizer",
+    "xnnpack_nodes",
 ]
