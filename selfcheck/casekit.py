@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from selfcheck.evidence import run_case
+from selfcheck.evidence import CASE_SECONDS, run_case
 
 Namespace = Mapping[str, Any]
 CaseFn = Callable[[Namespace, int], Any]
@@ -35,6 +35,8 @@ class Exercise:
     title: str
     names: tuple[str, ...]
     cases: Mapping[str, CaseFn]
+    case_seconds: int = CASE_SECONDS
+    """Time limit of one case; M08-3's cases lower and run a program in ExecuTorch (seconds each)."""
 
 
 def module_name(notebook: str) -> str:
@@ -86,7 +88,7 @@ def collect(
             warnings.simplefilter("ignore")
             torch.manual_seed(seed)
             case_namespace = namespace_for_case(name) if namespace_for_case else namespace
-            cases[name] = run_case(lambda fn=fn, ns=case_namespace: fn(ns, seed))
+            cases[name] = run_case(lambda fn=fn, ns=case_namespace: fn(ns, seed), exercise.case_seconds)
     return {"cases": cases}
 
 

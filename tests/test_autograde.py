@@ -276,7 +276,12 @@ def test_grade_gives_the_scores_nbgrader_gives(graded: Graded) -> None:
     from autograder.grading import class_folders, grade_class
 
     folders = class_folders(graded.course / "submitted", graded.module)
-    compared_students = {"solution", "untouched", "exit", "writer", *list(graded.wrong)[:2]}  # grading twice costs
+    # grading twice costs: the attack modules compare attackers and wrong students too; the later modules
+    # (training, lowering to ExecuTorch: the same machinery, ten times the seconds) full and untouched marks
+    if graded.module in ATTACK_MODULES:
+        compared_students = {"solution", "untouched", "exit", "writer", *list(graded.wrong)[:2]}
+    else:
+        compared_students = {"solution", "untouched"}
     folders = {student: folder for student, folder in folders.items() if student in compared_students}
     students, _ = grade_class(graded.module, folders, jobs=2, seed=SEED)
     compared = 0
