@@ -46,10 +46,10 @@ def safe_text(value: object, limit: int = MESSAGE_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def describe_error(exc: BaseException) -> dict[str, str]:
-    """``{"error": type, "message": text}`` for an exception raised by student code."""
+def describe_error(exc: BaseException, seconds: int = CASE_SECONDS) -> dict[str, str]:
+    """``{"error": type, "message": text}`` for an exception raised by student code (``seconds``: the case's limit)."""
     if isinstance(exc, CaseTimeout):
-        return {"error": "Timeout", "message": f"超過 {CASE_SECONDS} 秒沒有結束"}
+        return {"error": "Timeout", "message": f"超過 {seconds} 秒沒有結束"}
     if isinstance(exc, EvidenceError):  # our own message says it all; where it was raised is noise
         return {"error": type(exc).__name__, "message": safe_text(exc)}
     where = ""
@@ -93,7 +93,7 @@ def run_case(fn: Callable[[], Any], seconds: int = CASE_SECONDS) -> dict[str, An
             value = fn()
         return {"value": value}
     except BaseException as exc:  # SystemExit, KeyboardInterrupt, timeouts: all are the student's
-        return describe_error(exc)
+        return describe_error(exc, seconds)
 
 
 def plain(value: Any, depth: int = 0) -> Any:

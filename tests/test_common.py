@@ -310,3 +310,16 @@ def test_outside_remembered_exports_every_export_traces() -> None:
         export_module(model, x)
         export_module(model, x)
     assert traced.call_count == 2
+
+
+def test_a_case_stops_at_its_exercises_limit_and_says_which() -> None:
+    """``Exercise.case_seconds`` bounds each case (M08-3 lowers programs: 90 s), and the message names it."""
+    import time
+
+    from selfcheck.casekit import Exercise, collect
+
+    slow = Exercise("M00-0", "slow", "slow", (), {"sleeps": lambda ns, seed: time.sleep(5)}, case_seconds=1)
+    started = time.monotonic()
+    evidence = collect(slow, {}, 0)
+    assert time.monotonic() - started < 4
+    assert evidence["cases"]["sleeps"] == {"error": "Timeout", "message": "超過 1 秒沒有結束"}
