@@ -66,12 +66,17 @@ def executorch_available() -> bool:
     return importlib.util.find_spec("executorch") is not None
 
 
-def executorch_xnnpack_quantizer(is_per_channel: bool = True) -> Any:
+def executorch_xnnpack_quantizer(is_per_channel: bool = True, qat_patterns: bool = True) -> Any:
     """ExecuTorch's XNNPACKQuantizer with its symmetric config set globally.
 
     Its ``annotate`` traces small patterns on random tensors from the global generator; here it
     leaves the global random state as it found it, so a notebook's later random numbers do not
     depend on whether a cell annotated.
+
+    With ``qat_patterns=False`` it leaves out its QAT-only conv → BN patterns. It runs them with
+    a PTQ config too, each tracing a dozen small graphs with a strict ``torch.export`` on every
+    ``annotate`` (seconds each time); once ``prepare_pt2e`` has folded BN they match nothing, so
+    the labels are the same, sooner.
     """
     with quiet_imports(), quiet_native_stderr():
         from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
@@ -88,6 +93,8 @@ def executorch_xnnpack_quantizer(is_per_channel: bool = True) -> Any:
     ExecuTorchXNNPACKQuantizer.__qualname__ = XNNPACKQuantizer.__qualname__
     ExecuTorchXNNPACKQuantizer.__module__ = XNNPACKQuantizer.__module__
     quantizer = ExecuTorchXNNPACKQuantizer()
+    if not qat_patterns:
+        quantizer.SUPPORTED_PATTERNS = [p for p in XNNPACKQuantizer.SUPPORTED_PATTERNS if not p.is_qat]
     return quantizer.set_global(get_symmetric_quantization_config(is_per_channel=is_per_channel))
 
 

@@ -116,3 +116,25 @@ def test_native_lines_on_stderr_are_kept_out() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": ""}
     )
     assert run.stderr == "after\n"
+
+
+def test_without_its_qat_patterns_executorchs_quantizer_labels_a_bn_model_alike() -> None:
+    """BN is folded before annotate, so the QAT-only conv → BN patterns match nothing in PTQ."""
+
+    class ConvBn(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+            self.bn = nn.BatchNorm2d(4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.bn(self.conv(x))) + 1
+
+    torch.manual_seed(0)
+    model, inputs = ConvBn().eval(), (torch.randn(2, 3, 8, 8),)
+    full = backends.executorch_xnnpack_quantizer()
+    lean = backends.executorch_xnnpack_quantizer(qat_patterns=False)
+    assert len(lean.SUPPORTED_PATTERNS) < len(full.SUPPORTED_PATTERNS)
+    assert all(not p.is_qat for p in lean.SUPPORTED_PATTERNS)
+    codes = [prepare_pt2e(export_module(model, inputs), q).code for q in (full, lean)]
+    assert codes[0] == codes[1] and "activation_post_process" in codes[0]

@@ -291,16 +291,11 @@ def lower_converted(converted: GraphModule, model: nn.Module, inputs: tuple[torc
 
 
 def executorch_quantizer() -> Any:
-    """ExecuTorch's XNNPACKQuantizer (per-channel, symmetric), without its QAT-only conv → BN patterns.
-
-    Those patterns trace a dozen small graphs with a strict ``torch.export`` on every ``annotate``
-    (seconds each time) and match nothing once ``prepare_pt2e`` has folded BN: same labels, faster.
-    """
+    """ExecuTorch's XNNPACKQuantizer (per-channel, symmetric), without its QAT-only conv → BN patterns
+    (``common.backends.executorch_xnnpack_quantizer``: same labels after BN folding, faster)."""
     from common.backends import executorch_xnnpack_quantizer
 
-    quantizer = executorch_xnnpack_quantizer(is_per_channel=True)
-    quantizer.SUPPORTED_PATTERNS = [p for p in type(quantizer).SUPPORTED_PATTERNS if not p.is_qat]
-    return quantizer
+    return executorch_xnnpack_quantizer(is_per_channel=True, qat_patterns=False)
 
 
 @functools.cache
