@@ -55,6 +55,11 @@ def active() -> bool:
     return _depth > 0
 
 
+def size() -> int:
+    """Graphs remembered now."""
+    return len(_graphs)
+
+
 def _tensor_key(tensor: torch.Tensor) -> tuple[Any, ...]:
     if tensor.is_quantized or tensor.layout != torch.strided or tensor.device.type != "cpu":
         raise Unkeyable(f"tensor of layout {tensor.layout}")

@@ -16,6 +16,10 @@ def installed_size(site: Path) -> int:
 
 
 def main() -> None:
+    import warnings
+
+    # numpy comes with the course's packages, after torch: torch's warning about it is noise here
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     import torch
 
     site = Path(sysconfig.get_paths()["purelib"])

@@ -56,7 +56,7 @@ def preload() -> None:
 
     package = autograder.untrusted.cases
     names = [f"{package.__name__}.{info.name}" for info in pkgutil.iter_modules(package.__path__)]
-    for name in [*names, "autograder.untrusted.record", "autograder.untrusted.tamper"]:
+    for name in [*names, "autograder.untrusted.record", "autograder.untrusted.tamper", "autograder.untrusted.warm"]:
         try:
             importlib.import_module(name)
         except Exception:  # one broken module costs its own notebooks (imported again there), not the run
@@ -241,6 +241,20 @@ def _reap() -> None:
         pass
 
 
+def _warm(control: socket.socket, request: Any) -> None:
+    """Warm the export cache for the notebooks and seed of a grading run (``autograder.untrusted.warm``),
+    here, before any job of that run is forked; answer with what was warmed."""
+    from autograder.untrusted.warm import warm_exports
+
+    try:
+        reply = {"type": "warmed", **warm_exports([str(n) for n in request["notebooks"]], int(request["seed"]))}
+    except Exception as exc:  # a bug of ours: jobs only run colder
+        traceback.print_exc()
+        reply = {"type": "warmed", "error": type(exc).__name__}
+    body = json.dumps(reply).encode("utf-8")
+    control.sendall(HEADER.pack(len(body)) + body)
+
+
 def serve(control: socket.socket, in_bwrap: bool) -> None:
     """Answer job requests until the grader closes the control socket."""
     number = 0
@@ -252,6 +266,9 @@ def serve(control: socket.socket, in_bwrap: bool) -> None:
         request = read_request(control)
         if request is None:
             return
+        if "warm" in request:
+            _warm(control, request["warm"])
+            continue
         number += 1
         frames_read, frames_write = os.pipe()
         status_grader, status_middle = socket.socketpair()

@@ -366,3 +366,10 @@ EXERCISES = {
         },
     ),
 }
+
+
+STANDINS = {
+    "reads_quantized": lambda prepared, producer: {},
+}
+"""Answers of the right type and no content, for warming the fork server (``autograder.untrusted.warm``):
+with them a case goes on to export all its models instead of stopping at its first check."""

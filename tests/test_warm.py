@@ -1,0 +1,131 @@
+"""The fork server's warm-up: jobs start with the hidden models already exported, and grade the same.
+
+``autograder.untrusted.warm`` runs each hidden case once in the server with stand-ins for the
+student's definitions, so that the exports a case makes are remembered before the jobs fork.
+These tests pin what that buys (a key recorded after warming traces no model the stand-ins could
+reach) and what it must never change (a warmed job's evidence is a cold job's evidence; a job
+forked after the warm-up still computes on all its threads).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections import OrderedDict
+
+import nbformat
+import pytest
+import torch
+
+from autograder import sandbox as sb
+from autograder.grading import source_path
+from autograder.submission import load_notebook, prepare
+from autograder.untrusted.cases.base import exercises_of, module_name
+from autograder.untrusted.confine import Limits
+from autograder.untrusted.record import record_exercise
+from autograder.untrusted.runner import Cell, Job
+from autograder.untrusted.warm import standins, warm_exports
+from common import export_cache
+
+SEED = 5
+WARMABLE = ["M01-1", "M01-2", "M01-3", "M02-2", "M03-1", "M03-2", "M03-3", "M03-4", "M04-2", "M04-3", "M05-2", "M08-1"]
+"""Notebooks whose cases export hidden models (the others build none, or few)."""
+FROM_ANSWERS = {"M04-1": 1}
+"""Exports of a model the answer itself made (fold_bn's folded model): no stand-in can make them."""
+
+pytestmark = pytest.mark.xdist_group("warm")  # the sandboxes here start once, on one worker
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """An empty export cache, and a counter of the traces torch.export makes."""
+    monkeypatch.setattr(export_cache, "_graphs", OrderedDict())
+    traced = [0]
+    export = torch.export.export
+
+    def counting(*args, **kwargs):
+        traced[0] += 1
+        return export(*args, **kwargs)
+
+    monkeypatch.setattr(torch.export, "export", counting)
+    return traced
+
+
+@pytest.mark.parametrize("notebook", [*WARMABLE, *FROM_ANSWERS])
+def test_after_warming_the_answer_key_traces_only_what_its_answers_made(notebook: str, fresh_cache: list[int]) -> None:
+    warmed = warm_exports([notebook], SEED)
+    assert warmed["notebooks"] == [notebook] and warmed["graphs"] > 0
+    fresh_cache[0] = 0
+    key = vars(importlib.import_module(f"autograder.keys.{module_name(notebook)}"))
+    for exercise in exercises_of(notebook).values():
+        cases = record_exercise(exercise, key, SEED)["cases"]
+        assert not [c for c, r in cases.items() if "error" in r], f"the key fails a case of {notebook} after warming"
+    assert fresh_cache[0] == FROM_ANSWERS.get(notebook, 0)
+
+
+def test_a_standin_answers_nothing() -> None:
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+    from common.models import example_inputs, get_model
+    from common.pt2e import export_module
+
+    gm = export_module(get_model("conv_relu").eval(), example_inputs(2))
+    names = standins(["f", "Q"])
+    assert names["f"](gm, 3) is gm, "a call hands back the graph it was given"
+    quantizer = names["Q"]()
+    assert isinstance(quantizer, Quantizer)
+    before = gm.code
+    assert quantizer.annotate(gm) is gm and quantizer.anything(1, gm) is gm
+    assert gm.code == before and not any("quantization_annotation" in n.meta for n in gm.graph.nodes)
+
+
+def _full_job(notebook: str) -> Job:
+    student, _ = load_notebook(source_path(notebook))
+    cells = prepare(student, nbformat.read(source_path(notebook), as_version=4)).cells
+    return Job(notebook, tuple(cells), SEED, Limits())
+
+
+def _evidence(run: sb.Run) -> dict[str, object]:
+    messages = [json.loads(frame) for frame in run.read.frames]
+    return {m["exercise"]: m["data"] for m in messages if m.get("type") == "evidence"}
+
+
+def test_a_warmed_server_records_what_a_cold_one_does() -> None:
+    """The second job of a (notebook, seed) warms the server; its evidence is the first one's."""
+    box = sb.Sandbox()
+    box.start()
+    try:
+        job = _full_job("M03-3")
+        cold = sb.run_job(job, box)
+        assert not box.warmed
+        warm = sb.run_job(job, box)
+        assert box.warmed == {("M03-3", SEED): True}
+    finally:
+        box.stop()
+    assert cold.conversation.done and warm.conversation.done
+    assert set(_evidence(cold)) == {"rule_quantizer", "validate"}
+    assert _evidence(warm) == _evidence(cold)
+
+
+def test_a_job_forked_after_warming_computes_on_all_its_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warming computes in the server on one thread, so no OpenMP pool is left for a job to inherit
+    broken: with two threads asked for, a job's convolution finishes well inside its time limit."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    box = sb.Sandbox()
+    box.start()
+    try:
+        box.warm(["M03-3", "M04-3"], SEED)
+        assert set(box.warmed) == {("M03-3", SEED), ("M04-3", SEED)}
+        code = (
+            "import json, os, struct, torch\n"
+            "y = torch.nn.Conv2d(8, 16, 3)(torch.randn(8, 8, 64, 64))\n"
+            "body = json.dumps({'type': 'probe', 'threads': torch.get_num_threads(), 'shape': list(y.shape)})\n"
+            "os.write(3, struct.pack('>I', len(body.encode())) + body.encode())\n"
+        )
+        run = sb.run_job(Job("", (Cell("code", code, "c0"),), 0, Limits(cell_seconds=20, notebook_seconds=30)), box)
+    finally:
+        box.stop()
+    probe = next((json.loads(f) for f in run.read.frames if json.loads(f).get("type") == "probe"), None)
+    assert probe is not None, f"the job did not finish its convolution ({run.how}): a broken thread pool?"
+    assert probe == {"type": "probe", "threads": 2, "shape": [8, 16, 62, 62]}
