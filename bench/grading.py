@@ -72,6 +72,24 @@ def time_grade(submitted: Path, out: Path) -> float:
     return time.perf_counter() - start
 
 
+def without_heartbeat() -> None:
+    """Plain execution starts no heartbeat channel.
+
+    The tampered sample writes a forged frame on every socket it finds, the kernel's heartbeat
+    among them; jupyter_client's heartbeat thread then never stops, and nbclient would wait
+    forever to clean up a notebook that has finished. nbclient needs no heartbeat: it watches
+    the kernel process itself.
+    """
+    from jupyter_client.client import KernelClient
+
+    start = KernelClient.start_channels
+
+    def start_channels(self, shell=True, iopub=True, stdin=True, hb=True, control=True):
+        return start(self, shell, iopub, stdin, False, control)
+
+    KernelClient.start_channels = start_channels
+
+
 def run_plain(path: Path) -> None:
     from nbclient import NotebookClient
 
@@ -88,6 +106,7 @@ def run_plain(path: Path) -> None:
 def time_plain(notebooks: list[Path]) -> float:
     """Wall time of executing ``notebooks`` two at a time; the kernels' own output (warnings, the
     sample attackers writing on every pipe they find) goes to /dev/null: the bench prints figures."""
+    without_heartbeat()
     sys.stdout.flush()
     saved = {fd: os.dup(fd) for fd in (1, 2)}
     with open(os.devnull, "w") as devnull:

@@ -300,6 +300,26 @@ def test_remembered_exports_copy_and_key_on_what_the_trace_depends_on() -> None:
         assert torch.equal(export_module(hooked, x)(*x), torch.zeros(2, 3))  # hooks: never remembered
 
 
+def test_an_edited_graph_never_reaches_the_next_copy() -> None:
+    """A caller that labels a node, erases it and recompiles changes only the graph it was given."""
+    from common.export_cache import remembered_exports
+    from common.pt2e import export_module
+
+    model, x = _Scaled().eval(), (torch.randn(2, 4),)
+    with remembered_exports():
+        for _ in range(2):  # the traced graph, then a remembered copy
+            given = export_module(model, x)
+            relu = next(n for n in given.graph.nodes if "relu" in str(n.target))
+            relu.meta["quantization_annotation"] = "edited"
+            relu.replace_all_uses_with(relu.args[0])
+            given.graph.erase_node(relu)
+            given.recompile()
+        again = export_module(model, x)
+    assert any("relu" in t for t in _targets(again))
+    assert not any("quantization_annotation" in n.meta for n in again.graph.nodes)
+    assert torch.equal(again(*x), model(*x))
+
+
 def test_outside_remembered_exports_every_export_traces() -> None:
     from unittest import mock
 
