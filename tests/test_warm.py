@@ -15,7 +15,6 @@ from collections import OrderedDict
 
 import nbformat
 import pytest
-import torch
 
 from autograder import sandbox as sb
 from autograder.course import SOURCE, notebook_id
@@ -36,31 +35,36 @@ FROM_ANSWERS = {"M04-1": 1}
 pytestmark = pytest.mark.xdist_group("warm")  # the sandboxes here start once, on one worker
 
 
+class _CountingCache(OrderedDict):
+    """The export cache, counting the graphs it had to trace and add."""
+
+    added = 0
+
+    def __setitem__(self, key: object, value: object) -> None:
+        self.added += 1
+        super().__setitem__(key, value)
+
+
 @pytest.fixture
-def fresh_cache(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """An empty export cache, and a counter of the traces torch.export makes."""
-    monkeypatch.setattr(export_cache, "_graphs", OrderedDict())
-    traced = [0]
-    export = torch.export.export
-
-    def counting(*args, **kwargs):
-        traced[0] += 1
-        return export(*args, **kwargs)
-
-    monkeypatch.setattr(torch.export, "export", counting)
-    return traced
+def fresh_cache(monkeypatch: pytest.MonkeyPatch) -> _CountingCache:
+    """An empty export cache that counts what ``export_module`` traced and remembered."""
+    cache = _CountingCache()
+    monkeypatch.setattr(export_cache, "_graphs", cache)
+    return cache
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
-def test_after_warming_the_answer_key_traces_only_what_its_answers_made(notebook: str, fresh_cache: list[int]) -> None:
+def test_after_warming_the_answer_key_traces_only_what_its_answers_made(
+    notebook: str, fresh_cache: _CountingCache
+) -> None:
     warmed = warm_exports([notebook], SEED)
-    assert warmed["notebooks"] == [notebook]
-    fresh_cache[0] = 0
+    assert warmed["notebooks"] == [notebook] and warmed["graphs"] == fresh_cache.added
+    fresh_cache.added = 0
     key = vars(importlib.import_module(f"autograder.keys.{module_name(notebook)}"))
     for exercise in exercises_of(notebook).values():
         cases = record_exercise(exercise, key, SEED)["cases"]
         assert not [c for c, r in cases.items() if "error" in r], f"the key fails a case of {notebook} after warming"
-    assert fresh_cache[0] == FROM_ANSWERS.get(notebook, 0)
+    assert fresh_cache.added == FROM_ANSWERS.get(notebook, 0)
 
 
 def test_a_standin_answers_nothing() -> None:
