@@ -139,6 +139,19 @@ def instances_reading(prepared: dict[str, Any], consumer: str) -> set[int]:
 # --- converted graphs -----------------------------------------------------------------------------
 
 
+def derived_edges(spec: dict[str, Any]) -> list[str]:
+    """The ``derived_from`` of a derived spec's evidence, as sorted text (``a → b``, ``a 的輸出``)."""
+    out = []
+    for edge in spec.get("from") or []:
+        if isinstance(edge, dict) and isinstance(edge.get("edge"), list):
+            out.append(" → ".join(map(str, edge["edge"])))
+        elif isinstance(edge, dict) and "node" in edge:
+            out.append(f"{edge['node']} 的輸出")
+        else:
+            out.append(repr(edge))
+    return sorted(out)
+
+
 def step_text(step: list[Any]) -> str:
     kind, scale, zero_point, dtype = step
     return f"{kind}(scale={_short(scale)}, zp={_short(zero_point)}, {dtype})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autograder.checks.support import Fail, check, compare_paths, expect, value
+from autograder.checks.support import Fail, check, compare_paths, derived_edges, expect, value
 
 NOTEBOOK = "M05-2"
 
@@ -165,18 +165,6 @@ def _scheme(value: Any) -> Any:
     return value.get("qscheme") if isinstance(value, dict) and "qscheme" in value else value
 
 
-def _edges(spec: dict[str, Any]) -> list[str]:
-    out = []
-    for edge in spec.get("from") or []:
-        if isinstance(edge, dict) and isinstance(edge.get("edge"), list):
-            out.append(" → ".join(map(str, edge["edge"])))
-        elif isinstance(edge, dict) and "node" in edge:
-            out.append(f"{edge['node']} 的輸出")
-        else:
-            out.append(repr(edge))
-    return sorted(out)
-
-
 def spec_text(spec: Any) -> str:
     """A spec in a student's words: ``int8 [-128,127] per_tensor_affine MinMaxObserver`` or the derived one."""
     if spec is None:
@@ -186,7 +174,7 @@ def spec_text(spec: Any) -> str:
     kind = spec.get("kind")
     head = f"{_name(spec.get('dtype'))} [{spec.get('qmin')},{spec.get('qmax')}] {_scheme(spec.get('qscheme'))}"
     if kind == "derived":
-        return f"DerivedQuantizationSpec({head}，derived_from {_edges(spec)})"
+        return f"DerivedQuantizationSpec({head}，derived_from {derived_edges(spec)})"
     if kind == "spec":
         observer = spec.get("observer") or {}
         return f"{head} {str(observer.get('class')).rsplit('.', 1)[-1]}"
@@ -205,7 +193,7 @@ def spec_key(spec: Any) -> Any:
         "dtype": spec.get("dtype"),
         "per_channel": per_channel,
         "ch_axis": spec.get("ch_axis") if per_channel else None,
-        "from": _edges(spec),
+        "from": derived_edges(spec),
     }
 
 

@@ -16,6 +16,7 @@ from autograder.checks.support import (
     Fail,
     chain_text,
     check,
+    derived_edges,
     expect,
     instance_text,
     path_text,
@@ -61,23 +62,11 @@ def spec_text(spec: Any) -> str:
         extra = f"({', '.join(f'{k}={v}' for k, v in kwargs.items())})" if kwargs else ""
         return f"{head}{axis} {observer}{extra}"
     if kind == "derived":
-        edges = "、".join(_edges(spec))
+        edges = "、".join(derived_edges(spec))
         return f"DerivedQuantizationSpec({head}，derived_from {edges})"
     if kind == "fixed":
         return f"FixedQParamsQuantizationSpec({head}，scale={spec.get('scale')}，zero_point={spec.get('zero_point')})"
     return f"{kind}"
-
-
-def _edges(spec: dict[str, Any]) -> list[str]:
-    out = []
-    for edge in spec.get("from") or []:
-        if isinstance(edge, dict) and isinstance(edge.get("edge"), list):
-            out.append(" → ".join(map(str, edge["edge"])))
-        elif isinstance(edge, dict) and "node" in edge:
-            out.append(f"{edge['node']} 的輸出")
-        else:
-            out.append(repr(edge))
-    return sorted(out)
 
 
 def spec_key(spec: Any) -> Any:
@@ -96,7 +85,7 @@ def spec_key(spec: Any) -> Any:
             "range": [spec.get("qmin"), spec.get("qmax")],
             "per_channel": per_channel,
             "ch_axis": spec.get("ch_axis") if per_channel else None,
-            "from": _edges(spec),
+            "from": derived_edges(spec),
         }
     if kind == "fixed":
         scale = spec.get("scale")
