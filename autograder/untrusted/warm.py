@@ -75,12 +75,9 @@ def standins(names: Iterable[str]) -> dict[str, Any]:
 
 def standins_of(notebook: str, names: Iterable[str]) -> dict[str, Any]:
     """Stand-ins for ``names``: the notebook's own (``STANDINS`` of its cases module), else generic."""
-    import importlib
+    from autograder.untrusted.cases.base import cases_module
 
-    from autograder.untrusted.cases.base import module_name
-
-    module = importlib.import_module(f"autograder.untrusted.cases.{module_name(notebook)}")
-    own = getattr(module, "STANDINS", {})
+    own = getattr(cases_module(notebook), "STANDINS", {})
     return {**standins(names), **{name: own[name] for name in names if name in own}}
 
 

@@ -7,6 +7,7 @@ cases differ from public ones only in the models they build, not in how they run
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from selfcheck.casekit import (
     CaseFn,
@@ -23,6 +24,7 @@ __all__ = [
     "CaseFn",
     "Exercise",
     "Namespace",
+    "cases_module",
     "collect",
     "exercises_of",
     "module_name",
@@ -32,10 +34,14 @@ __all__ = [
 ]
 
 
-def exercises_of(notebook: str) -> dict[str, Exercise]:
-    """The exercises of ``notebook`` (``KeyError`` for an unknown notebook)."""
+def cases_module(notebook: str) -> Any:
+    """The hidden cases module of ``notebook`` (``KeyError`` for an unknown notebook)."""
     try:
-        module = importlib.import_module(f"autograder.untrusted.cases.{module_name(notebook)}")
+        return importlib.import_module(f"autograder.untrusted.cases.{module_name(notebook)}")
     except ModuleNotFoundError:
         raise KeyError(f"no exercises for notebook {notebook!r}") from None
-    return dict(module.EXERCISES)
+
+
+def exercises_of(notebook: str) -> dict[str, Exercise]:
+    """The exercises of ``notebook`` (``KeyError`` for an unknown notebook)."""
+    return dict(cases_module(notebook).EXERCISES)
