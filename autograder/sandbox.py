@@ -198,7 +198,7 @@ class Sandbox:
         self.hide_also: set[Path] = set()
         self.generation = 0
         """Counts the servers started, so that one that died is replaced once, not once per thread."""
-        self.warmed: dict[tuple[str, int], bool] = {}
+        self.warmed: set[tuple[str, int]] = set()
         """(notebook, seed) whose hidden models the server has exported ahead of the jobs (``warm``)."""
         self.jobs: Counter[tuple[str, int]] = Counter()
         self._lock = threading.Lock()
@@ -251,7 +251,7 @@ class Sandbox:
             raise SandboxError("評分沙箱無法執行測試用的作業")
         self.missing = _unique([*server_missing, *probe])
         self.generation += 1
-        self.warmed = {}  # a new server starts cold
+        self.warmed = set()  # a new server starts cold
         if self.missing:
             print(
                 "評分沙箱：這台機器無法套用 " + "、".join(self.missing) + "（評分照常進行，每份回饋也會註明）",
@@ -331,7 +331,7 @@ class Sandbox:
         if reply is None or reply.get("type") != "warmed":  # out of step with us: start afresh, cold
             self.restart(generation)
             return
-        self.warmed.update(dict.fromkeys(((n, seed) for n in new), True))
+        self.warmed.update((n, seed) for n in new)
 
     def _read_control_frame(self, seconds: float) -> dict[str, Any] | None:
         assert self.control is not None

@@ -103,7 +103,7 @@ def test_a_warmed_server_records_what_a_cold_one_does() -> None:
         cold = sb.run_job(job, box)
         assert not box.warmed
         warm = sb.run_job(job, box)
-        assert box.warmed == {("M03-3", SEED): True}
+        assert box.warmed == {("M03-3", SEED)}
     finally:
         box.stop()
     assert cold.conversation.done and warm.conversation.done
@@ -120,7 +120,7 @@ def test_a_job_forked_after_warming_computes_on_all_its_threads(monkeypatch: pyt
     box.start()
     try:
         box.warm(["M03-3", "M04-3"], SEED)
-        assert set(box.warmed) == {("M03-3", SEED), ("M04-3", SEED)}
+        assert box.warmed == {("M03-3", SEED), ("M04-3", SEED)}
         code = (
             "import json, os, struct, torch\n"
             "y = torch.nn.Conv2d(8, 16, 3)(torch.randn(8, 8, 64, 64))\n"
