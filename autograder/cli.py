@@ -5,6 +5,7 @@ pt2e-course release [MODULE ...]     compute the preview's expected evidence, re
 pt2e-course grade MODULE [--student NAME ...]   grade a class in the sandbox; merge into the CSV gradebook
 pt2e-course check NOTEBOOK           grade one notebook and show every check
 pt2e-course gradescope MODULE        build a Gradescope autograder bundle
+pt2e-course isa [NOTEBOOK ...]       previews and notebooks under every instruction set this CPU can mimic
 pt2e-course lab [JUPYTERLAB OPTIONS]  open JupyterLab on your own working copy (work/)
 
 Its help and messages are in Chinese (Taiwan), for the course's instructors.
@@ -153,6 +154,31 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_isa(args: argparse.Namespace) -> int:
+    from autograder import isa
+    from autograder.course import ROOT
+
+    profiles = args.profile or isa.available()
+    print(f"這台機器：torch 選的是 {isa.native_capability()}；要檢查的 profile：{'、'.join(profiles)}")
+    failed = 0
+    for profile in profiles:
+        failures = isa.previews_under(profile, ROOT / "tests" / "fixtures" / "right")
+        failed += len(failures)
+        print(
+            f"{'✓' if not failures else '✗'} {profile}：答案與正確寫法的評分預覽" + ("全部通過" if not failures else "")
+        )
+        for where, problem in failures.items():
+            print(f"    {where}：{problem}")
+    for path in [Path(p) for p in args.notebooks]:
+        for profile in [p for p in profiles if p != isa.NATIVE]:
+            problems = isa.notebook_problems(path, profile)
+            failed += len(problems)
+            print(f"{'✓' if not problems else '✗'} {profile}：{path}")
+            for problem in problems:
+                print(f"    {problem}")
+    return 1 if failed else 0
+
+
 def cmd_lab(args: argparse.Namespace) -> int:
     from autograder.workspace import open_lab
 
@@ -291,6 +317,16 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", default="autograder.zip", metavar="ZIP", help="zip 檔的路徑（預設 autograder.zip）"
     )
     p.set_defaults(func=cmd_gradescope)
+
+    p = sub.add_parser(
+        "isa",
+        help="在這台 CPU 能模擬的每一種指令集（default、avx2、avx512）下，跑答案的評分預覽與指定的 notebook",
+    )
+    p.add_argument("notebooks", nargs="*", help="也要在每種指令集下重跑、比對輸出的 source notebook")
+    p.add_argument(
+        "--profile", action="append", choices=["native", "default", "avx2", "avx512"], help="只跑這種（可重複）"
+    )
+    p.set_defaults(func=cmd_isa)
 
     p = sub.add_parser(
         "lab",

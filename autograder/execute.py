@@ -11,8 +11,11 @@ from nbclient import NotebookClient
 CELL_TIMEOUT = 600
 
 
-def execute(nb: nbformat.NotebookNode, cwd: Path, allow_errors: bool = False) -> nbformat.NotebookNode:
-    """Run every cell of ``nb`` in a fresh python3 kernel started in ``cwd``; returns ``nb``."""
+def execute(
+    nb: nbformat.NotebookNode, cwd: Path, allow_errors: bool = False, env: dict[str, str] | None = None
+) -> nbformat.NotebookNode:
+    """Run every cell of ``nb`` in a fresh python3 kernel started in ``cwd`` (with ``env``, else this
+    process's environment); returns ``nb``."""
     client = NotebookClient(
         nb,
         timeout=CELL_TIMEOUT,
@@ -21,7 +24,10 @@ def execute(nb: nbformat.NotebookNode, cwd: Path, allow_errors: bool = False) ->
         allow_errors=allow_errors,
         record_timing=False,
     )
-    client.execute()
+    if env is None:
+        client.execute()
+    else:
+        client.execute(env=env)
     return coalesce_streams(nb)
 
 

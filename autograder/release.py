@@ -98,14 +98,15 @@ def without_answers_outputs(nb: Any) -> Any:
     return nb
 
 
-def run_unanswered(nb: Any) -> Any:
-    """Run ``nb`` as handed out (nothing answered) in a scratch folder, errors allowed."""
+def run_unanswered(nb: Any, profile: str = "native") -> Any:
+    """Run ``nb`` as handed out (nothing answered) in a scratch folder, errors allowed, on a CPU capped
+    to ``profile`` (``autograder.isa``; ``native``: this machine as it is)."""
     import tempfile
 
-    from autograder.execute import execute
+    from autograder.isa import execute_under
 
     with tempfile.TemporaryDirectory(prefix="pt2e-unanswered-") as folder:
-        execute(nb, Path(folder), allow_errors=True)
+        execute_under(nb, Path(folder), profile, allow_errors=True)
     return nb
 
 

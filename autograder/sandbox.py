@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.course import ROOT
+from autograder.isa import VARIABLES
 from autograder.untrusted import confine
 from autograder.untrusted.runner import HEADER, MAX_FRAME_BYTES, Job
 
@@ -92,7 +93,9 @@ ENVIRONMENT = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
-PASSED_ENVIRONMENT = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TZ", confine.DISABLE_ENV)
+PASSED_ENVIRONMENT = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TZ", confine.DISABLE_ENV, *VARIABLES)
+"""Passed on when set: thread counts, the time zone, measures disabled on purpose, and the instruction-set
+caps of ``autograder.isa`` (so that a grading run can compute as another CPU would, on both sides)."""
 
 
 class SandboxError(RuntimeError):

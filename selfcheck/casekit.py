@@ -10,11 +10,12 @@ import contextlib
 import io
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from selfcheck.compare import Tolerance
 from selfcheck.evidence import CASE_SECONDS, run_case
 
 Namespace = Mapping[str, Any]
@@ -37,6 +38,9 @@ class Exercise:
     cases: Mapping[str, CaseFn]
     case_seconds: int = CASE_SECONDS
     """Time limit of one case; M08-3's cases lower and run a program in ExecuTorch (seconds each)."""
+    tolerances: Mapping[str, Tolerance] = field(default_factory=dict)
+    """How the preview compares the floats under a dict key of this name (``selfcheck.compare``;
+    every other float is compared as ``FLOAT32``)."""
 
 
 def module_name(notebook: str) -> str:

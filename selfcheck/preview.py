@@ -58,12 +58,11 @@ def _missing_message(names: list[str]) -> str:
     return f"先完成練習：還沒有定義 {listed}（先執行寫好 {listed} 的那一格，再執行這一格）"
 
 
-def preview(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> None:
-    """Run the public cases of ``exercise`` on ``namespace``; print ✓ / ✗ per case.
+def public_problems(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> dict[str, str | None]:
+    """Public case → what is wrong with ``namespace``'s answer on it (None when it agrees).
 
-    Raises ``ChecksFailed`` (one line, in Chinese) when a definition is missing or any
-    public case differs from the expected evidence. Returns None, so the cell shows no
-    ``Out:`` value.
+    Raises ``ChecksFailed`` when a definition is missing, ``PreviewUnavailable`` when the
+    installed course has no public cases or expected evidence for the exercise.
     """
     spec = public_exercises(notebook).get(exercise)
     if spec is None:
@@ -75,13 +74,22 @@ def preview(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> None:
     expected = shipped.get("exercises", {}).get(exercise, {}).get("cases", {})
     if shipped.get("seed") != PREVIEW_SEED or set(expected) != set(spec.cases):
         raise PreviewUnavailable(f"{notebook} 的預期結果和公開例子對不上：請更新課程套件")
-    failed = 0
-    for name in spec.cases:
-        problem = case_difference(expected[name], evidence["cases"][name])
+    return {name: case_difference(expected[name], evidence["cases"][name], spec.tolerances) for name in spec.cases}
+
+
+def preview(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> None:
+    """Run the public cases of ``exercise`` on ``namespace``; print ✓ / ✗ per case.
+
+    Raises ``ChecksFailed`` (one line, in Chinese) when a definition is missing or any
+    public case differs from the expected evidence. Returns None, so the cell shows no
+    ``Out:`` value.
+    """
+    problems = public_problems(notebook, exercise, namespace)
+    for name, problem in problems.items():
         if problem is None:
             print(f"✓ 公開例子「{name}」通過")
         else:
-            failed += 1
             print(f"✗ 公開例子「{name}」：{problem}")
+    failed = sum(problem is not None for problem in problems.values())
     if failed:
-        raise ChecksFailed(f"{len(spec.cases)} 個公開例子中有 {failed} 個沒有通過（見上面的 ✗）")
+        raise ChecksFailed(f"{len(problems)} 個公開例子中有 {failed} 個沒有通過（見上面的 ✗）")

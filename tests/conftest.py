@@ -100,23 +100,9 @@ import pytest  # noqa: E402
 
 def text_outputs(nb: nbformat.NotebookNode) -> list[list[tuple[str, str]]]:
     """Per code cell, its outputs as (kind, text): streams by name, results by their text/plain."""
-    cells = []
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        outputs: list[tuple[str, str]] = []
-        for output in cell.get("outputs", []):
-            if output.output_type == "stream":
-                if outputs and outputs[-1][0] == output.name:
-                    outputs[-1] = (output.name, outputs[-1][1] + output.text)
-                else:
-                    outputs.append((output.name, output.text))
-            elif output.output_type in ("execute_result", "display_data"):
-                outputs.append(("result", output.get("data", {}).get("text/plain", "")))
-            elif output.output_type == "error":
-                outputs.append(("error", f"{output.ename}: {output.evalue}"))
-        cells.append(outputs)
-    return cells
+    from autograder.outputs import plain
+
+    return plain(nb)
 
 
 def solution_lines(cell_source: str) -> list[str]:

@@ -29,12 +29,23 @@ from conftest import make_course, tool_env
 from nbgrader.api import Gradebook
 from submissions import release_notebook, solved, with_wrong, write, wrong_packs
 
+from autograder import isa
 from autograder.answers import answered, insert_after, source_answers
 from autograder.course import modules, notebook_id, source_notebooks
 from autograder.untrusted.cases.base import exercises_of, module_name
 
 SEED = 3
 """PT2E_SEED of the nbgrader runs (nbgrader otherwise picks a fresh seed per run); grade uses the same."""
+
+OTHER_CPUS = [p for p in isa.available() if p != isa.NATIVE]
+
+
+def profile_of(module: str) -> str:
+    """The instruction-set profile a module's nbgrader run computes with: not this machine's own, and
+    the modules take turns, so every source notebook's solution runs as another CPU would run it
+    (``test_notebooks`` runs them natively)."""
+    return OTHER_CPUS[modules().index(module) % len(OTHER_CPUS)]
+
 
 ATTACK_MODULES = [m for m in modules() if m <= "M05"]
 """Modules whose class also holds the attacks (key imports, process endings, a forger, unmarked
@@ -68,7 +79,8 @@ class Graded:
 
 def run_nbgrader(course: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """nbgrader in ``course`` with its own gradebook, home folder and seed."""
-    env = {**tool_env(course / "gradebook.db"), "HOME": str(home), "PT2E_SEED": str(SEED)}
+    env = isa.environment(course_profile(course), tool_env(course / "gradebook.db"))
+    env.update(HOME=str(home), PT2E_SEED=str(SEED))
     return subprocess.run(
         [sys.executable, "-m", "nbgrader", *args],
         cwd=course,
@@ -78,6 +90,12 @@ def run_nbgrader(course: Path, home: Path, *args: str) -> subprocess.CompletedPr
         check=False,
         timeout=3600,
     )
+
+
+def course_profile(course: Path) -> str:
+    """``profile_of`` the module a test course holds (``make_course`` copies one); native for any other course."""
+    found = [p.name for p in (course / "source").iterdir() if p.is_dir()] if (course / "source").is_dir() else []
+    return profile_of(found[0]) if len(found) == 1 and found[0] in modules() else isa.NATIVE
 
 
 def exercise_scores(course: Path, module: str, student: str, notebook: str) -> dict[str, tuple[float, float]]:
@@ -192,6 +210,24 @@ def test_solutions_get_full_marks(graded: Graded) -> None:
         assert scores, f"{path.stem}: no graded cells"
         for exercise, (score, maximum) in scores.items():
             assert maximum > 0 and score == maximum, f"{path.stem} {exercise}: {score} / {maximum}"
+
+
+def test_solutions_run_without_an_error_on_another_cpu(graded: Graded) -> None:
+    """Every cell of every solution ran, and every assert of the chapter held, under ``profile_of``."""
+    for path in source_notebooks(graded.module):
+        autograded = graded.course / "autograded" / "solution" / graded.module / path.name
+        nb = nbformat.read(autograded, as_version=4)
+        errors = [
+            (index, output.get("ename"), str(output.get("evalue"))[:200])
+            for index, cell in enumerate(nb.cells)
+            if cell.cell_type == "code"
+            for output in cell.get("outputs", [])
+            if output.output_type == "error"
+        ]
+        report = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+        assert not errors and "執行時出錯" not in report, (
+            f"{path.stem} under the {profile_of(graded.module)} profile: {errors or report[:1000]}"
+        )
 
 
 def test_untouched_notebooks_get_zero(graded: Graded) -> None:

@@ -36,14 +36,40 @@ def test_digits_returns_copies() -> None:
     assert again.train_x.abs().sum() > 0 and not torch.equal(again.test_y, first.test_y)
 
 
-def test_model_is_a_fresh_trained_copy_in_eval_mode() -> None:
+def test_model_is_a_fresh_copy_of_the_shipped_weights_in_eval_mode() -> None:
     model = data.digits_model()
     assert not model.training
     with torch.no_grad():
         model.fc.weight.zero_()
     assert data.digits_model().fc.weight.abs().sum() > 0
+    assert data.state_digest(data.digits_model().state_dict()) == data.WEIGHTS_SHA256
     accuracy = data.accuracy(data.digits_model())
     assert 0.97 <= accuracy <= 1.0, accuracy
+
+
+def test_damaged_weights_are_refused_with_a_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = {k: v.clone() for k, v in data.digits_model().state_dict().items()}
+    state["fc.bias"][0] += 1e-6  # one value changed in its last bits
+    damaged = tmp_path / "digits_weights.pt"
+    torch.save(state, damaged)
+    monkeypatch.setattr(data, "WEIGHTS", damaged)
+    data._shipped_state.cache_clear()
+    try:
+        with pytest.raises(data.WeightsDamaged, match="checksum"):
+            data.digits_model()
+        damaged.write_bytes(b"not a checkpoint")
+        data._shipped_state.cache_clear()
+        with pytest.raises(data.WeightsDamaged, match="讀不到"):
+            data.digits_model()
+    finally:
+        data._shipped_state.cache_clear()
+
+
+def test_the_digest_is_of_the_values_not_the_file() -> None:
+    state = data.digits_model().state_dict()
+    assert data.state_digest(dict(reversed(list(state.items())))) == data.state_digest(state)
+    changed = {**state, "fc.bias": state["fc.bias"].to(torch.float64)}
+    assert data.state_digest(changed) != data.state_digest(state)
 
 
 def test_training_does_not_depend_on_the_thread_setting() -> None:
@@ -52,39 +78,23 @@ def test_training_does_not_depend_on_the_thread_setting() -> None:
     try:
         for count in (1, 2):
             torch.set_num_threads(count)
-            data._trained_state.cache_clear()
-            states.append(data._trained_state())
+            states.append(data.train_digits_model().state_dict())
     finally:
         torch.set_num_threads(threads)
     assert torch.get_num_threads() == threads
     assert states[0].keys() == states[1].keys()
     assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+    assert 0.95 <= data.accuracy(data.train_digits_model()) <= 1.0  # the recipe works here, whatever the CPU
 
 
-def test_training_leaves_the_global_rng_alone() -> None:
+def test_training_and_loading_leave_the_global_rng_alone() -> None:
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    data._trained_state.cache_clear()
+    data._shipped_state.cache_clear()
     data.digits_model()
+    data.train_digits_model()
     assert torch.equal(torch.rand(3), expected)
-
-
-def test_disk_cache_is_written_and_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(data.CACHE_ENV, str(tmp_path))
-    data._trained_state.cache_clear()
-    trained = data._trained_state()
-    files = list(tmp_path.glob("digits-*.pt"))
-    assert len(files) == 1
-    stored = {k: v.clone() for k, v in trained.items()}
-    stored["fc.bias"] += 1  # a marker: the next process must read the file, not retrain
-    torch.save(stored, files[0])
-    data._trained_state.cache_clear()
-    assert torch.equal(data._trained_state()["fc.bias"], trained["fc.bias"] + 1)
-    files[0].write_bytes(b"not a checkpoint")  # a broken file: train again
-    data._trained_state.cache_clear()
-    assert torch.equal(data._trained_state()["fc.bias"], trained["fc.bias"])
-    data._trained_state.cache_clear()
 
 
 def test_exported_graph_takes_any_batch_and_ptq_keeps_accuracy() -> None:

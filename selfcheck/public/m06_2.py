@@ -15,6 +15,7 @@ import torch
 from torch.fx import GraphModule, Node
 
 from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.compare import DECIBELS
 from selfcheck.evidence import EvidenceError, safe_text
 
 NOTEBOOK = "M06-2"
@@ -180,5 +181,6 @@ PUBLIC = {
         TITLE,
         ("layer_drops", "worst_layer"),
         {"small_cnn": small_cnn_bad_conv, "residual": residual_bad_first},
+        tolerances={"drops": DECIBELS},
     ),
 }
