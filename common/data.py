@@ -1,8 +1,10 @@
 """Real data for the accuracy chapters (M06, M07): scikit-learn's bundled digits and a small CNN.
 
 The digits (1,797 grey 8×8 images of the digits 0–9) ship inside scikit-learn, so nothing is
-downloaded. ``digits()`` splits them once, with a fixed seed, into 1,437 training and 360 test
-images. ``digits_model()`` is a small CNN (conv → BN → relu, twice, then a pool and a linear
+downloaded. ``digits()`` splits them once, with a fixed seed, into 1,077 training, 360 validation
+and 360 test images. The model never sees the validation images while it trains: a chapter that
+chooses something by measuring (which layers to leave in float, which observer) chooses on them
+and reports the test images, which nothing was chosen on. ``digits_model()`` is a small CNN (conv → BN → relu, twice, then a pool and a linear
 layer) with the weights the course ships (``digits_weights.pt``, checked against
 ``WEIGHTS_SHA256``): every machine starts the accuracy chapters from the same numbers.
 
@@ -36,7 +38,9 @@ CLASSES = 10
 IMAGE_SHAPE = (1, 8, 8)
 """Channel, height and width of one digit."""
 TEST_SIZE = 360
-"""Images held out for testing (20 %); the other 1,437 train the model and calibrate observers."""
+"""Images held out for testing (20 %): only reported, never chosen on."""
+VAL_SIZE = 360
+"""Images held out from training for choosing (20 %); the other 1,077 train the model and calibrate observers."""
 SPLIT_SEED = 0
 TRAIN_SEED = 0
 EPOCHS = 8
@@ -44,7 +48,7 @@ BATCH = 64
 LEARNING_RATE = 0.01
 WEIGHTS = Path(__file__).with_name("digits_weights.pt")
 """The trained weights every machine uses (package data, in the wheel)."""
-WEIGHTS_SHA256 = "f1d41ef8e08866c50a9f0795b73600b56a94ff7f81e0b15e649785db3c20bcb1"
+WEIGHTS_SHA256 = "c691505bd335e329b9782dde7da1a680ee0c45ebe00c561aec84f94d04f4d157"
 """SHA-256 of the shipped weights' values (``state_digest``): a changed or damaged file is refused."""
 
 
@@ -56,6 +60,8 @@ class Digits:
     train_y: torch.Tensor
     test_x: torch.Tensor
     test_y: torch.Tensor
+    val_x: torch.Tensor
+    val_y: torch.Tensor
 
 
 def _digits_array() -> Any:
@@ -85,14 +91,14 @@ def _split() -> Digits:
     images = (array[:, :64] / 16.0).to(torch.float32).reshape(-1, *IMAGE_SHAPE)
     labels = array[:, 64].to(torch.int64)
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(SPLIT_SEED))
-    test, train = order[:TEST_SIZE], order[TEST_SIZE:]
-    return Digits(images[train], labels[train], images[test], labels[test])
+    test, val, train = order[:TEST_SIZE], order[TEST_SIZE : TEST_SIZE + VAL_SIZE], order[TEST_SIZE + VAL_SIZE :]
+    return Digits(images[train], labels[train], images[test], labels[test], images[val], labels[val])
 
 
 def digits() -> Digits:
     """The digits, split with a fixed seed (a copy: changing it does not change later calls)."""
     split = _split()
-    return Digits(*(t.clone() for t in (split.train_x, split.train_y, split.test_x, split.test_y)))
+    return Digits(*(t.clone() for t in vars(split).values()))
 
 
 def example_inputs(batch: int = 8) -> tuple[torch.Tensor]:

@@ -14,10 +14,11 @@ def test_split_is_the_bundled_digits_without_overlap() -> None:
     from sklearn.datasets import load_digits
 
     split = data.digits()
-    assert split.train_x.shape == (1437, *data.IMAGE_SHAPE) and split.test_x.shape == (360, *data.IMAGE_SHAPE)
+    assert split.train_x.shape == (1077, *data.IMAGE_SHAPE) and split.test_x.shape == (360, *data.IMAGE_SHAPE)
+    assert split.val_x.shape == (360, *data.IMAGE_SHAPE) and split.val_y.shape == (360,)
     assert split.train_x.dtype == torch.float32 and split.train_y.dtype == torch.int64
-    images = torch.cat([split.train_x, split.test_x]).flatten(1)
-    labels = torch.cat([split.train_y, split.test_y])
+    images = torch.cat([split.train_x, split.val_x, split.test_x]).flatten(1)
+    labels = torch.cat([split.train_y, split.val_y, split.test_y])
     bunch = load_digits()
     reference = torch.from_numpy(bunch.data).float() / 16
     # same images with the same labels, each exactly once
@@ -26,6 +27,7 @@ def test_split_is_the_bundled_digits_without_overlap() -> None:
     assert torch.equal(images[order], reference[want])
     assert torch.equal(labels[order], torch.from_numpy(bunch.target)[want])
     assert sorted(split.test_y.bincount().tolist())[0] >= 25  # every class is in the test set
+    assert sorted(split.val_y.bincount().tolist())[0] >= 25  # and in the validation set
 
 
 def test_digits_returns_copies() -> None:
