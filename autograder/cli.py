@@ -103,6 +103,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from autograder.grading import fork_context, grade_notebook, new_seed
+    from autograder.hygiene import clean
     from autograder.report import exercise_report, points_text
     from autograder.submission import UnreadableNotebook, best_match, grade_ids, load_notebook
     from autograder.untrusted.cases.base import exercises_of
@@ -131,13 +132,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     result = grade_notebook(notebook, path, seed, _limits(args))
     titles = {key: ex.title for key, ex in exercises_of(notebook).items()}
     for warning in result.tampering:
-        print(f"⚠ {warning}")
+        print(f"⚠ {clean(warning)}")
     for note in result.notes:
-        print(f"・{note}")
+        print(f"・{clean(note)}")
     for key, title in titles.items():
         print(exercise_report(title, [v for v in result.verdicts if v["exercise"] == key]))
     for error in result.cell_errors:
-        print(f"  執行時出錯：{error}")
+        print(f"  執行時出錯：{clean(error)}")
     print(f"{notebook}：{points_text(result.score)} / {points_text(result.max_score)} 分")
     return 0
 

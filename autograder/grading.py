@@ -126,7 +126,9 @@ def run_sandboxed(job: Any, limits: Limits) -> RunOutcome:
     reported = (talk.start or {}).get("unconfined")
     job_missing = [safe_text(m, 120) for m in reported[:30]] if isinstance(reported, list) else []
     outcome.unconfined = list(dict.fromkeys([*run.missing, *job_missing]))
-    if run.read.ended == "flood":
+    if run.how == "memory":
+        outcome.ended = "memory"
+    elif run.read.ended == "flood":
         outcome.ended = "flood"
     elif run.read.ended == "deadline" or run.how == "timeout":
         outcome.ended = "timeout"
@@ -164,10 +166,15 @@ def grade_notebook(
     result.notes += prepared.notes
     result.tampering += prepared.tampering
     outcome = run_sandboxed(Job(notebook, tuple(prepared.cells), seed, limits), limits)
+    result.notes.append(f"{fork_context().memory_mode}，上限 {limits.memory_mb} MB")
     recorded, reasons = read_outcome(outcome, result, limits)
     reasons.update(reached_for_secrets(result, exercises))
-    with _judging, one_thread():  # as the sandbox computes (sandbox.ENVIRONMENT): same reductions, same floats
-        evidence = derive_evidence(notebook, recorded, seed, result)
+    evidence, refused = derive_evidence(notebook, recorded, seed, limits, result)
+    reasons.update({exercise: reason for exercise, reason in refused.items() if exercise not in reasons})
+    evidence = {exercise: data for exercise, data in evidence.items() if exercise not in reasons}
+    # the answer key's evidence is computed here, on one thread, as the confined worker computed the student's
+    # (sandbox.ENVIRONMENT): same reductions, same floats; only plain data from the worker is judged
+    with _judging, one_thread():
         judged = judge({"notebook": notebook, "seed": seed, "exercises": evidence}) if evidence else []
     for exercise in exercises:
         if exercise in reasons:
@@ -204,28 +211,64 @@ def reached_for_secrets(result: NotebookResult, exercises: Iterable[str]) -> dic
     return reasons
 
 
-def derive_evidence(notebook: str, recorded: dict[str, Any], seed: int, result: NotebookResult) -> dict[str, Any]:
-    """Replay each exercise's recordings on this side and derive its evidence (``autograder.replay``)."""
-    from autograder.replay import derive
-    from autograder.untrusted.cases.base import exercises_of
+REPLAY_ENDINGS = {
+    "timeout": "重現這一題的評分紀錄超過時間上限（{seconds} 秒），這一題不計分",
+    "memory": "重現這一題的評分紀錄用了超過 {memory} MB 的記憶體，被中止，這一題不計分",
+    "flood": "重現這一題的評分紀錄送回的資料超過上限，這一題不計分",
+    "crashed": "重現這一題的評分紀錄時，重現的行程結束了，這一題不計分",
+}
 
-    specs = exercises_of(notebook)
+
+def derive_evidence(
+    notebook: str, recorded: dict[str, Any], seed: int, limits: Limits, result: NotebookResult
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Each exercise's evidence, derived from its recordings in a confined replay worker, and a zero-score
+    reason for each exercise whose recording was refused or could not be replayed.
+
+    The worker (``autograder.untrusted.replay_job``) runs no student code, but what it replays was
+    chosen by the student: it runs confined, within the submission's limits, a fresh process every
+    time. Should one exercise's replay end the worker (time, memory), that exercise scores zero and
+    the exercises after it are replayed in a new worker.
+    """
+    from autograder.sandbox import run_replay
+    from autograder.untrusted.replay_job import ReplayJob
+    from selfcheck.evidence import safe_text
+
     evidence: dict[str, Any] = {}
-    for exercise, data in recorded.items():
-        try:
-            evidence[exercise] = derive(specs[exercise], data, seed)
-        except Exception as exc:  # a malformed recording is the submission's problem, never the batch's
-            from selfcheck.evidence import safe_text
-
-            evidence[exercise] = {"cases": {}}
-            result.tampering.append(f"{exercise} 的評分紀錄無法重現：{safe_text(exc, 160)}")
-            continue
-        suspected = _suspected_cases(evidence[exercise])
+    reasons: dict[str, str] = {}
+    pending = [exercise for exercise in checks_of(notebook) if exercise in recorded]
+    while pending:
+        job = ReplayJob(notebook, seed, {exercise: recorded[exercise] for exercise in pending}, limits)
+        run = run_replay(job)
+        if run.unfit:
+            result.tampering.append(f"偵測到竄改：重現評分紀錄的行程送回 {run.unfit} 則不合流程的訊息，都沒有採用")
+        for exercise in pending:
+            derived = run.derived.get(exercise)
+            if derived is None:
+                continue
+            if "error" in derived:
+                reasons[exercise] = f"{exercise} 的評分紀錄無法重現：{safe_text(derived['error'], 200)}，這一題不計分"
+                result.tampering.append(reasons[exercise])
+            elif isinstance(derived["evidence"].get("refused"), str):
+                reasons[exercise] = f"{exercise}：{safe_text(derived['evidence']['refused'], 300)}，這一題不計分"
+            else:
+                evidence[exercise] = derived["evidence"]
+        rest = [exercise for exercise in pending if exercise not in run.derived]
+        if not rest:
+            break
+        if run.ended == "done":  # the worker ended properly without them: ours to fix, not the student's
+            for exercise in rest:
+                reasons[exercise] = f"評分程式沒有重現 {exercise} 的紀錄，請通知助教"
+            break
+        failed, pending = rest[0], rest[1:]
+        reasons[failed] = REPLAY_ENDINGS[run.ended].format(seconds=job.seconds, memory=limits.memory_mb)
+    for exercise, data in evidence.items():
+        suspected = _suspected_cases(data)
         if suspected:
             result.tampering.append(
                 f"偵測到竄改：{exercise} 回傳了偽裝成一般資料、可能改寫了 __eq__ 的物件（{'、'.join(suspected)}），那幾項不計分"
             )
-    return evidence
+    return evidence, reasons
 
 
 def _suspected_cases(data: dict[str, Any]) -> list[str]:
@@ -237,6 +280,7 @@ def _suspected_cases(data: dict[str, Any]) -> list[str]:
 
 ENDINGS = {
     "timeout": "整本 notebook 超過 {seconds} 秒的時間上限，被中止",
+    "memory": "整份作業（所有行程合計）用了超過 {memory} MB 的記憶體，被中止",
     "crashed": "程式讓行程結束了（sys.exit 以外的結束方式，例如 os._exit 或當掉）",
     "flood": "送出的資料超過上限，被中止",
     "closed": "程式關掉了回報評分結果的通道，被中止",
@@ -299,7 +343,7 @@ def read_outcome(outcome: RunOutcome, result: NotebookResult, limits: Limits) ->
                 result.notes.append(f"印出的內容太多：超過 {limits.output_kb} KB 的部分（{dropped} 個字元）沒有保留")
     if dropped_errors:
         result.cell_errors.append(f"還有 {dropped_errors} 格出錯，沒有列出")
-    ending = ENDINGS.get(outcome.ended, "").format(seconds=limits.notebook_seconds)
+    ending = ENDINGS.get(outcome.ended, "").format(seconds=limits.notebook_seconds, memory=limits.memory_mb)
     for exercise in exercises:
         count = outcome.evidence_count.get(exercise, 0)
         if count > 1:

@@ -228,6 +228,7 @@ def _error_output(text: str) -> NotebookNode:
 
 def write_results(nb: NotebookNode, source: NotebookNode, result: Any, seed: int) -> None:
     """Write a ``NotebookResult`` into the cells nbgrader reads: reports and scores, errors, notes."""
+    from autograder.hygiene import clean
     from autograder.report import exercise_report
     from autograder.untrusted.cases.base import exercises_of
 
@@ -241,11 +242,11 @@ def write_results(nb: NotebookNode, source: NotebookNode, result: Any, seed: int
         if match and 1 <= int(match.group(1)) <= len(nb.cells):
             cell = nb.cells[int(match.group(1)) - 1]
         if cell is None or cell.cell_type != "code" or utils.is_grade(cell):
-            unplaced.append(str(entry)[:ERROR_CHARS])
+            unplaced.append(clean(entry, ERROR_CHARS))
         else:
-            cell.outputs.append(_error_output(text))
+            cell.outputs.append(_error_output(clean(text, ERROR_CHARS)))
     _restore_graded_cells(nb, source)
-    header = [f"⚠ {t}" for t in result.tampering] + [f"・{n}" for n in result.notes]
+    header = [f"⚠ {clean(t)}" for t in result.tampering] + [f"・{clean(n)}" for n in result.notes]
     header += [f"執行時出錯：{e}" for e in unplaced]
     header.append(f"（隱藏測試的亂數種子：{seed}）")
     titles = {key: exercise.title for key, exercise in exercises_of(result.notebook).items()}

@@ -7,6 +7,7 @@ import threading
 from typing import TextIO
 
 from autograder.grading import NotebookResult
+from autograder.hygiene import clean_name
 from autograder.report import points_text
 
 
@@ -22,7 +23,7 @@ class Progress:
     def update(self, student: str, result: NotebookResult) -> None:
         with self.lock:
             self.done += 1
-            label = f"{student} {result.notebook} {points_text(result.score)}/{points_text(result.max_score)}"
+            label = f"{clean_name(student, 40)} {result.notebook} {points_text(result.score)}/{points_text(result.max_score)}"
             if result.tampering:
                 label += " ⚠"
             if self.tty:

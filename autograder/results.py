@@ -14,15 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from autograder.grading import NotebookResult, StudentResult
+from autograder.hygiene import clean, clean_name
 from autograder.report import points_text
 
 
 def notebook_text(result: NotebookResult) -> str:
-    """The notes of a notebook as plain text (tampering first)."""
-    lines = [f"⚠ {t}" for t in result.tampering] + [f"・{n}" for n in result.notes]
+    """The notes of a notebook as plain text (tampering first), each cleaned (``autograder.hygiene``)."""
+    lines = [f"⚠ {clean(t)}" for t in result.tampering] + [f"・{clean(n)}" for n in result.notes]
     if result.cell_errors:
         lines.append("執行時出錯的儲存格：")
-        lines += [f"  {e}" for e in result.cell_errors]
+        lines += [f"  {clean(e)}" for e in result.cell_errors]
     return "\n".join(lines)
 
 
@@ -34,12 +35,12 @@ def gradescope_results(results: Iterable[NotebookResult], seed: int | None = Non
         for number, verdict in enumerate(result.verdicts, start=1):
             tests.append(
                 {
-                    "name": f"{result.notebook}｜{verdict['name']}",
+                    "name": f"{result.notebook}｜{clean(verdict['name'])}",
                     "number": f"{result.notebook}.{number}",
                     "score": verdict["score"],
                     "max_score": verdict["points"],
                     "status": "passed" if verdict["passed"] else "failed",
-                    "output": verdict["message"] if not verdict["passed"] else "",
+                    "output": clean(verdict["message"]) if not verdict["passed"] else "",
                     "visibility": "visible",
                 }
             )
@@ -66,13 +67,20 @@ pre { white-space: pre-wrap; margin: .3em 0 0; color: #374151; }
 
 
 def feedback_html(student: StudentResult) -> str:
-    """One page for one student and module: scores, every check, notes."""
-    esc = html.escape
+    """One page for one student and module: scores, every check, notes.
+
+    Every string is cleaned (``autograder.hygiene.clean``) and then HTML-escaped, whoever wrote it.
+    """
+
+    def esc(text: object) -> str:
+        return html.escape(clean(text))
+
     parts = [
         "<!DOCTYPE html>",
         '<html lang="zh-Hant-TW"><head><meta charset="utf-8">',
-        f"<title>{esc(student.module)} 評分回饋：{esc(student.student)}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>{esc(student.module)} 評分回饋：{esc(student.student)}</h1>",
+        f"<title>{esc(student.module)} 評分回饋：{html.escape(clean_name(student.student))}</title>"
+        f"<style>{_STYLE}</style></head><body>",
+        f"<h1>{esc(student.module)} 評分回饋：{html.escape(clean_name(student.student))}</h1>",
         f"<p>總分 <b>{points_text(student.score)} / {points_text(student.max_score)}</b></p>",
     ]
     for result in student.notebooks:
@@ -117,7 +125,7 @@ def tampering_summary(student: StudentResult) -> tuple[int, str]:
     count = sum(len(n.tampering) for n in student.notebooks)
     # per notebook the most telling note: a detected forgery before a restored locked cell
     reason = "；".join(
-        f"{n.notebook}：{next((t for t in n.tampering if '偵測到竄改' in t), n.tampering[0])}"
+        f"{n.notebook}：{clean_name(next((t for t in n.tampering if '偵測到竄改' in t), n.tampering[0]), 400)}"
         for n in student.notebooks
         if n.tampering
     )
@@ -130,8 +138,8 @@ def csv_row(student: StudentResult, notebooks: list[str], seed: int | None) -> d
     """One student's row of the gradebook CSV."""
     scores = {n.notebook: points_text(n.score) for n in student.notebooks}
     count, reason = tampering_summary(student)
-    return {
-        "student": student.student,
+    return {  # csv quotes the fields; clean() keeps terminal escapes out of whoever opens the file
+        "student": clean_name(student.student),
         **{nb: scores.get(nb, "") for nb in notebooks},
         "total": points_text(student.score),
         "max": points_text(student.max_score),
@@ -181,7 +189,11 @@ def gradebook_table(students: list[StudentResult]) -> str:
         f"總分 /{points_text(students[0].max_score)}",
     ]
     rows = [
-        [s.student, *(points_text(n.score) + ("⚠" if n.tampering else "") for n in s.notebooks), points_text(s.score)]
+        [
+            clean_name(s.student),
+            *(points_text(n.score) + ("⚠" if n.tampering else "") for n in s.notebooks),
+            points_text(s.score),
+        ]
         for s in students
     ]
     widths = [max(_width(str(r[i])) for r in [header, *rows]) for i in range(len(header))]

@@ -19,6 +19,7 @@ end of every writer (or the deadline) does, and then the job is killed.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
@@ -36,8 +37,10 @@ from typing import Any
 
 from autograder.course import ROOT
 from autograder.isa import VARIABLES
-from autograder.untrusted import confine
-from autograder.untrusted.runner import HEADER, MAX_FRAME_BYTES, Job
+from autograder.untrusted import confine, memory, protocol
+from autograder.untrusted.protocol import HEADER, MAX_FRAME_BYTES
+from autograder.untrusted.replay_job import ReplayJob
+from autograder.untrusted.runner import Job
 
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
 EXTRA_FRAMES = 16
@@ -114,8 +117,9 @@ def _mirror(path: str) -> list[str]:
     return []
 
 
-def bwrap_command(server: list[str]) -> list[str]:
-    """The bubblewrap command line that runs ``server`` in the grading sandbox."""
+def bwrap_command(server: list[str], writable: Iterable[Path] = ()) -> list[str]:
+    """The bubblewrap command line that runs ``server`` in the grading sandbox (``writable``: folders it
+    may write in, at their own paths: the grading run's memory cgroup)."""
     command = ["bwrap", "--die-with-parent", "--new-session"]
     command += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     command += ["--ro-bind", "/usr", "/usr"]
@@ -132,6 +136,8 @@ def bwrap_command(server: list[str]) -> list[str]:
         command += ["--dir", folder]
     for path in sorted(binds):
         command += ["--ro-bind", path, path]
+    for path in writable:
+        command += ["--bind", str(path), str(path)]
     command += ["--chdir", "/tmp"]
     command += ["--remount-ro", "/"]
     command += ["--cap-drop", "ALL"]
@@ -204,16 +210,26 @@ class Sandbox:
         self.warmed: set[tuple[str, int]] = set()
         """(notebook, seed) whose hidden models the server has exported ahead of the jobs (``warm``)."""
         self.jobs: Counter[tuple[str, int]] = Counter()
+        self.cgroup: memory.Controller | None = None
+        """The grading run's memory cgroup; each job gets one below it (``autograder.untrusted.memory``)."""
         self._lock = threading.Lock()
         self._restart_lock = threading.Lock()
 
     # starting and stopping
 
+    @property
+    def memory_mode(self) -> str:
+        """How each job's memory is limited, in words for the feedback and the command's output."""
+        return memory.MEMORY_CGROUP if self.cgroup is not None else memory.MEMORY_SUM
+
     def _launch(self, use_bwrap: bool) -> bool:
         grader, server = socket.socketpair()
         python = [sys.executable, "-I", "-B", "-m", "autograder.untrusted.server", str(server.fileno())]
         python.append("bwrap" if use_bwrap else "plain")
-        command = bwrap_command(python) if use_bwrap else python
+        if self.cgroup is not None:
+            python += [str(self.cgroup.root), str(self.cgroup.version)]
+        writable = [self.cgroup.root] if self.cgroup is not None else []
+        command = bwrap_command(python, writable) if use_bwrap else python
         env = None if use_bwrap else {**_environment(), "PYTHONPATH": ""}
         try:
             self.process = subprocess.Popen(
@@ -226,22 +242,30 @@ class Sandbox:
         server.close()
         self.control, self.in_bwrap = grader, use_bwrap
         hello = self._read_control_frame(HELLO_SECONDS)
-        if hello is None or hello.get("type") != "hello":
-            self.stop()
+        if hello is None or hello.get("type") != protocol.HELLO:
+            self._stop_server()
             return False
+        if hello.get("v") != protocol.VERSION:  # a server of another checkout would misread our requests
+            self._stop_server()
+            raise SandboxError(
+                f"評分沙箱的 fork server 說的是第 {str(hello.get('v'))[:10]} 版的協定，"
+                f"這個評分程式是第 {protocol.VERSION} 版：請用同一份 checkout 的 pt2e-course"
+            )
         return True
 
     def start(self) -> None:
         """Start the fork server (under bubblewrap when possible) and probe what a job gets."""
         if self.control is not None:
             return
+        if self.cgroup is None and "cgroup" not in self.disable:
+            self.cgroup = memory.create_run_cgroup()
         server_missing: list[str] = []
         started = False
         if "bwrap" not in self.disable and shutil.which("bwrap"):
             with _disabled_env(self.disable):
                 started = self._launch(True) and self._probe() is not None
             if not started:
-                self.stop()
+                self._stop_server()
         if not started:
             server_missing.append(confine.BWRAP)
             with _disabled_env(self.disable):
@@ -250,7 +274,7 @@ class Sandbox:
                 raise SandboxError("評分沙箱的 fork server 無法啟動")
         probe = self._probe()
         if probe is None:
-            self.stop()
+            self._stop_server()
             raise SandboxError("評分沙箱無法執行測試用的作業")
         self.missing = _unique([*server_missing, *probe])
         self.generation += 1
@@ -260,15 +284,26 @@ class Sandbox:
                 "評分沙箱：這台機器無法套用 " + "、".join(self.missing) + "（評分照常進行，每份回饋也會註明）",
                 file=sys.stderr,
             )
+        print(
+            f"評分沙箱：{self.memory_mode}，每份作業 {confine.Limits().memory_mb} MB（--memory-mb 可改）",
+            file=sys.stderr,
+        )
 
     def restart(self, generation: int) -> None:
         """Replace server number ``generation`` (it stopped answering), unless another thread did."""
         with self._restart_lock:
             if self.generation == generation:
-                self.stop()
+                self._stop_server()  # the run's cgroup stays: the new server's jobs go there too
                 self.start()
 
     def stop(self) -> None:
+        """Stop the fork server and remove the run's memory cgroup."""
+        self._stop_server()
+        if self.cgroup is not None:
+            memory.remove(self.cgroup.root)
+            self.cgroup = None
+
+    def _stop_server(self) -> None:
         if self.control is not None:
             self.control.close()
             self.control = None
@@ -331,7 +366,7 @@ class Sandbox:
                 reply = None
             else:
                 reply = self._read_control_frame(WARM_SECONDS)
-        if reply is None or reply.get("type") != "warmed":  # out of step with us: start afresh, cold
+        if reply is None or reply.get("type") != protocol.WARMED:  # out of step with us: start afresh, cold
             self.restart(generation)
             return
         self.warmed.update((n, seed) for n in new)
@@ -346,9 +381,9 @@ class Sandbox:
         except (OSError, ValueError, EOFError):
             return None
 
-    def submit(self, job: Job) -> Ticket:
+    def submit(self, job: Job | ReplayJob) -> Ticket:
         """Start ``job`` in a new confined process; the caller reads its frames, then ``finish``es."""
-        request = {"job": job.wire()}
+        request = {"replay": job.wire()} if isinstance(job, ReplayJob) else {"job": job.wire()}
         if not self.in_bwrap:
             request["hide"] = hidden_paths(self.hide_also)
         body = json.dumps(request).encode("utf-8")
@@ -526,14 +561,11 @@ class Conversation:
 
     def feed(self, data: bytes) -> None:
         try:
-            message = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
+            message = protocol.decode(data)
+        except protocol.ProtocolError:  # not JSON, not a message, or another version: never the runner's
             self.garbage += 1
             return
-        kind = message.get("type") if isinstance(message, dict) else None
-        if not isinstance(kind, str):
-            self.garbage += 1
-            return
+        kind = message["type"]
         exercises = {exercise for k, exercise in self.plan if k == "collect"}
         named = message.get("exercise")
         if kind == "evidence" and isinstance(named, str) and named in exercises:
@@ -599,6 +631,7 @@ def default_sandbox() -> Sandbox:
         if _default is None:
             sandbox = Sandbox()
             sandbox.start()
+            atexit.register(sandbox.stop)  # the server and the run's cgroup end with this process
             _default = sandbox
         return _default
 
@@ -637,3 +670,69 @@ def run_job(job: Job, sandbox: Sandbox | None = None, startup_seconds: float = 1
     conversation = Conversation([(c.kind, c.exercise) for c in job.cells])
     conversation.feed_all(read.frames)
     return Run(conversation, read, how, list(sandbox.missing))
+
+
+# --- one replay ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReplayRun:
+    """What a replay worker sent: per exercise its evidence or its error, and how the worker ended."""
+
+    derived: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """exercise → ``{"evidence": …}`` or ``{"error": text}``."""
+    ended: str = "done"  # "done", "timeout", "memory", "crashed", "flood"
+    unfit: int = 0
+    """Frames that were not this protocol's messages in the worker's order (the worker runs no student
+    code: a sign that a recording took it over)."""
+
+
+def run_replay(job: ReplayJob, sandbox: Sandbox | None = None, startup_seconds: float = 10) -> ReplayRun:
+    """Derive ``job``'s evidence in a confined replay worker (``autograder.untrusted.replay_job``)."""
+    sandbox = sandbox or default_sandbox()
+    generation = sandbox.generation
+    try:
+        ticket = sandbox.submit(job)
+    except SandboxError:
+        sandbox.restart(generation)
+        ticket = sandbox.submit(job)
+    expected = list(job.recorded)
+    read = FrameRead(ended="deadline")
+    try:
+        read = read_frames(
+            ticket.frames, time.monotonic() + job.seconds + startup_seconds, max_frames=len(expected) + 2
+        )
+    finally:
+        how = finish(ticket, read.ended == "eof")
+        ticket.close()
+    run = ReplayRun(unfit=1 if read.partial else 0)
+    started = done = False
+    for data in read.frames:
+        try:
+            message = protocol.decode(data)
+        except protocol.ProtocolError:
+            run.unfit += 1
+            continue
+        kind, exercise = message["type"], message.get("exercise")
+        if not started:
+            started = kind == protocol.START
+            run.unfit += not started
+        elif kind == protocol.DERIVED and not done and exercise in expected and exercise not in run.derived:
+            evidence, error = message.get("evidence"), message.get("error")
+            if isinstance(evidence, dict):
+                run.derived[exercise] = {"evidence": evidence}
+            else:
+                run.derived[exercise] = {"error": str(error)[:400] if isinstance(error, str) else "格式不對"}
+        elif kind == protocol.DONE and not done:
+            done = True
+        else:
+            run.unfit += 1
+    if how == "memory":
+        run.ended = "memory"
+    elif read.ended == "flood":
+        run.ended = "flood"
+    elif read.ended == "deadline" or how == "timeout":
+        run.ended = "timeout"
+    elif not done:
+        run.ended = "crashed"
+    return run

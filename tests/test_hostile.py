@@ -205,7 +205,8 @@ def channel():
         except OSError:
             pass
 def send(message=None, raw=None):
-    body = raw if raw is not None else json.dumps(message).encode()
+    from autograder.untrusted.protocol import VERSION  # an attacker reads the version too
+    body = raw if raw is not None else json.dumps({"v": VERSION, **message}).encode()
     os.write(channel(), struct.pack(">I", len(body)) + body)
 def place(label):
     from autograder.untrusted.runner import Job

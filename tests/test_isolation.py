@@ -32,9 +32,9 @@ from conftest import ROOT
 from autograder import sandbox as sb
 from autograder.grading import RunOutcome, find_notebooks, read_outcome, scan_notebooks
 from autograder.submission import UnreadableNotebook, read_untrusted
-from autograder.untrusted import confine
+from autograder.untrusted import confine, protocol
 from autograder.untrusted.confine import Limits
-from autograder.untrusted.runner import Cell, Job, frame
+from autograder.untrusted.runner import Cell, Job
 from common.data import one_thread
 
 LIMITS = Limits(cell_seconds=20, notebook_seconds=30, tmp_mb=16, file_mb=64)
@@ -407,9 +407,12 @@ PLAN = [("code", None), ("collect", "a"), ("code", None), ("collect", "b")]
 
 
 def talk(*messages: object) -> sb.Conversation:
+    """Feed ``messages`` as the runner would frame them (this protocol's version added to each dict)."""
     conversation = sb.Conversation(PLAN)
     for message in messages:
-        conversation.feed(message if isinstance(message, bytes) else json.dumps(message).encode())
+        if isinstance(message, dict):
+            message = json.dumps({"v": protocol.VERSION, **message}).encode()
+        conversation.feed(message)
     return conversation
 
 
@@ -451,8 +454,14 @@ def test_only_a_done_that_ends_the_frames_counts() -> None:
     conversation = talk(START, done, evidence(1, "a"), {"type": "cell", "index": 2, "error": "x"})
     assert not conversation.done and conversation.rejected == {"early_done": 1}
     assert [m["type"] for m in conversation.messages] == ["start", "evidence", "cell"]
-    conversation.feed(json.dumps(done).encode())
+    conversation.feed(json.dumps({"v": protocol.VERSION, **done}).encode())
     assert conversation.done
+
+
+def test_a_message_of_another_protocol_version_is_not_used() -> None:
+    old = json.dumps({**START, "v": protocol.VERSION - 1}).encode()
+    conversation = talk(old, START, json.dumps({**evidence(1, "a"), "v": 1}).encode())
+    assert conversation.garbage == 2 and [m["type"] for m in conversation.messages] == ["start"]
 
 
 def test_every_evidence_for_an_exercise_is_counted() -> None:
@@ -468,7 +477,7 @@ def pipe_with(data: bytes) -> int:
 
 
 def test_frames_are_read_with_bounds_and_a_deadline() -> None:
-    good = frame(START)
+    good = protocol.encode(protocol.message(protocol.START, unconfined=[]))
     read = sb.read_frames(pipe_with(good * 3), time.monotonic() + 5, max_frames=10)
     assert read.ended == "eof" and len(read.frames) == 3 and read.partial == 0
     assert sb.read_frames(pipe_with(good * 3), time.monotonic() + 5, max_frames=2).ended == "flood"

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from autograder.judge import judge
-from autograder.replay import derive
 from autograder.untrusted.cases.base import collect, exercises_of, module_name
 from autograder.untrusted.record import record_exercise
+from autograder.untrusted.replay import derive
 
 NOTEBOOKS = sorted(p.stem for p in Path(__file__).resolve().parents[1].glob("source/M0*/*.ipynb"))
 SEED = 3
@@ -137,9 +137,9 @@ def test_forged_recordings_are_errors_and_nothing_they_name_runs(tmp_path: Path)
     text = json.dumps(recorded)
     # an observer "class" that is really a shell command, a node that does not exist
     forged_class = json.loads(text.replace("torchao.quantization.pt2e.observer.MinMaxObserver", "os.system"))
-    evidence = derive(exercise, forged_class, SEED)
-    messages = [r.get("message", "") for r in evidence["cases"].values() if "error" in r]
-    assert messages and all("observer" in m or "對不上" in m for m in messages)
+    assert forged_class != recorded
+    evidence = derive(exercise, forged_class, SEED)  # refused before anything runs: the whole exercise
+    assert set(evidence) == {"refused"} and "observer" in evidence["refused"]
     forged_node = json.loads(text.replace('"add"', '"add_that_is_not_there"'))
     evidence = derive(exercise, forged_node, SEED)
     assert any("error" in r for r in evidence["cases"].values())
@@ -147,7 +147,7 @@ def test_forged_recordings_are_errors_and_nothing_they_name_runs(tmp_path: Path)
 
 
 def test_a_graph_target_outside_the_allowed_ops_is_refused() -> None:
-    from autograder.replay import ReplayError, _target
+    from autograder.untrusted.replay import ReplayError, _target
 
     with pytest.raises(ReplayError.__mro__[1]):
         _target("call_function", {"py": "os.system"})
@@ -155,6 +155,8 @@ def test_a_graph_target_outside_the_allowed_ops_is_refused() -> None:
         _target("call_function", {"op": "os.system.default"})
     with pytest.raises(ReplayError.__mro__[1]):
         _target("call_function", {"py": "torch.save"})  # a Python function of torch, not a tensor op
+    with pytest.raises(ReplayError.__mro__[1]):
+        _target("call_function", {"op": "aten.from_file.default"})  # an op with an effect outside its tensors
     assert _target("call_function", {"op": "aten.relu.default"}) is __import__("torch").ops.aten.relu.default
 
 

@@ -14,7 +14,7 @@ and what it produced is written down as plain data, call by call:
 - for a derived spec, what its ``derive_qparams_fn`` returned each time torchao called it.
 
 Nothing else leaves the sandbox. The grader replays these recordings on its own copy of the
-hidden models (``autograder.replay``) and derives all the evidence there, so a submission
+hidden models (``autograder.untrusted.replay``) and derives all the evidence there, so a submission
 that patches anything in this process can only change its own answers.
 """
 

@@ -13,21 +13,18 @@ trusts none of it: it checks that each message fits the order of the prepared ce
 from __future__ import annotations
 
 import io
-import json
 import os
 import signal
-import struct
 import sys
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from autograder.untrusted import protocol
 from autograder.untrusted.confine import Limits
 from selfcheck.evidence import safe_text
 
-HEADER = struct.Struct(">I")
-MAX_FRAME_BYTES = 8 * 1024 * 1024
 ERROR_CHARS = 120
 """A cell error keeps its type, this many characters of its first line, and the line number."""
 
@@ -66,12 +63,6 @@ class Job:
         return Job(str(data["notebook"]), cells, int(data["seed"]), Limits(**data["limits"]))
 
 
-def frame(message: dict[str, Any]) -> bytes:
-    """One message as a frame: length, then UTF-8 JSON."""
-    body = json.dumps(message, ensure_ascii=False).encode("utf-8")
-    return HEADER.pack(len(body)) + body
-
-
 class Reporter:
     """Writes frames on the write end of the job's pipe."""
 
@@ -81,10 +72,10 @@ class Reporter:
     def send(self, message: dict[str, Any]) -> bool:
         """False when the message is too large to send (nothing is written then)."""
         try:
-            data = frame(message)
+            data = protocol.encode(message)
         except (TypeError, ValueError, RecursionError):
             return False
-        if len(data) - HEADER.size > MAX_FRAME_BYTES:
+        if len(data) - protocol.HEADER.size > protocol.MAX_FRAME_BYTES:
             return False
         try:
             view = memoryview(data)
@@ -175,7 +166,7 @@ def run(job: Job, fd: int, unconfined: Iterable[str] = ()) -> None:
 
     reporter = Reporter(fd)
     record = _recorder()
-    reporter.send({"type": "start", "unconfined": list(unconfined)})
+    reporter.send(protocol.message(protocol.START, unconfined=list(unconfined)))
     output = CappedStream(job.limits.output_kb * 1024)
     sys.stdout = sys.stderr = output  # what cells print stays here, capped
     shell = _shell()
@@ -189,7 +180,7 @@ def run(job: Job, fd: int, unconfined: Iterable[str] = ()) -> None:
             sys.stdout = sys.stderr = output
             exercise = exercises.get(cell.exercise or "")
             evidence = record(exercise, dict(shell.user_ns), job.seed) if exercise else {"missing": [cell.label]}
-            message = {"type": "evidence", "index": index, "exercise": cell.exercise, "data": evidence}
+            message = protocol.message(protocol.EVIDENCE, index=index, exercise=cell.exercise, data=evidence)
             if not reporter.send({**message, "repaired": repaired[:20]}):
                 reporter.send({**message, "data": None, "problem": "too_large"})
             continue
@@ -202,5 +193,5 @@ def run(job: Job, fd: int, unconfined: Iterable[str] = ()) -> None:
         finally:
             signal.alarm(0)
         if error is not None:
-            reporter.send({"type": "cell", "index": index, "label": cell.label, "error": _error_text(error)})
-    reporter.send({"type": "done", "index": len(job.cells), "output_dropped": output.dropped})
+            reporter.send(protocol.message(protocol.CELL, index=index, label=cell.label, error=_error_text(error)))
+    reporter.send(protocol.message(protocol.DONE, index=len(job.cells), output_dropped=output.dropped))

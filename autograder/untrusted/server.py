@@ -17,6 +17,7 @@ The server itself never runs student code and never reads what students write.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -27,10 +28,14 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from autograder.untrusted import confine
-from autograder.untrusted.runner import HEADER, Job, run
+from autograder.untrusted import confine, memory, protocol
+from autograder.untrusted.protocol import HEADER
+from autograder.untrusted.replay_job import ReplayJob
+from autograder.untrusted.runner import Job, run
 
 MAX_REQUEST_BYTES = 256 * 1024 * 1024
 STARTUP_SECONDS = 2
@@ -56,7 +61,8 @@ def preload() -> None:
 
     package = autograder.untrusted.cases
     names = [f"{package.__name__}.{info.name}" for info in pkgutil.iter_modules(package.__path__)]
-    for name in [*names, "autograder.untrusted.record", "autograder.untrusted.tamper", "autograder.untrusted.warm"]:
+    extra = ["record", "tamper", "warm", "replay", "replay_job", "allowed"]
+    for name in [*names, *(f"autograder.untrusted.{module}" for module in extra)]:
         try:
             importlib.import_module(name)
         except Exception:  # one broken module costs its own notebooks (imported again there), not the run
@@ -119,13 +125,19 @@ def read_request(sock: socket.socket) -> dict[str, Any] | None:
     return None if body is None else json.loads(body.decode("utf-8"))
 
 
-def _student(job: Job, iso: confine.Isolation, fd: int, workdir: str) -> None:
-    """The student process: close everything but its pipe, confine itself, run the cells."""
+def _student(job: Job | ReplayJob, iso: confine.Isolation, fd: int, workdir: str) -> None:
+    """The confined process: close everything but its pipe, confine itself, then run the student's
+    cells (a ``Job``) or replay a submission's recordings (a ``ReplayJob``, no student code)."""
     try:
         os.dup2(fd, 3)
         os.closerange(4, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 65536)
         missing = confine.confine(job.limits, iso, workdir)
-        run(job, 3, missing)
+        if isinstance(job, ReplayJob):
+            from autograder.untrusted import replay_job
+
+            replay_job.run(job, 3, missing)
+        else:
+            run(job, 3, missing)
     except BaseException:
         pass
     finally:
@@ -144,8 +156,15 @@ def _ended(pid: int, how: str) -> str:
     return f"exit {os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0}"
 
 
-def _watch(pid: int, iso: confine.Isolation, status: socket.socket, seconds: float) -> str:
-    """Wait for the student process; kill it at the deadline or when the grader hangs up."""
+def _watch(
+    pid: int,
+    iso: confine.Isolation,
+    status: socket.socket,
+    seconds: float,
+    over_limit: Callable[[], bool] | None = None,
+) -> str:
+    """Wait for the student process; kill it (and so everything it started) at the deadline, when the
+    grader hangs up, or as soon as ``over_limit()`` says the job went over its memory limit."""
     deadline = time.monotonic() + seconds
     try:
         pidfd: int | None = os.pidfd_open(pid)
@@ -158,7 +177,8 @@ def _watch(pid: int, iso: confine.Isolation, status: socket.socket, seconds: flo
             how = "timeout"
             break
         waiting = [status] + ([pidfd] if pidfd is not None else [])
-        ready, _, _ = select.select(waiting, [], [], min(remaining, 0.2) if pidfd is None else remaining)
+        wait = remaining if pidfd is not None and over_limit is None else min(remaining, memory.POLL_SECONDS)
+        ready, _, _ = select.select(waiting, [], [], wait)
         if pidfd is not None and pidfd in ready:
             break
         if pidfd is None:
@@ -169,6 +189,9 @@ def _watch(pid: int, iso: confine.Isolation, status: socket.socket, seconds: flo
                 )
         if status in ready and not status.recv(64):
             how = "killed"
+            break
+        if over_limit is not None and over_limit():
+            how = "memory"
             break
     _kill(pid, iso)
     return _ended(pid, how)
@@ -187,18 +210,45 @@ def _kill(pid: int, iso: confine.Isolation) -> None:
             pass
 
 
-def _middle(number: int, request: dict[str, Any], fd: int, status: socket.socket, in_bwrap: bool) -> None:
-    """Set up the job's namespaces and mounts, fork the student, watch it, report how it ended."""
+def _middle(
+    number: int,
+    request: dict[str, Any],
+    fd: int,
+    status: socket.socket,
+    in_bwrap: bool,
+    cgroup: memory.Controller | None,
+) -> None:
+    """Set up the job's cgroup, namespaces and mounts, fork the confined process, watch it, report how it ended."""
     confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
-    job = Job.from_wire(request["job"])
-    iso = confine.isolate(number, job.limits, list(request.get("hide", [])), in_bwrap=in_bwrap)
+    job: Job | ReplayJob
+    if "replay" in request:
+        job = ReplayJob.from_wire(request["replay"])
+        seconds = job.seconds
+    else:
+        job = Job.from_wire(request["job"])
+        seconds = job.limits.notebook_seconds
+    limit = job.limits.memory_mb * 1024 * 1024
+    held = None
+    if cgroup is not None:
+        try:
+            held = memory.JobCgroup(cgroup, number, limit)  # this process moves in: the job is born inside
+        except OSError:
+            held = None  # the limit is then kept by adding up (``_watch``)
+    hide = [*request.get("hide", []), *([str(cgroup.root)] if cgroup is not None else [])]
+    iso = confine.isolate(number, job.limits, hide, in_bwrap=in_bwrap)
     workdir = f"/tmp/pt2e-submission-{number}-{secrets.token_hex(8)}"
     pid = os.fork()
     if pid == 0:
         status.close()
         _student(job, iso, fd, workdir)
     os.close(fd)
-    how = _watch(pid, iso, status, job.limits.notebook_seconds + STARTUP_SECONDS)
+    if held is not None:  # the kernel keeps the limit; a kill inside the job ends all of it
+        over_limit = held.oom_killed
+    else:
+        over_limit = lambda: memory.tree_rss(pid) > limit  # noqa: E731
+    how = _watch(pid, iso, status, seconds + STARTUP_SECONDS, over_limit)
+    if held is not None and held.oom_killed():
+        how = "memory"
     if not iso.pid_namespace:
         _kill(pid, iso)
         if iso.uid_dropped or os.getuid() == 0:
@@ -233,10 +283,17 @@ def _remove_owned_by(uid: int) -> None:
                 continue
 
 
-def _reap() -> None:
+def _reap(jobs: dict[int, int], cgroup: memory.Controller | None) -> None:
+    """Collect ended middle processes; remove the cgroup of each (empty: its pid namespace is gone)."""
     try:
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
+        while True:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+            if pid <= 0:
+                return
+            number = jobs.pop(pid, None)
+            if cgroup is not None and number is not None:
+                with contextlib.suppress(OSError):
+                    (cgroup.root / f"job-{number}").rmdir()
     except ChildProcessError:
         pass
 
@@ -247,19 +304,21 @@ def _warm(control: socket.socket, request: Any) -> None:
     from autograder.untrusted.warm import warm_exports
 
     try:
-        reply = {"type": "warmed", **warm_exports([str(n) for n in request["notebooks"]], int(request["seed"]))}
+        reply = protocol.message(
+            protocol.WARMED, **warm_exports([str(n) for n in request["notebooks"]], int(request["seed"]))
+        )
     except Exception as exc:  # a bug of ours: jobs only run colder
         traceback.print_exc()
-        reply = {"type": "warmed", "error": type(exc).__name__}
-    body = json.dumps(reply).encode("utf-8")
-    control.sendall(HEADER.pack(len(body)) + body)
+        reply = protocol.message(protocol.WARMED, error=type(exc).__name__)
+    control.sendall(protocol.encode(reply))
 
 
-def serve(control: socket.socket, in_bwrap: bool) -> None:
+def serve(control: socket.socket, in_bwrap: bool, cgroup: memory.Controller | None = None) -> None:
     """Answer job requests until the grader closes the control socket."""
     number = 0
+    jobs: dict[int, int] = {}
     while True:
-        _reap()
+        _reap(jobs, cgroup)
         ready, _, _ = select.select([control], [], [], 1.0)
         if not ready:
             continue
@@ -278,11 +337,12 @@ def serve(control: socket.socket, in_bwrap: bool) -> None:
                 control.close()
                 status_grader.close()
                 os.close(frames_read)
-                _middle(number, request, frames_write, status_middle, in_bwrap)
+                _middle(number, request, frames_write, status_middle, in_bwrap, cgroup)
             except BaseException:  # a bug of ours, never the student's doing: say so on the grader's stderr
                 traceback.print_exc()
             finally:
                 os._exit(0)
+        jobs[pid] = number
         os.close(frames_write)
         status_middle.close()
         try:
@@ -294,6 +354,7 @@ def serve(control: socket.socket, in_bwrap: bool) -> None:
 
 def main(argv: list[str]) -> int:
     fd, in_bwrap = int(argv[0]), argv[1] == "bwrap"
+    cgroup = memory.Controller(Path(argv[2]), int(argv[3])) if len(argv) >= 4 else None
     confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
     off = confine.disabled()
     if "sys_admin" in off:  # behave like a container without CAP_SYS_ADMIN
@@ -304,9 +365,8 @@ def main(argv: list[str]) -> int:
     preload()
     if not confine.has_capability(confine.CAP_SYS_ADMIN):
         confine.user_namespaces_work()  # found out once here, before any fork of a job
-    hello = json.dumps({"type": "hello", "pid": os.getpid()}).encode()
-    control.sendall(HEADER.pack(len(hello)) + hello)
-    serve(control, in_bwrap)
+    control.sendall(protocol.encode(protocol.message(protocol.HELLO, pid=os.getpid())))
+    serve(control, in_bwrap, cgroup)
     return 0
 
 

@@ -3,7 +3,8 @@
 Before a submission's first cell runs, ``Snapshot`` records the objects bound in the
 dictionaries of builtins, ``common``, ``autograder``, and the torch / torchao modules the
 evidence collection calls. Before each exercise's evidence is collected, ``restore()``
-puts back every entry that was replaced or deleted and returns the names it repaired,
+puts back every entry that was replaced or deleted (and removes what was added to a watched
+class, such as a ``Node.__eq__`` or ``__hash__``) and returns the names it repaired,
 so a patch neither helps a submission nor goes unreported.
 """
 
@@ -91,6 +92,12 @@ class Snapshot:
                     except (AttributeError, TypeError):
                         continue
                     repaired.append(f"{path}.{key}")
+            for key in [k for k in vars(cls) if k not in saved]:  # added: a Node.__eq__ would break every dict
+                try:
+                    delattr(cls, key)
+                except (AttributeError, TypeError):
+                    continue
+                repaired.append(f"{path}.{key}")
         if builtins.__dict__ is not vars(builtins):  # pragma: no cover - cannot happen in CPython
             repaired.append("builtins")
         return repaired

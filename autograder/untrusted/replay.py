@@ -1,4 +1,4 @@
-"""Replaying a student's recorded answers on the trusted side, and deriving the evidence.
+"""Replaying a student's recorded answers, and deriving the evidence from them.
 
 The sandbox sends only recordings (``autograder.untrusted.record``): what each call of the
 student's code returned, raised, or did to the graphs it was handed. Here the same hidden
@@ -9,9 +9,13 @@ after validating it, and no student code runs. Everything derived from the answe
 computed here by the course's own code.
 
 So whatever a submission patches inside its sandbox, it can only change its own answers:
-forging evidence is as hard as solving the exercise. A recording that does not fit the
-case (wrong shapes, unknown nodes, objects outside the allowed kinds) makes that case an
-error for the student, never a crash of the grader.
+forging evidence is as hard as solving the exercise. A recording is interpreted as data:
+every op, method and observer class it names must be on the allow-list of ``allowed.py``
+(nothing is looked up by name in a module), and a recording that names anything else, or asks
+for more than the budgets, is refused before it runs (``derive`` returns ``{"refused": …}``:
+the exercise scores zero with that sentence). A recording that does not fit its case (wrong
+shapes, unknown nodes) makes that case an error for the student. During grading this runs in a
+confined replay worker (``replay_job.py``), never in the grader's process.
 """
 
 from __future__ import annotations
@@ -28,21 +32,12 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
+from autograder.untrusted import allowed
 from autograder.untrusted.record import reachable_graphs
 from selfcheck.casekit import Exercise, collect
-from selfcheck.evidence import ANNOTATION_KEY, CaseTimeout, EvidenceError, TamperingSuspected
+from selfcheck.evidence import ANNOTATION_KEY, CaseTimeout, EvidenceError, TamperingSuspected, safe_text
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-OBSERVER_MODULES = frozenset(
-    {
-        "torchao.quantization.pt2e.observer",
-        "torchao.quantization.pt2e.fake_quantize",
-        "torch.ao.quantization.observer",
-        "torch.ao.quantization.fake_quantize",
-    }
-)
-OP_NAMESPACES = frozenset({"aten", "quantized_decomposed", "prims"})
-PY_MODULES = frozenset({"operator", "_operator", "torch", "torch.nn.functional", "math"})
 EXCEPTIONS = {
     name: getattr(builtins, name)
     for name in (
@@ -119,7 +114,7 @@ def _observer_class(path: Any) -> type:
     if not isinstance(path, str) or "." not in path:
         raise _fail("observer 類別格式不對")
     module_name, _, name = path.rpartition(".")
-    if module_name not in OBSERVER_MODULES or not IDENTIFIER.match(name):
+    if path not in allowed.OBSERVERS:
         raise ReplayError(f"observer 必須是 torchao 的 observer 或 fake-quant 類別，看到 {path[:80]}")
     cls = getattr(importlib.import_module(module_name), name, None)
     if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
@@ -164,6 +159,8 @@ class Replay:
         self.kinds = kinds
         self.graphs: list[GraphModule] = []
         self.instances = 0
+        self.refusal: str | None = None
+        """Why a graph this case rebuilt was refused (``allowed``), if one was: the whole exercise scores zero."""
 
     # -- the namespace -----------------------------------------------------------------------
 
@@ -270,7 +267,7 @@ class Replay:
         if "qscheme" in data:
             return _qscheme(data)
         if "target" in data:
-            return _target("call_function", data["target"])
+            return _returned_target(data["target"])
         if "qspec" in data:
             graphs = reachable_graphs((args, kwargs))
             if not graphs:
@@ -293,7 +290,11 @@ class Replay:
             self.graphs.append(GraphModule(self.graphs[0], torch.fx.Graph()))
         gm = self.graph(number)
         if "nodes" in state:
-            _rebuild(gm, state, call)
+            try:
+                _rebuild(gm, state, call)
+            except allowed.Refused as exc:
+                self.refusal = refusal_text(exc)
+                raise EvidenceError(self.refusal) from None
         if "annotations" not in state:  # the call left the annotations as they were
             return
         annotations = state["annotations"]
@@ -454,6 +455,11 @@ def _exception(data: Any) -> BaseException:
 
 
 def _target(op: str, data: Any) -> Any:
+    """The target of a recorded node: a name (checked), or an op or callable of the allow-list (``allowed``).
+
+    Nothing is looked up by a name the recording chose: an op is taken from ``torch.ops`` only when
+    its full name is on the list, a Python callable only from ``allowed.PYTHON``.
+    """
     if not isinstance(data, dict):
         raise _fail("target 格式不對")
     if op in ("placeholder", "output", "get_attr", "call_module", "call_method"):
@@ -462,36 +468,45 @@ def _target(op: str, data: Any) -> Any:
             IDENTIFIER.match(p) and not p.startswith("__") for p in name.split(".")
         ):
             raise _fail(f"{op} 的 target 格式不對")
-        if op == "call_method" and not hasattr(torch.Tensor, name):
-            raise EvidenceError(f"call_method 的 target {name[:40]} 不是 tensor 的方法")
+        if op == "call_method" and name not in allowed.METHODS:
+            raise EvidenceError(f"tensor 方法 {name[:40]} 不是課程允許的運算")
         return name
-    if "op" in data or "packet" in data:
-        parts = str(data.get("op") or data.get("packet")).split(".")
-        if parts[0] not in OP_NAMESPACES or not all(IDENTIFIER.match(p) for p in parts):
-            raise EvidenceError(f"不支援的 op {'.'.join(parts)[:60]}")
-        item: Any = torch.ops
-        for part in parts:
-            item = getattr(item, part, None)
-            if item is None:
-                raise EvidenceError(f"找不到 op {'.'.join(parts)[:60]}")
-        return item
-    if "py" in data:
-        path = str(data["py"])
-        module_name, _, name = path.rpartition(".")
-        if module_name not in PY_MODULES or not IDENTIFIER.match(name) or name.startswith("_"):
-            raise EvidenceError(f"不支援的 call_function target {path[:60]}")
-        item = getattr(importlib.import_module(module_name), name, None)
-        allowed = (
-            isinstance(item, types.BuiltinFunctionType)
-            if module_name == "torch"
-            else callable(item) and getattr(item, "__module__", module_name) in PY_MODULES | {None}
-        )
-        if module_name == "torch.nn.functional":
-            allowed = callable(item) and getattr(item, "__module__", "") == "torch.nn.functional"
-        if not allowed:
-            raise EvidenceError(f"不支援的 call_function target {path[:60]}")
-        return item
-    raise _fail("target 格式不對")
+    name = data.get("op") or data.get("packet") or data.get("py")
+    if not isinstance(name, str):
+        raise _fail("target 格式不對")
+    if name in allowed.PYTHON and "py" in data:
+        return allowed.PYTHON[name]
+    packet = "packet" in data
+    if (name in allowed.PACKETS) if packet else (name in allowed.OPS):
+        namespace, opname, *overload = name.split(".")
+        item = getattr(getattr(torch.ops, namespace), opname)
+        return getattr(item, overload[0]) if overload else item
+    raise EvidenceError(f"{name[:60]} 不是課程允許的運算")
+
+
+class UnknownTarget:
+    """A target a student's function returned that is not on the allow-list: comparable by name, never callable."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UnknownTarget) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(("UnknownTarget", self.name))
+
+
+def _returned_target(data: Any) -> Any:
+    """A target returned as a value: the allowed op itself, else an inert name for it."""
+    try:
+        return _target("call_function", data)
+    except EvidenceError:
+        name = (data.get("op") or data.get("packet") or data.get("py")) if isinstance(data, dict) else None
+        return UnknownTarget(str(name)[:80])
 
 
 def _argument(data: Any, nodes: dict[str, Node], depth: int = 0) -> Any:
@@ -592,8 +607,33 @@ def _rebuild(gm: GraphModule, state: dict[str, Any], call: Any) -> None:
         if previous is not None and previous.next is not node:
             previous.append(node)
         previous = node
+    _check_attributes(gm)
     if not state.get("stale", True):
         gm.recompile()
+        allowed.check_cost(gm)  # before anything runs it: the outputs' bytes and the flops of one run
+
+
+def _check_attributes(gm: GraphModule) -> None:
+    """A rebuilt graph's ``get_attr`` nodes may reach the grader's tensors and submodules, nothing else
+    (not ``graph``, ``forward``, ``_modules`` or any other Python object of the module: a name is looked
+    up only among the submodules, parameters, buffers and attributes the modules hold themselves)."""
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        owner: Any = gm
+        for part in str(node.target).split("."):
+            if not isinstance(owner, torch.nn.Module):
+                raise allowed.Refused(f"get_attr {str(node.target)[:60]} 經過的不是子模組")
+            found = [
+                table[part]
+                for table in (owner._modules, owner._parameters, owner._buffers, vars(owner))
+                if part in table
+            ]
+            if not found:
+                raise allowed.Refused(f"get_attr {str(node.target)[:60]} 不是這個模型的 tensor 或子模組")
+            owner = found[0]
+        if not isinstance(owner, torch.Tensor | torch.nn.Module):
+            raise allowed.Refused(f"get_attr {str(node.target)[:60]} 指向的不是 tensor 或子模組")
 
 
 def _install_modules(gm: GraphModule, modules: Any, call: Any) -> None:
@@ -660,9 +700,18 @@ def _new_observer(data: Any) -> torch.nn.Module:
 
 
 def derive(exercise: Exercise, recorded: Any, seed: int) -> dict[str, Any]:
-    """The evidence of ``exercise`` from a sandbox's recordings: the cases re-run here, replaying them."""
+    """The evidence of ``exercise`` from a sandbox's recordings: the cases re-run here, replaying them.
+
+    ``{"refused": sentence}`` instead when the recording names anything outside the allow-list or
+    asks for more than the budgets (``allowed``): checked on the data before anything runs, and for
+    each rebuilt graph before it runs.
+    """
     if not isinstance(recorded, dict):
         raise _fail("紀錄格式不對")
+    try:
+        allowed.check_recording(recorded)
+    except allowed.Refused as exc:
+        return {"refused": refusal_text(exc)}
     if "missing" in recorded:
         names = [n for n in _list(recorded["missing"]) if n in exercise.names]
         return {"missing": names or list(exercise.names)}
@@ -682,7 +731,14 @@ def derive(exercise: Exercise, recorded: Any, seed: int) -> dict[str, Any]:
             return _FailingNamespace(exercise.names, exc)
         return replays[case].namespace(exercise.names)
 
-    return collect(exercise, dict.fromkeys(exercise.names), seed, namespace_for_case=for_case)
+    evidence = collect(exercise, dict.fromkeys(exercise.names), seed, namespace_for_case=for_case)
+    refused = [replay.refusal for replay in replays.values() if replay.refusal]
+    return {"refused": refused[0]} if refused else evidence
+
+
+def refusal_text(exc: BaseException) -> str:
+    """The one sentence a student reads when their recording was refused."""
+    return f"評分紀錄要求執行課程不允許的東西，沒有執行（{safe_text(exc, 200)}）"
 
 
 class _FailingNamespace(dict):

@@ -1,0 +1,319 @@
+"""What a recording may make the replay run: the allow-list and the budgets, in one place.
+
+A recording is data a student controlled. When it holds a graph the student edited, the replay
+(``replay.py``) rebuilds that graph on the grader's own copy of the hidden model and the cases
+run it; when it holds a quantization spec, torchao builds the observer it names. Nothing a
+recording names is looked up by name in a module: every target, method and observer class it
+may use is listed here, and a recording that names anything else is refused before it runs
+(``check_recording``: the exercise scores zero, with one sentence saying why). A rebuilt graph is
+then propagated on *fake* tensors (shapes and dtypes only, nothing computed) and refused when its
+outputs would hold more than ``BUDGET.tensor_bytes`` or cost more than ``BUDGET.flops``
+(``check_cost``). What is left to chance (a case that runs a graph often) is bounded by the
+replay worker's own time and memory limit (``replay_job.py``).
+
+Growing a list is a reviewed change: ``tests/test_allowed.py`` prints them and compares them
+with ``tests/allowed.txt``.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# --- call_function targets ----------------------------------------------------------------------------
+
+ATEN = (
+    # the layers of the course's models and what export writes for them
+    "conv1d.default conv1d.padding conv2d.default conv2d.padding conv3d.default conv3d.padding "
+    "conv_transpose1d.default conv_transpose2d.input conv_transpose3d.input convolution.default "
+    "linear.default addmm.default mm.default bmm.default matmul.default "
+    "batch_norm.default _native_batch_norm_legit_no_training.default _native_batch_norm_legit.default "
+    "_native_batch_norm_legit_functional.default native_batch_norm.default layer_norm.default "
+    "native_layer_norm.default group_norm.default embedding.default dropout.default "
+    "scaled_dot_product_attention.default _softmax.default softmax.int log_softmax.int _log_softmax.default "
+    "max_pool2d.default max_pool2d_with_indices.default avg_pool2d.default adaptive_avg_pool2d.default "
+    "_adaptive_avg_pool2d.default "
+    # elementwise: activations and arithmetic (a student replaces or inserts these)
+    "relu.default relu_.default relu6.default hardtanh.default hardtanh_.default sigmoid.default tanh.default "
+    "hardsigmoid.default hardswish.default gelu.default silu.default leaky_relu.default elu.default "
+    "clamp.default clamp.Tensor clamp_min.default clamp_max.default neg.default abs.default exp.default "
+    "log.default sqrt.default rsqrt.default reciprocal.default pow.Tensor_Scalar square.default "
+    "add.Tensor add.Scalar add_.Tensor sub.Tensor sub.Scalar rsub.Scalar mul.Tensor mul.Scalar "
+    "div.Tensor div.Scalar div.Tensor_mode floor_divide.default remainder.Scalar "
+    "minimum.default maximum.default where.self eq.Scalar ne.Scalar lt.Scalar gt.Scalar le.Scalar ge.Scalar "
+    "round.default floor.default ceil.default sign.default masked_fill.Scalar "
+    # reductions
+    "mean.default mean.dim sum.default sum.dim_IntList amax.default amin.default max.default max.dim "
+    "min.default min.dim argmax.default argmin.default aminmax.default var.correction std.correction "
+    # shapes and copies
+    "view.default reshape.default _unsafe_view.default flatten.using_ints unflatten.int permute.default "
+    "transpose.int t.default unsqueeze.default squeeze.dim squeeze.dims squeeze.default expand.default "
+    "contiguous.default clone.default detach.default alias.default select.int slice.Tensor narrow.default "
+    "cat.default stack.default split.Tensor split_with_sizes.default chunk.default unbind.int index.Tensor "
+    "repeat.default _to_copy.default to.dtype type_as.default zeros_like.default ones_like.default "
+    "full_like.default arange.default arange.start arange.start_step full.default zeros.default ones.default "
+    "triu.default tril.default sym_size.int pad.default constant_pad_nd.default"
+)
+QUANTIZED_DECOMPOSED = (
+    "quantize_per_tensor.default quantize_per_tensor.tensor quantize_per_tensor.tensor2 "
+    "dequantize_per_tensor.default dequantize_per_tensor.tensor dequantize_per_tensor.tensor2 "
+    "quantize_per_channel.default dequantize_per_channel.default choose_qparams.tensor "
+    "choose_qparams_symmetric.tensor choose_qparams_per_token_asymmetric.default quantize_per_token.default "
+    "dequantize_per_token.default quantize_per_channel_group.default dequantize_per_channel_group.default "
+    "fake_quant_per_channel.default"
+)
+OPS = frozenset(
+    [f"aten.{name}" for name in ATEN.split()]
+    + [f"quantized_decomposed.{name}" for name in QUANTIZED_DECOMPOSED.split()]
+)
+"""Op overloads a rebuilt graph may call (``namespace.op.overload``); nothing with an effect outside its tensors."""
+PACKETS = frozenset(name.rpartition(".")[0] for name in OPS)
+"""Ops a graph may call without naming the overload (``torch.ops.aten.clamp``): every overload of each is a
+computation on tensors (an ``out=`` one writes only into the tensor it is given)."""
+
+PYTHON: dict[str, Callable[..., Any]] = {"operator.getitem": operator.getitem, "_operator.getitem": operator.getitem}
+"""The Python callables a rebuilt graph may call: taking one output of an op that returns several."""
+
+METHODS = frozenset(
+    "view reshape flatten permute transpose contiguous unsqueeze squeeze size dim relu sigmoid tanh clamp "
+    "add sub mul div mean sum float to detach clone".split()
+)
+"""Tensor methods a rebuilt graph's ``call_method`` node may name (run only on a tensor: ``check_cost``)."""
+
+
+# --- observers ------------------------------------------------------------------------------------------
+
+DTYPES = frozenset({"int8", "uint8", "int16", "int32", "float8_e4m3fn", "qint8", "quint8", "qint32", "float32"})
+"""The dtypes an observer may name."""
+QSCHEMES = frozenset(
+    {
+        "per_tensor_affine",
+        "per_tensor_symmetric",
+        "per_channel_affine",
+        "per_channel_symmetric",
+        "per_channel_affine_float_qparams",
+    }
+)
+
+
+def _int_in(low: int, high: int) -> Callable[[Any], bool]:
+    return lambda v: type(v) is int and low <= v <= high
+
+
+def _positive_float(high: float) -> Callable[[Any], bool]:
+    return lambda v: type(v) in (int, float) and 0 < v <= high and math.isfinite(v)
+
+
+def _named(key: str, names: frozenset[str]) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, dict) and set(v) == {key} and v[key] in names
+
+
+SETTINGS: dict[str, Callable[[Any], bool]] = {
+    "dtype": _named("torch_dtype", DTYPES),
+    "qscheme": _named("qscheme", QSCHEMES),
+    "quant_min": _int_in(-(2**31), 2**31 - 1),
+    "quant_max": _int_in(-(2**31), 2**31 - 1),
+    "ch_axis": _int_in(-8, 8),
+    "averaging_constant": _positive_float(1.0),
+    "bins": _int_in(1, 4096),
+    "upsample_rate": _int_in(1, 256),
+    "eps": _positive_float(1.0),
+    "reduce_range": lambda v: type(v) is bool,
+    "is_dynamic": lambda v: type(v) is bool,
+    "scale": _positive_float(1e6),
+    "zero_point": _int_in(-(2**31), 2**31 - 1),
+}
+"""The settings an observer (or a spec's observer constructor) may carry, as the recording writes them,
+and the values each may have: a ``bins`` of 10**9 would make the replay allocate gigabytes for one
+histogram. ``None`` is allowed for each (the class's default)."""
+
+OBSERVER_MODULES = (
+    "torchao.quantization.pt2e.observer",
+    "torchao.quantization.pt2e.fake_quantize",
+    "torch.ao.quantization.observer",
+    "torch.ao.quantization.fake_quantize",
+)
+OBSERVERS = frozenset(
+    f"{module}.{name}"
+    for module in OBSERVER_MODULES
+    for name in (
+        "MinMaxObserver MovingAverageMinMaxObserver PerChannelMinMaxObserver MovingAveragePerChannelMinMaxObserver "
+        "HistogramObserver PlaceholderObserver NoopObserver FixedQParamsObserver FakeQuantize "
+        "FusedMovingAvgObsFakeQuantize FixedQParamsFakeQuantize AffineQuantizedMinMaxObserver"
+    ).split()
+)
+"""Observer and fake-quant classes a recording may name (torchao's and torch.ao's, nothing else)."""
+
+
+# --- budgets --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much one recording may ask of the replay before it runs."""
+
+    nodes: int = 2_000
+    """Nodes of one rebuilt graph (the course's graphs have tens)."""
+    total_nodes: int = 20_000
+    """Nodes of every graph state in one exercise's recording."""
+    events: int = 4_000
+    """Calls recorded in one exercise."""
+    tensor_elements: int = 2_000_000
+    """Elements of every tensor written in one exercise's recording, together."""
+    tensor_bytes: int = 512 * 1024 * 1024
+    """Bytes of every output of one run of a rebuilt graph (the course's graphs need a few MB)."""
+    flops: float = 2e10
+    """Floating-point operations of one run of a rebuilt graph (the course's graphs need a few million)."""
+
+
+BUDGET = Budget()
+
+
+class Refused(Exception):
+    """A recording asks for something outside the allow-list or over a budget; the message says what."""
+
+
+def op_name(op: Any) -> str:
+    """``aten.relu.default`` for an op overload."""
+    return f"{op.namespace}.{op._opname}.{op._overloadname}"
+
+
+# --- the whole recording, before anything runs ----------------------------------------------------------
+
+
+def check_recording(recorded: Any) -> None:
+    """Refuse a recording (one exercise's) that names a target, method or observer outside the lists,
+    or is larger than ``BUDGET`` allows. Only reads the data; runs and imports nothing."""
+    counts = {"nodes": 0, "events": 0, "elements": 0}
+
+    def walk(value: Any, depth: int) -> None:
+        if depth > 60:
+            raise Refused("評分紀錄巢狀太深")
+        if isinstance(value, list):
+            for item in value:
+                walk(item, depth + 1)
+            return
+        if not isinstance(value, dict):
+            return
+        if isinstance(value.get("nodes"), list):
+            nodes = value["nodes"]
+            if len(nodes) > BUDGET.nodes:
+                raise Refused(f"一張圖有 {len(nodes)} 個 node，超過上限 {BUDGET.nodes}")
+            counts["nodes"] += len(nodes)
+            if counts["nodes"] > BUDGET.total_nodes:
+                raise Refused(f"評分紀錄裡的 node 超過上限 {BUDGET.total_nodes}")
+            for node in nodes:
+                _check_node(node)
+        if "tensor" in value and isinstance(value["tensor"], list):
+            counts["elements"] += len(value["tensor"])
+            if counts["elements"] > BUDGET.tensor_elements:
+                raise Refused(f"評分紀錄裡的 tensor 元素超過上限 {BUDGET.tensor_elements}")
+        if isinstance(value.get("new"), dict) and "class" in value["new"]:
+            _check_observer(value["new"].get("class"), value["new"].get("settings"))
+        if isinstance(value.get("observer"), dict) and "class" in value["observer"]:
+            _check_observer(value["observer"].get("class"), value["observer"].get("kwargs"))
+        for key, item in value.items():
+            if key == "channels" and isinstance(item, dict):
+                counts["events"] += sum(len(v) for v in item.values() if isinstance(v, list))
+                if counts["events"] > BUDGET.events:
+                    raise Refused(f"評分紀錄裡的呼叫超過上限 {BUDGET.events}")
+            walk(item, depth + 1)
+
+    walk(recorded, 0)
+
+
+def _check_node(node: Any) -> None:
+    if not isinstance(node, dict):
+        return  # malformed: the replay says so on its own
+    op, target = node.get("op"), node.get("target")
+    if not isinstance(target, dict):
+        return
+    if op == "call_function":
+        name = target.get("op") or target.get("packet") or target.get("py")
+        known = OPS if "op" in target else PACKETS if "packet" in target else PYTHON
+        if not (isinstance(name, str) and name in known):
+            raise Refused(f"圖上的 {str(name)[:60]} 不是課程允許的運算")
+    elif op == "call_method" and target.get("name") not in METHODS:
+        raise Refused(f"圖上的 tensor 方法 {str(target.get('name'))[:40]} 不是課程允許的運算")
+
+
+def _check_observer(path: Any, settings: Any) -> None:
+    if path not in OBSERVERS:
+        raise Refused(f"observer 必須是 torchao 的 observer 或 fake-quant 類別，看到 {str(path)[:80]}")
+    if settings is None:
+        return
+    if not isinstance(settings, dict):
+        raise Refused("observer 的設定格式不對")
+    for name, value in settings.items():
+        rule = SETTINGS.get(name)
+        if rule is None or not (value is None or rule(value)):
+            raise Refused(f"observer 的設定 {str(name)[:30]}={str(value)[:40]} 不在允許的範圍")
+
+
+# --- one rebuilt graph, before it runs ------------------------------------------------------------------
+
+
+def check_cost(gm: torch.fx.GraphModule) -> None:
+    """Refuse a rebuilt graph whose one run would exceed ``BUDGET`` (bytes of its outputs, flops).
+
+    The graph runs on fake tensors shaped as its placeholders were when it was exported: every op
+    computes only the shape and dtype of its result. Observer and other module calls are taken to
+    return their input (observers do). A graph that cannot be propagated this way is left to the
+    replay worker's own limits.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    inputs = []
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            return  # an input we cannot shape: the worker's limits hold it
+        shape = [s if isinstance(s, int) else _hint(s) for s in value.shape]
+        with mode:
+            inputs.append(torch.empty(shape, dtype=value.dtype))
+    total = [0]
+
+    class Sizes(torch.fx.Interpreter):
+        def call_module(self, target: Any, args: Any, kwargs: Any) -> Any:
+            return args[0] if args else None
+
+        def call_method(self, target: Any, args: Any, kwargs: Any) -> Any:
+            if not (args and isinstance(args[0], torch.Tensor)):
+                raise Refused(f"tensor 方法 {str(target)[:40]} 用在不是 tensor 的東西上")
+            return super().call_method(target, args, kwargs)
+
+        def run_node(self, n: torch.fx.Node) -> Any:
+            result = super().run_node(n)
+            for leaf in torch.utils._pytree.tree_leaves(result):
+                if isinstance(leaf, torch.Tensor):
+                    total[0] += leaf.numel() * leaf.element_size()
+            if total[0] > BUDGET.tensor_bytes:
+                raise Refused(
+                    f"這張圖執行一次要 {total[0] // 2**20} MB 以上，超過上限 {BUDGET.tensor_bytes // 2**20} MB"
+                )
+            return result
+
+    try:
+        with mode, FlopCounterMode(display=False) as counter:
+            Sizes(gm).run(*inputs)
+    except Refused:
+        raise
+    except Exception:  # an op fake tensors cannot propagate: the worker's time and memory limits hold it
+        return
+    flops = counter.get_total_flops()
+    if flops > BUDGET.flops:
+        raise Refused(f"這張圖執行一次要 {flops:.2g} 次浮點運算，超過上限 {BUDGET.flops:.2g}")
+
+
+def _hint(size: Any) -> int:
+    hint = getattr(getattr(size, "node", None), "hint", None)
+    return int(hint) if isinstance(hint, int) else 8

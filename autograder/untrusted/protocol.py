@@ -1,0 +1,71 @@
+"""The protocol between the sandbox and the grader: framing, message kinds, version.
+
+Everything that crosses the trust boundary is a *frame*: a 4-byte big-endian length, then one
+UTF-8 JSON object. Every message the course's own code sends names its ``kind`` and carries
+``"v": VERSION``; the grader refuses a message of another version (a fork server left over
+from another checkout, or a forgery) and says so.
+
+Three conversations use it:
+
+- **control** (grader ↔ fork server, trusted on both ends): ``hello`` once; then requests
+  ``{"job": …}`` (run a notebook's cells), ``{"replay": …}`` (derive evidence from
+  recordings) or ``{"warm": …}``, each answered (a job by passing the pipe's file descriptors,
+  ``warm`` by ``warmed``).
+- **job** (student process → grader; the student's code can write on the same pipe, so every
+  message is checked, ``autograder.sandbox.Conversation``): ``start`` first, then per cell in
+  order ``cell`` (a code cell raised) or ``evidence`` (an exercise's *recording*, see
+  ``record.py``), then ``done`` last.
+- **replay** (replay worker → grader; no student code runs there, but it reads recordings a
+  student controlled, so it is confined the same way and checked the same way): ``start``,
+  then ``derived`` per exercise (the evidence, plain data, or an ``error``), then ``done``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+VERSION = 2
+"""Bump when a message changes shape; both sides of one checkout always agree."""
+
+HEADER = struct.Struct(">I")
+MAX_FRAME_BYTES = 8 * 1024 * 1024
+"""One frame's body at most; a larger one ends the reading as a flood."""
+
+HELLO, WARMED = "hello", "warmed"
+START, CELL, EVIDENCE, DONE = "start", "cell", "evidence", "done"
+DERIVED = "derived"
+KINDS = frozenset({HELLO, WARMED, START, CELL, EVIDENCE, DONE, DERIVED})
+
+
+class ProtocolError(ValueError):
+    """A frame that is not a message of this protocol and version."""
+
+
+def message(kind: str, **fields: Any) -> dict[str, Any]:
+    """A message of ``kind`` with its version."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown message kind {kind!r}")
+    return {"type": kind, "v": VERSION, **fields}
+
+
+def encode(data: dict[str, Any]) -> bytes:
+    """One message (or a control request) as a frame: length, then UTF-8 JSON."""
+    body = json.dumps(data, ensure_ascii=False).encode("utf-8")
+    return HEADER.pack(len(body)) + body
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    """The message in one frame's body; ``ProtocolError`` if it is not one of this version."""
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ProtocolError("not JSON") from None
+    if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+        raise ProtocolError("not a message")
+    if data.get("v") != VERSION:
+        raise ProtocolError(f"version {str(data.get('v'))[:20]} (this grader speaks {VERSION})")
+    if data["type"] not in KINDS:
+        raise ProtocolError(f"unknown kind {data['type'][:40]}")
+    return data

@@ -1,0 +1,241 @@
+"""The replay interprets data: it runs only what ``autograder/untrusted/allowed.py`` lists, within budgets.
+
+Each attack below is the answer key's honest recording with one thing a hostile student could
+make it say (a graph node, an observer setting, an attribute): the replay refuses the whole
+exercise with one Chinese sentence, before any of it runs. The allow-list itself is printed and
+must equal ``tests/allowed.txt``, so that growing it is a change someone reviews.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from autograder.untrusted import allowed
+from autograder.untrusted.cases.base import exercises_of, module_name
+from autograder.untrusted.record import record_exercise
+from autograder.untrusted.replay import derive
+
+SEED = 1
+SNAPSHOT = Path(__file__).with_name("allowed.txt")
+
+
+def allow_list_text() -> str:
+    lines = ["# ops a rebuilt graph may call", *sorted(allowed.OPS)]
+    lines += ["# python callables", *sorted(allowed.PYTHON)]
+    lines += ["# tensor methods", *sorted(allowed.METHODS)]
+    lines += ["# observer classes", *sorted(allowed.OBSERVERS)]
+    lines += ["# observer settings", *sorted(allowed.SETTINGS)]
+    lines += ["# budgets"] + [f"{k} = {v}" for k, v in vars(allowed.BUDGET).items()]
+    return "\n".join(lines) + "\n"
+
+
+def test_the_allow_list_is_the_reviewed_one() -> None:
+    text = allow_list_text()
+    print(text)
+    assert SNAPSHOT.read_text(encoding="utf-8") == text, (
+        "autograder/untrusted/allowed.py changed: review the difference, then write it to tests/allowed.txt"
+    )
+
+
+def test_nothing_with_an_effect_outside_its_tensors_is_listed() -> None:
+    for name in ("aten.from_file", "aten._print", "aten.save", "aten.set_", "aten._assert_async", "prims.device_put"):
+        assert not any(op == name or op.startswith(name + ".") for op in allowed.OPS), name
+    assert set(allowed.PYTHON.values()) == {__import__("operator").getitem}
+    for method in ("register_hook", "apply_", "tolist", "numpy", "storage", "copy_", "backward", "data_ptr"):
+        assert method not in allowed.METHODS
+
+
+# --- recordings with one hostile thing in them ------------------------------------------------------
+
+
+def key_recording(notebook: str, exercise: str) -> dict[str, Any]:
+    key = vars(importlib.import_module(f"autograder.keys.{module_name(notebook)}"))
+    return json.loads(json.dumps(record_exercise(exercises_of(notebook)[exercise], key, SEED)))
+
+
+def graph_states(recorded: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every recorded graph state that holds nodes (the graphs the student's calls edited)."""
+    found = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("nodes"), list):
+                found.append(value)
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(recorded)
+    return found
+
+
+def with_node(**node: Any) -> Callable[[dict[str, Any]], None]:
+    """Put ``node`` in every edited graph of the recording, just before its output."""
+
+    def change(recorded: dict[str, Any]) -> None:
+        for state in graph_states(recorded):
+            records = state["nodes"]
+            records.insert(len(records) - 1, {"args": {"tuple": []}, "kwargs": {"dict": []}, **node})
+
+    return change
+
+
+def first_conv_input(recorded: dict[str, Any]) -> str:
+    for record in graph_states(recorded)[0]["nodes"]:
+        if record["op"] == "placeholder":
+            return record["name"]
+    raise AssertionError("no placeholder")
+
+
+MARKER = Path("/tmp/pt2e-replay-marker")
+
+
+def node(name: str, target: dict[str, str], *args: Any, op: str = "call_function") -> dict[str, Any]:
+    return {"name": name, "op": op, "target": target, "args": {"tuple": list(args)}, "kwargs": {"dict": []}}
+
+
+def _exec_chain(recorded: dict[str, Any]) -> None:
+    # attrgetter("__globals__") of a function, then its "exec": what reached exec before
+    for state in graph_states(recorded):
+        records = state["nodes"]
+        chain = [
+            node("getter", {"py": "operator.attrgetter"}, "forward.__globals__"),
+            node("globals_", {"py": "operator.call"}, {"n": "getter"}, {"n": records[0]["name"]}),
+            node("run", {"py": "builtins.exec"}, f"open('{MARKER}', 'w').write('ran')"),
+        ]
+        records[len(records) - 1 : len(records) - 1] = chain
+
+
+ATTACKS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "operator_chain_to_exec": _exec_chain,
+    "operator_pow": with_node(
+        name="big", op="call_function", target={"py": "operator.pow"}, args={"tuple": [10, 10**9]}
+    ),
+    "from_file_reads_a_key": with_node(
+        name="leak", op="call_function", target={"op": "aten.from_file.default"}, args={"tuple": ["/etc/hostname"]}
+    ),
+    "print_writes_escapes": with_node(
+        name="say",
+        op="call_function",
+        target={"op": "aten._print.default"},
+        args={"tuple": ["\x1b[2J\x1b]0;pwned\x07"]},
+    ),
+    "from_file_as_a_packet": with_node(
+        name="leak", op="call_function", target={"packet": "aten.from_file"}, args={"tuple": ["/etc/hostname"]}
+    ),
+    "autocast_switched_on": with_node(
+        name="fast", op="call_function", target={"py": "torch.set_autocast_enabled"}, args={"tuple": ["cpu", True]}
+    ),
+    "threads_changed": with_node(
+        name="threads", op="call_function", target={"py": "torch.set_num_threads"}, args={"tuple": [64]}
+    ),
+    "prims_op": with_node(name="p", op="call_function", target={"op": "prims.device_put.default"}, args={"tuple": []}),
+    "huge_full": with_node(
+        name="huge",
+        op="call_function",
+        target={"op": "aten.full.default"},
+        args={"tuple": [[200_000, 200_000], 1.0]},
+    ),
+    "attribute_of_the_module": with_node(name="g", op="get_attr", target={"name": "graph"}),
+    "method_with_a_callback": with_node(name="h", op="call_method", target={"name": "register_hook"}),
+}
+
+
+def _matmul_chain(recorded: dict[str, Any]) -> None:
+    for state in graph_states(recorded):
+        records = state["nodes"]
+        chain = [node("a", {"op": "aten.ones.default"}, [4096, 4096])]
+        chain += [
+            node(f"m{i}", {"op": "aten.mm.default"}, {"n": "a" if i == 0 else f"m{i - 1}"}, {"n": "a"})
+            for i in range(40)
+        ]
+        records[len(records) - 1 : len(records) - 1] = chain
+
+
+ATTACKS["matmul_chain"] = _matmul_chain
+
+
+def _too_many_nodes(recorded: dict[str, Any]) -> None:
+    for state in graph_states(recorded):
+        state["nodes"][-1:-1] = [node(f"r{i}", {"op": "aten.relu.default"}, {"n": "x"}) for i in range(5000)]
+
+
+ATTACKS["too_many_nodes"] = _too_many_nodes
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_a_recording_that_names_anything_else_is_refused_before_it_runs(
+    attack: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    MARKER.unlink(missing_ok=True)
+    recorded = key_recording("M01-3", "replace_op")
+    ATTACKS[attack](recorded)
+    threads, autocast = torch.get_num_threads(), torch.is_autocast_enabled("cpu")
+    evidence = derive(exercises_of("M01-3")["replace_op"], recorded, SEED)
+    assert set(evidence) == {"refused"}, f"{attack}: not refused: {json.dumps(evidence)[:300]}"
+    assert evidence["refused"].startswith("評分紀錄要求執行課程不允許的東西")
+    assert not MARKER.exists()
+    assert "\x1b" not in capfd.readouterr().out
+    assert torch.get_num_threads() == threads and torch.is_autocast_enabled("cpu") == autocast
+
+
+def test_an_observer_with_a_huge_histogram_is_refused() -> None:
+    recorded = key_recording("M02-2", "insert_observer")
+    text = json.dumps(recorded)
+    assert '"argument"' in text  # the key uses the observer it was given: build a recording that makes one
+    forged = copy.deepcopy(recorded)
+    planted = 0
+    for state in graph_states(forged):
+        modules = state.get("modules", {})
+        for path in list(modules):
+            modules[path] = {
+                "new": {
+                    "class": "torchao.quantization.pt2e.observer.HistogramObserver",
+                    "settings": {"bins": 10**9, "dtype": {"torch_dtype": "int8"}},
+                }
+            }
+            planted += 1
+    assert planted
+    evidence = derive(exercises_of("M02-2")["insert_observer"], forged, SEED)
+    assert set(evidence) == {"refused"} and "bins" in evidence["refused"]
+
+
+def test_a_spec_whose_observer_holds_a_huge_histogram_is_refused() -> None:
+    recorded = key_recording("M03-4", "add_quantizer")
+    text = json.dumps(recorded).replace('"kwargs": {}', '"kwargs": {"bins": 1000000000}')
+    assert text != json.dumps(recorded)
+    evidence = derive(exercises_of("M03-4")["add_quantizer"], json.loads(text), SEED)
+    assert set(evidence) == {"refused"} and "bins" in evidence["refused"]
+
+
+def test_an_honest_recording_is_not_refused_and_costs_little() -> None:
+    recorded = key_recording("M01-3", "replace_op")
+    allowed.check_recording(recorded)
+    evidence = derive(exercises_of("M01-3")["replace_op"], recorded, SEED)
+    assert "cases" in evidence and not any("error" in r for r in evidence["cases"].values())
+
+
+def test_the_cost_of_a_graph_is_counted_on_fake_tensors() -> None:
+    from common.pt2e import export_module
+
+    class Two(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.mm(x, x).relu()
+
+    gm = export_module(Two(), (torch.ones(64, 64),))
+    before = {n.name: n.meta.get("val") for n in gm.graph.nodes}
+    allowed.check_cost(gm)  # small: accepted
+    assert {n.name: n.meta.get("val") for n in gm.graph.nodes} == before  # the graph's own metadata is untouched
+    big = export_module(Two(), (torch.ones(8192, 8192),))
+    with pytest.raises(allowed.Refused, match=r"浮點運算|MB"):
+        allowed.check_cost(big)
