@@ -77,19 +77,3 @@ def source_notebooks(module: str | None = None) -> list[Path]:
 def notebook_id(path: Path) -> str:
     """``source/M03/M03-4.ipynb`` → ``"M03-4"``."""
     return path.stem
-
-
-def preload_sandbox_modules() -> None:
-    """Import every hidden-case module now (the fork server does this once).
-
-    Only what the sandbox may see: the cases, never ``autograder.keys`` or
-    ``autograder.checks``.
-    """
-    import importlib
-    import pkgutil
-
-    import autograder.untrusted.cases
-
-    package = autograder.untrusted.cases
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{info.name}")

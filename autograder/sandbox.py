@@ -285,7 +285,7 @@ class Sandbox:
                 file=sys.stderr,
             )
         print(
-            f"評分沙箱：{self.memory_mode}，每份作業 {confine.Limits().memory_mb} MB（--memory-mb 可改）",
+            f"評分沙箱：{self.memory_mode}",
             file=sys.stderr,
         )
 
@@ -685,6 +685,8 @@ class ReplayRun:
     unfit: int = 0
     """Frames that were not this protocol's messages in the worker's order (the worker runs no student
     code: a sign that a recording took it over)."""
+    state: dict[str, Any] = field(default_factory=dict)
+    """The global torch settings the worker started from (``replay_job.torch_state``)."""
 
 
 def run_replay(job: ReplayJob, sandbox: Sandbox | None = None, startup_seconds: float = 10) -> ReplayRun:
@@ -717,6 +719,8 @@ def run_replay(job: ReplayJob, sandbox: Sandbox | None = None, startup_seconds: 
         if not started:
             started = kind == protocol.START
             run.unfit += not started
+            if started and isinstance(message.get("state"), dict):
+                run.state = message["state"]
         elif kind == protocol.DERIVED and not done and exercise in expected and exercise not in run.derived:
             evidence, error = message.get("evidence"), message.get("error")
             if isinstance(evidence, dict):

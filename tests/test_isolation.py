@@ -32,7 +32,7 @@ from conftest import ROOT
 from autograder import sandbox as sb
 from autograder.grading import RunOutcome, find_notebooks, read_outcome, scan_notebooks
 from autograder.submission import UnreadableNotebook, read_untrusted
-from autograder.untrusted import confine, protocol
+from autograder.untrusted import confine, memory, protocol
 from autograder.untrusted.confine import Limits
 from autograder.untrusted.runner import Cell, Job
 from common.data import one_thread
@@ -610,3 +610,70 @@ def test_a_job_computes_on_one_thread_and_its_convolutions_do_not_hang(machine: 
         with one_thread(), torch.no_grad():
             expected = float(conv(torch.randn(4, 8, 32, 32)).double().sum())
     assert found["total"] == expected, "the trusted side on one thread computes the sandbox's numbers"
+
+
+# --- one memory limit for all the processes of a job (issue 18.4) -----------------------------------
+
+SPREAD = """
+import os, time
+for _ in range(3):  # three processes, each well under the limit, together over it
+    if os.fork() == 0:
+        block = bytearray(450 * 1024 * 1024)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        time.sleep(60)
+        os._exit(0)
+time.sleep(60)
+"""
+
+
+@pytest.fixture(scope="module")
+def without_cgroup() -> sb.Sandbox:
+    """A sandbox that may not make cgroups: the middle process adds the job's memory up instead."""
+    box = sb.Sandbox(disable={"cgroup"})
+    box.start()
+    yield box
+    box.stop()
+
+
+@pytest.mark.parametrize("mode", ["cgroup", "sum"])
+def test_a_job_cannot_hold_more_than_its_limit_in_several_processes(
+    mode: str, machine: sb.Sandbox, without_cgroup: sb.Sandbox
+) -> None:
+    box = machine if mode == "cgroup" else without_cgroup
+    if mode == "cgroup":
+        assert box.cgroup is not None, "this machine allows a memory cgroup: the grader must use it"
+    assert box.memory_mode == (memory.MEMORY_CGROUP if mode == "cgroup" else memory.MEMORY_SUM)
+    limits = Limits(cell_seconds=120, notebook_seconds=120, memory_mb=1024)
+    started = time.monotonic()
+    result = run(box, SPREAD, limits=limits)
+    assert result.how == "memory", f"{mode}: the job ended as {result.how!r}, not stopped for its memory"
+    assert time.monotonic() - started < 50, "stopped as soon as it went over, not at the notebook's deadline"
+
+
+def test_the_run_cgroup_is_removed_with_the_sandbox() -> None:
+    box = sb.Sandbox()
+    box.start()
+    folder = box.cgroup.root if box.cgroup is not None else None
+    run(box, "x = 1")
+    box.stop()
+    assert folder is None or not folder.exists()
+
+
+def test_each_replay_starts_from_the_same_torch_state(machine: sb.Sandbox) -> None:
+    """A fresh fork per submission: what one job did to torch's global state never reaches the next."""
+    from autograder.sandbox import run_replay
+    from autograder.untrusted.replay_job import ReplayJob
+
+    states = []
+    for _ in range(2):
+        run(
+            machine,
+            "import torch\ntorch.set_grad_enabled(False)\ntorch.set_default_dtype(torch.float64)\n"
+            "torch.set_autocast_enabled('cpu', True)\ntorch.use_deterministic_algorithms(True)\ntorch.manual_seed(99)",
+        )
+        replayed = run_replay(ReplayJob("M01-3", 0, {}, LIMITS), machine)
+        assert replayed.ended == "done" and not replayed.unfit
+        states.append(replayed.state)
+    assert states[0] == states[1] and states[0]["grad"] is True and states[0]["autocast"] is False
+    assert states[0]["default_dtype"] == "torch.float32" and states[0]["deterministic"] is False
