@@ -1,8 +1,12 @@
-"""Judging evidence: run a notebook's hidden checks (pytest) and return their verdicts.
+"""Judging evidence: run a notebook's hidden checks and return their verdicts.
 
-``judge(evidence)`` runs in the calling process; the grading commands call it in a
-process that never ran the student's code. ``python -m autograder.judge < evidence.json``
-does the same in a fresh process and prints the verdicts as JSON.
+``judge(evidence)`` calls every check of the notebook (``@check`` functions of
+``autograder/checks``, each taking ``seen`` and ``expected``) directly, in the calling process;
+the grading commands call it in a process that never ran the student's code.
+``judge_with_pytest`` runs the same checks through pytest and the plugin
+(``autograder.pytest_plugin``), as ``pytest --pyargs autograder.checks`` does: the two give the
+same verdicts (``tests/test_judge.py``), the first without pytest's start-up on every notebook.
+``python -m autograder.judge < evidence.json`` prints the verdicts as JSON.
 """
 
 from __future__ import annotations
@@ -38,8 +42,70 @@ def checks_module(notebook: str) -> str:
     return f"autograder.checks.test_{module_name(notebook)}"
 
 
+def verdict_message(exc: BaseException | None) -> str:
+    """What a failed check says to the student: its own message, never a traceback."""
+    from autograder.checks.support import Fail
+
+    if exc is None:
+        return ""
+    if isinstance(exc, Fail):
+        return str(exc)
+    if isinstance(exc, AssertionError):
+        return str(exc) or "結果不符合預期"
+    return f"無法判讀這一項的結果（{type(exc).__name__}）"  # evidence of an unexpected shape
+
+
+def seen_evidence(evidence: dict[str, Any], notebook: str, exercise: str) -> Any:
+    """The student's evidence for one exercise, or what a check reads as missing."""
+    if evidence.get("notebook") != notebook:
+        return {"missing": [f"{notebook} 的結果"]}
+    exercises = evidence.get("exercises")
+    if not isinstance(exercises, dict) or exercise not in exercises:
+        return {"missing": [f"{exercise} 的結果"]}
+    return exercises[exercise]
+
+
 def judge(evidence: dict[str, Any], exercises: list[str] | None = None) -> list[dict[str, Any]]:
-    """Verdicts of the hidden checks of ``evidence["notebook"]`` (only ``exercises`` when given)."""
+    """Verdicts of the hidden checks of ``evidence["notebook"]`` (only ``exercises`` when given), in the
+    order the checks are written; each check is called with ``seen`` and ``expected``."""
+    import importlib
+
+    from autograder.checks.support import CHECKS
+    from autograder.reference_evidence import reference_evidence
+
+    notebook = str(evidence.get("notebook"))
+    module = importlib.import_module(checks_module(notebook))
+    seed = evidence.get("seed", 0)
+    seed = seed if type(seed) is int else 0
+    verdicts = []
+    for (nb, exercise), infos in CHECKS.items():
+        if nb != notebook or (exercises and exercise not in exercises):
+            continue
+        expected = reference_evidence(notebook, exercise, seed)
+        seen = seen_evidence(evidence, notebook, exercise)
+        for info in infos:
+            failure: BaseException | None = None
+            try:
+                getattr(module, info.test)(seen=seen, expected=expected)
+            except Exception as exc:  # every failure of a check is a verdict, whatever it raised
+                failure = exc
+            verdicts.append(
+                {
+                    "id": info.id,
+                    "notebook": info.notebook,
+                    "exercise": info.exercise,
+                    "name": info.name,
+                    "points": info.points,
+                    "score": info.points if failure is None else 0.0,
+                    "passed": failure is None,
+                    "message": verdict_message(failure),
+                }
+            )
+    return verdicts
+
+
+def judge_with_pytest(evidence: dict[str, Any], exercises: list[str] | None = None) -> list[dict[str, Any]]:
+    """``judge`` through pytest and ``autograder.pytest_plugin`` (how ``pytest --pyargs autograder.checks`` runs)."""
     import pytest
 
     notebook = str(evidence.get("notebook"))

@@ -84,16 +84,13 @@ def expected(request: pytest.FixtureRequest) -> dict[str, Any]:
 @pytest.fixture
 def seen(request: pytest.FixtureRequest, expected: dict[str, Any]) -> Any:
     """The student's evidence for this check's exercise (the answer key's without --evidence)."""
+    from autograder.judge import seen_evidence
+
     state = request.config.stash[_STATE]
     if state.evidence is None:
         return expected
     info = _info(request)
-    if state.evidence.get("notebook") != info.notebook:
-        return {"missing": [f"{info.notebook} 的結果"]}
-    exercises = state.evidence.get("exercises")
-    if not isinstance(exercises, dict) or info.exercise not in exercises:
-        return {"missing": [f"{info.exercise} 的結果"]}
-    return exercises[info.exercise]
+    return seen_evidence(state.evidence, info.notebook, info.exercise)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -105,17 +102,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         return
     state = item.config.stash[_STATE]
     if call.when == "call" or (call.when == "setup" and report.failed):
-        message = ""
-        if call.excinfo is not None:
-            from autograder.checks.support import Fail
+        from autograder.judge import verdict_message
 
-            exc = call.excinfo.value
-            if isinstance(exc, Fail):
-                message = str(exc)
-            elif isinstance(exc, AssertionError):
-                message = str(exc) or "結果不符合預期"
-            else:  # evidence of an unexpected shape: never show a traceback to a student
-                message = f"無法判讀這一項的結果（{type(exc).__name__}）"
+        message = verdict_message(call.excinfo.value if call.excinfo is not None else None)
         state.verdicts.append(
             {
                 "id": info.id,

@@ -37,7 +37,8 @@ ATEN = (
     "native_layer_norm.default group_norm.default embedding.default dropout.default "
     "scaled_dot_product_attention.default _softmax.default softmax.int log_softmax.int _log_softmax.default "
     "max_pool2d.default max_pool2d_with_indices.default avg_pool2d.default adaptive_avg_pool2d.default "
-    "_adaptive_avg_pool2d.default "
+    "_adaptive_avg_pool2d.default upsample_bilinear2d.vec upsample_nearest2d.vec upsample_bilinear2d.default "
+    "upsample_nearest2d.default "
     # elementwise: activations and arithmetic (a student replaces or inserts these)
     "relu.default relu_.default relu6.default hardtanh.default hardtanh_.default sigmoid.default tanh.default "
     "hardsigmoid.default hardswish.default gelu.default silu.default leaky_relu.default elu.default "

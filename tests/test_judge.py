@@ -1,0 +1,53 @@
+"""Judging without pytest gives exactly the verdicts pytest gives (``autograder.judge``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import wrong_solutions
+
+from autograder.judge import judge, judge_with_pytest
+from autograder.reference_evidence import reference_evidence
+from autograder.untrusted.cases.base import exercises_of
+from autograder.untrusted.record import record_exercise
+from autograder.untrusted.replay import derive
+
+SEED = 2
+NOTEBOOKS = ("M01-3", "M03-4", "M05-2")
+
+
+def evidence_of(notebook: str, namespace: dict | None) -> dict:
+    exercises = {}
+    for exercise, spec in exercises_of(notebook).items():
+        if namespace is None:
+            exercises[exercise] = reference_evidence(notebook, exercise, SEED)
+        else:
+            recorded = json.loads(json.dumps(record_exercise(spec, namespace, SEED)))
+            exercises[exercise] = derive(spec, recorded, SEED)
+    return {"notebook": notebook, "seed": SEED, "exercises": exercises}
+
+
+def by_id(verdicts: list[dict]) -> dict[str, dict]:
+    return {v["id"]: v for v in verdicts}
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_direct_judging_gives_the_verdicts_pytest_gives(notebook: str) -> None:
+    wrong = next(w for w in wrong_solutions() if w.notebook == notebook)
+    namespace: dict = {}
+    exec(compile(wrong.code, str(wrong.path), "exec"), namespace)
+    for evidence in (
+        evidence_of(notebook, None),  # the key: every check passes
+        evidence_of(notebook, namespace),  # a wrong answer: some fail, with their messages
+        {"notebook": notebook, "seed": SEED, "exercises": {}},  # nothing: every check says what is missing
+    ):
+        direct, through_pytest = by_id(judge(evidence)), by_id(judge_with_pytest(evidence))
+        assert direct == through_pytest
+    assert any(not v["passed"] for v in direct.values())
+
+
+def test_a_check_that_raises_something_else_still_gives_a_verdict_without_a_traceback() -> None:
+    evidence = {"notebook": "M03-4", "seed": SEED, "exercises": {"add_quantizer": {"cases": {"x": {"value": 3}}}}}
+    verdicts = [v for v in judge(evidence, ["add_quantizer"]) if not v["passed"]]
+    assert verdicts and all(v["message"] and "Traceback" not in v["message"] for v in verdicts)
