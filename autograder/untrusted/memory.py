@@ -165,16 +165,28 @@ class JobCgroup:
         return False
 
 
-def tree_rss(root: int) -> int:
-    """Resident bytes of process ``root`` and every process below it (``/proc``, as this process sees it)."""
+def _read(proc: int, path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY, dir_fd=proc)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
+
+
+def tree_rss(root: int, proc: int) -> int:
+    """Resident bytes of process ``root`` and every process below it.
+
+    ``proc`` is a descriptor of the ``/proc`` the caller saw when it forked ``root``: the job mounts
+    a ``/proc`` of its own pid namespace over it later, in the mount namespace the two share.
+    """
     children: dict[int, list[int]] = {}
     try:
-        entries = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+        entries = [int(name) for name in os.listdir(proc) if name.isdigit()]
     except OSError:
         return 0
     for pid in entries:
         try:
-            stat = Path(f"/proc/{pid}/stat").read_bytes()
+            stat = _read(proc, f"{pid}/stat")
         except OSError:
             continue
         fields = stat[stat.rfind(b")") + 2 :].split()
@@ -187,7 +199,7 @@ def tree_rss(root: int) -> int:
             continue
         seen.add(pid)
         try:
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+            total += int(_read(proc, f"{pid}/statm").split()[1]) * PAGE
         except (OSError, IndexError, ValueError):
             pass
         stack += children.get(pid, [])

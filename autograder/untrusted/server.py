@@ -236,6 +236,7 @@ def _middle(
             held = None  # the limit is then kept by adding up (``_watch``)
     hide = [*request.get("hide", []), *([str(cgroup.root)] if cgroup is not None else [])]
     iso = confine.isolate(number, job.limits, hide, in_bwrap=in_bwrap)
+    proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)  # before the job mounts its own /proc over it
     workdir = f"/tmp/pt2e-submission-{number}-{secrets.token_hex(8)}"
     pid = os.fork()
     if pid == 0:
@@ -245,7 +246,7 @@ def _middle(
     if held is not None:  # the kernel keeps the limit; a kill inside the job ends all of it
         over_limit = held.oom_killed
     else:
-        over_limit = lambda: memory.tree_rss(pid) > limit  # noqa: E731
+        over_limit = lambda: memory.tree_rss(pid, proc) > limit  # noqa: E731
     how = _watch(pid, iso, status, seconds + STARTUP_SECONDS, over_limit)
     if held is not None and held.oom_killed():
         how = "memory"
