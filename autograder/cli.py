@@ -54,9 +54,9 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def _limits(args: argparse.Namespace):
-    from autograder.untrusted.confine import Limits
+    from autograder.untrusted.limits import Limits, described
 
-    return Limits(cell_seconds=args.cell_seconds, notebook_seconds=args.notebook_seconds, memory_mb=args.memory_mb)
+    return Limits(**{name: getattr(args, name) for name, *_ in described()})
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
@@ -262,23 +262,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_release)
 
     def limits(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--cell-seconds", type=positive_int, metavar="SECONDS", default=120, help="每一格的時間上限（秒，預設 120）"
-        )
-        p.add_argument(
-            "--notebook-seconds",
-            type=positive_int,
-            metavar="SECONDS",
-            default=600,
-            help="每本 notebook 的時間上限（秒，預設 600）",
-        )
-        p.add_argument(
-            "--memory-mb",
-            type=positive_int,
-            metavar="MB",
-            default=3072,
-            help="一份作業可以多用的記憶體（MB，預設 3072）",
-        )
+        from autograder.untrusted.limits import described, option
+
+        for name, default, text, unit in described():
+            p.add_argument(
+                option(name),
+                dest=name,
+                type=positive_int,
+                metavar={"秒": "SECONDS", "個": "N"}.get(unit, unit),
+                default=default,
+                help=f"{text}（{unit}，預設 {default}）",
+            )
         p.add_argument(
             "--seed", type=int, metavar="N", default=None, help="隱藏測試的亂數種子（預設：每次評分隨機選一個）"
         )

@@ -29,7 +29,7 @@ from autograder.course import SOURCE, notebook_id
 from autograder.judge import judge
 from autograder.submission import UnreadableNotebook, best_match, grade_ids, load_notebook, prepare
 from autograder.untrusted.cases.base import module_name
-from autograder.untrusted.confine import Limits
+from autograder.untrusted.limits import Limits
 from common.data import one_thread
 
 STARTUP_SECONDS = 10  # forking the job and confining it is not the student's time

@@ -114,17 +114,28 @@ class RecordSubmission(NbGraderPreprocessor):
         return nb, resources
 
 
-class SandboxedExecute(NbGraderPreprocessor):
-    """Autograde step in place of nbgrader's ``Execute``: run in the sandbox, judge here, write scores."""
+def _limit_traits(cls: type) -> type:
+    """Give ``cls`` one configurable trait per limit of ``Limits``, with its default and help from there."""
+    from autograder.untrusted.limits import described
 
-    cell_seconds = Integer(120, help="Time limit of one cell, in seconds.").tag(config=True)
-    notebook_seconds = Integer(600, help="Time limit of one notebook, in seconds.").tag(config=True)
-    memory_mb = Integer(3072, help="Memory a submission may add, in MB.").tag(config=True)
+    for name, default, text, unit in described():
+        trait = Integer(default, help=f"{text}（{unit}）").tag(config=True)
+        setattr(cls, name, trait)
+    cls.setup_class(cls.__dict__)  # traitlets reads traits added after the class statement only then
+    return cls
+
+
+@_limit_traits
+class SandboxedExecute(NbGraderPreprocessor):
+    """Autograde step in place of nbgrader's ``Execute``: run in the sandbox, judge here, write scores.
+
+    Its settings (``c.SandboxedExecute.memory_mb = …``) are the limits of ``autograder.untrusted.limits``.
+    """
 
     _announced = False
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
-        from autograder.untrusted.confine import Limits
+        from autograder.untrusted.limits import Limits, described
 
         info = resources.get("nbgrader", {})
         notebook, student = str(info.get("notebook", "")), str(info.get("student", ""))
@@ -136,9 +147,7 @@ class SandboxedExecute(NbGraderPreprocessor):
         if not SandboxedExecute._announced:
             SandboxedExecute._announced = True
             self.log.info("隱藏測試的亂數種子：%s（%s=%s 可重現這次評分）", seed, SEED_ENV, seed)
-        limits = Limits(
-            cell_seconds=self.cell_seconds, notebook_seconds=self.notebook_seconds, memory_mb=self.memory_mb
-        )
+        limits = Limits(**{name: getattr(self, name) for name, *_ in described()})
         source = _source_notebook(notebook)
         if source is None:
             self.log.error("%s 不是本課程的 notebook（source/ 裡沒有）：每個評分格 0 分", notebook)

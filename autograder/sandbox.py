@@ -38,6 +38,7 @@ from typing import Any
 from autograder.course import ROOT
 from autograder.isa import VARIABLES
 from autograder.untrusted import confine, memory, protocol
+from autograder.untrusted.limits import Limits
 from autograder.untrusted.protocol import HEADER, MAX_FRAME_BYTES
 from autograder.untrusted.replay_job import ReplayJob
 from autograder.untrusted.runner import Job
@@ -317,7 +318,7 @@ class Sandbox:
 
     def _probe(self) -> list[str] | None:
         """Run an empty job; the measures it reports as not applied, or None when it failed."""
-        job = Job("", (), 0, confine.Limits(notebook_seconds=30))
+        job = Job("", (), 0, Limits(notebook_seconds=30))
         try:
             ticket = self.submit(job)
         except SandboxError:

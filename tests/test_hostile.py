@@ -36,7 +36,7 @@ from submissions import solved, write
 from autograder.answers import answered, cell_with_id, insert_after, release_notebook, source_answers
 from autograder.grading import NotebookResult, StudentResult, class_folders, grade_class
 from autograder.untrusted import confine
-from autograder.untrusted.confine import Limits
+from autograder.untrusted.limits import Limits
 
 MODULE = "M03"
 ADD_POINTS, CAT_POINTS = 7.0, 3.0

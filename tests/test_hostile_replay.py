@@ -23,7 +23,7 @@ from submissions import solved, write
 from autograder.answers import answered, source_answers
 from autograder.course import ROOT
 from autograder.grading import NotebookResult, StudentResult, class_folders, grade_class
-from autograder.untrusted.confine import Limits
+from autograder.untrusted.limits import Limits
 
 LIMITS = Limits(cell_seconds=60, notebook_seconds=240, memory_mb=2048)
 pytestmark = pytest.mark.xdist_group("hostile-replay")  # graded once, on one worker

@@ -33,7 +33,7 @@ from autograder import sandbox as sb
 from autograder.grading import RunOutcome, find_notebooks, read_outcome, scan_notebooks
 from autograder.submission import UnreadableNotebook, read_untrusted
 from autograder.untrusted import confine, memory, protocol
-from autograder.untrusted.confine import Limits
+from autograder.untrusted.limits import Limits
 from autograder.untrusted.runner import Cell, Job
 from common.data import one_thread
 

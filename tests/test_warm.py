@@ -21,7 +21,7 @@ from autograder.course import SOURCE, notebook_id
 from autograder.grading import source_path
 from autograder.submission import load_notebook, prepare
 from autograder.untrusted.cases.base import exercises_of, module_name
-from autograder.untrusted.confine import Limits
+from autograder.untrusted.limits import Limits
 from autograder.untrusted.record import record_exercise
 from autograder.untrusted.runner import Cell, Job
 from autograder.untrusted.warm import standins, warm_exports

@@ -28,6 +28,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.untrusted.limits import Limits
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
@@ -66,20 +68,6 @@ DISABLE_ENV = "PT2E_SANDBOX_DISABLE"
 """Comma-separated measures to leave out on purpose, to test the fallbacks: ``bwrap`` (run the
 server directly), ``sys_admin`` (the server drops CAP_SYS_ADMIN, as in a container),
 ``userns`` (no unprivileged user namespace), ``setuid`` (the server drops CAP_SETUID)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one submission may use."""
-
-    cell_seconds: int = 120
-    notebook_seconds: int = 600
-    memory_mb: int = 3072
-    output_kb: int = 256
-    file_mb: int = 64
-    processes: int = 512
-    tmp_mb: int = 256
-    """Size of each private tmpfs (/tmp, /var/tmp, /dev/shm); /dev/shm is memory the address-space limit does not count."""
 
 
 @dataclass

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autograder.untrusted import protocol
-from autograder.untrusted.confine import Limits
+from autograder.untrusted.limits import Limits
 
 STARTUP_SECONDS = 20
 """Added to the cases' own time limits: importing what the first replay needs, on a busy machine."""

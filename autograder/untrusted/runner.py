@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autograder.untrusted import protocol
-from autograder.untrusted.confine import Limits
+from autograder.untrusted.limits import Limits
 from selfcheck.evidence import safe_text
 
 ERROR_CHARS = 120
