@@ -171,7 +171,11 @@ def site_screenshots(site: Path, chapter: str, query: str, prefix: str) -> list[
     try:
         with Browser(width=1280, height=1500) as browser:
             browser.open(f"{url}/{chapter}.html")
+            # from the title down to the end of the first drawing
+            bottom = browser.evaluate("document.querySelector('div.cell_output img').getBoundingClientRect().bottom")
+            browser.resize(int(bottom) + 40)
             browser.screenshot(shots[0])
+            browser.resize(1500)
             browser.open(f"{url}/search.html?q={urllib.parse.quote(query)}")
             browser.wait_for("document.querySelectorAll('#search-results ul.search li').length > 2")
             time.sleep(1)  # the summaries below each result arrive one by one

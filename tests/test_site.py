@@ -230,8 +230,10 @@ def check_names() -> list[str]:
 
 
 def test_nothing_of_the_hidden_grading_is_on_the_site(site: Site) -> None:
-    names = check_names()
-    assert len(names) > 20
+    handed_out = "".join(path.read_text(encoding="utf-8") for path in sorted((ROOT / "release").glob("M*/*.ipynb")))
+    every = check_names()
+    names = [name for name in every if json.dumps(name, ensure_ascii=False)[1:-1] not in handed_out]
+    assert len(every) > 20 and len(names) > len(every) / 2  # some are the exercise's text, as students see it
     texts = {}
     for path in site.out.rglob("*"):
         if path.is_file() and path.suffix in {".html", ".js", ".ipynb", ".txt", ".json", ".inv"}:

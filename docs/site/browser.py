@@ -186,6 +186,12 @@ class Browser:
             raise BrowserError(f"沒有符合 {selector} 的元素")
         return self.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
 
+    def resize(self, height: int) -> None:
+        """Make the page's viewport ``height`` pixels tall (the width stays)."""
+        self.height = height
+        self._viewport(height)
+        time.sleep(0.3)  # let the page lay out at the new height
+
     def _viewport(self, height: int) -> None:
         self.send(
             "Emulation.setDeviceMetricsOverride",
