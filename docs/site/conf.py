@@ -55,6 +55,7 @@ html_title = project
 html_baseurl = site_url()
 html_static_path = [str(HERE / "_static")]
 html_css_files = ["course.css"]
+html_js_files = ["search-summary.js"]
 html_show_sourcelink = False
 html_copy_source = False
 html_last_updated_fmt = None
