@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 JOBS ?= 2
 
-.PHONY: setup grade release test lint lab bench wheel clean
+.PHONY: setup grade release site test lint lab bench wheel clean
 
 $(READY): pyproject.toml scripts/bootstrap.sh
 	VENV=$(VENV) bash scripts/bootstrap.sh
@@ -23,6 +23,10 @@ grade: $(READY)
 release: $(READY)
 	$(BIN)/pt2e-course execute
 	$(BIN)/pt2e-course release
+
+## make site: the course site from the committed, executed source/ notebooks (nothing re-executed) into _site/
+site: $(READY)
+	$(BIN)/python docs/site/build.py --jobs $(JOBS)
 
 ## make test: lint, then every test (notebooks, checks, nbgrader, grading)
 test: $(READY)
@@ -47,4 +51,4 @@ bench: $(READY)
 	$(BIN)/python bench/grading.py
 
 clean:
-	rm -rf autograded feedback graded submitted gradebook.db .pytest_cache build dist
+	rm -rf autograded feedback graded submitted gradebook.db .pytest_cache build dist _site

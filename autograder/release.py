@@ -111,7 +111,8 @@ def run_unanswered(nb: Any, profile: str = "native") -> Any:
 
 
 def finish_release(module: str) -> None:
-    """Give each release notebook of ``module`` its Colab setup cell and the outputs of an unanswered run."""
+    """Give each release notebook of ``module`` its Colab setup cell (right after the chapter's title:
+    ``autograder.colab.add_setup_cell``) and the outputs of an unanswered run."""
     import nbformat
 
     from autograder.colab import add_setup_cell

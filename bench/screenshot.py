@@ -10,6 +10,12 @@ without a browser in tests/test_drawings.py) saves one screenshot of the page, 1
 that the output area is a 1,000 px column. A table without the left alignment is shown for contrast.
 
     .venv/bin/python bench/screenshot.py [--out /tmp/drawings.png] [--html /tmp/drawings.html]
+
+With ``--site`` it looks at the course site instead (build it first: ``make site``): served on
+127.0.0.1, opened in headless Chromium (``docs/site/browser.py``), it saves a chapter page (its
+title, the links to the student version and the first drawings) and a search for a Chinese word.
+
+    .venv/bin/python bench/screenshot.py --site _site [--chapter M03/M03-4] [--query 共用] [--prefix /tmp/site-]
 """
 
 from __future__ import annotations
@@ -142,11 +148,56 @@ def screenshot(html_path: Path, out: Path, height: int) -> None:
         )
 
 
+def site_screenshots(site: Path, chapter: str, query: str, prefix: str) -> list[Path]:
+    """Screenshots of a chapter page and of a search on the built site in ``site``."""
+    import functools
+    import http.server
+    import threading
+    import urllib.parse
+
+    sys.path.insert(0, str(ROOT / "docs" / "site"))
+    from browser import Browser
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    if not (site / "index.html").is_file():
+        raise SystemExit(f"{site} 裡沒有網站：先執行 make site")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    shots = [Path(f"{prefix}chapter.png"), Path(f"{prefix}search.png")]
+    try:
+        with Browser(width=1280, height=1500) as browser:
+            browser.open(f"{url}/{chapter}.html")
+            # from the title down to the end of the first drawing
+            bottom = browser.evaluate("document.querySelector('div.cell_output img').getBoundingClientRect().bottom")
+            browser.resize(int(bottom) + 40)
+            browser.screenshot(shots[0])
+            browser.resize(1500)
+            browser.open(f"{url}/search.html?q={urllib.parse.quote(query)}")
+            browser.wait_for("document.querySelectorAll('#search-results ul.search li').length > 2")
+            time.sleep(1)  # the summaries below each result arrive one by one
+            browser.screenshot(shots[1])
+    finally:
+        server.shutdown()
+    return shots
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "drawings.png")
     parser.add_argument("--html", type=Path, default=Path(tempfile.gettempdir()) / "drawings.html")
+    parser.add_argument("--site", type=Path, help="the built course site (make site): screenshot it instead")
+    parser.add_argument("--chapter", default="M03/M03-4", help="the chapter page to screenshot (with --site)")
+    parser.add_argument("--query", default="共用", help="what to search for (with --site)")
+    parser.add_argument("--prefix", default=str(Path(tempfile.gettempdir()) / "site-"), help="screenshots' path prefix")
     args = parser.parse_args()
+    if args.site:
+        for shot in site_screenshots(args.site, args.chapter, args.query, args.prefix):
+            print(f"screenshot: {shot}")
+        return
 
     start = time.perf_counter()
     nb, sizes = notebook(drawings())

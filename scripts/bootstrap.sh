@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the course needs, once: a virtual environment with torch 2.13.0 (the CPU
-# build on Linux) installed first, then this project with its dev tools, then graphviz's `dot`.
+# build on Linux) installed first, then this project with its dev tools and the site's packages,
+# then graphviz's `dot`, a CJK font, bubblewrap and Chromium (for the site's test).
 # Safe to run again: it only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,8 +48,8 @@ if ! "$VENV/bin/python" -c 'import torch, sys; sys.exit(not torch.__version__.st
   "$VENV/bin/python" scripts/torch_build.py
 fi
 
-echo "==> 安裝本課程（學生端的 common、selfcheck）與開發工具"
-"$VENV/bin/pip" install --quiet --disable-pip-version-check -e ".[instructor,dev,backends]"
+echo "==> 安裝本課程（學生端的 common、selfcheck）、開發工具與課程網站的套件"
+"$VENV/bin/pip" install --quiet --disable-pip-version-check -e ".[instructor,dev,backends,site]"
 
 # The instructor's side is not in the package (students must not get it): make this
 # checkout's autograder importable in the venv and add the pt2e-course command.
@@ -88,6 +89,15 @@ if [ "$(uname -s)" = "Linux" ] && ! command -v bwrap >/dev/null 2>&1; then
     apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; }
   else
     echo "找不到 bubblewrap（bwrap）：評分時的隔離會少幾項，請執行 sudo apt-get install bubblewrap。" >&2
+  fi
+fi
+# Chromium: tests/test_site.py reads the course site as a reader does, in headless Chromium.
+if [ "$(uname -s)" = "Linux" ] && ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> 安裝 Chromium（用瀏覽器測試課程網站）"
+    apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; }
+  else
+    echo "找不到 Chromium：課程網站的測試需要它，請執行 sudo apt-get install chromium。" >&2
   fi
 fi
 echo "==> 環境就緒：$("$VENV/bin/python" -c 'import torch, torchao; print(f"torch {torch.__version__}, torchao {torchao.__version__}")' 2>/dev/null), $(dot -V 2>&1)"

@@ -1,0 +1,269 @@
+"""The course site, read as a reader does: built once, served on 127.0.0.1, opened in headless Chromium.
+
+The build (``docs/site/build.py``, what ``make site`` runs) must be quick and print nothing but its
+last line. In the browser: the navigation lists every module under ``source/`` with its chapters and
+walking it reaches each chapter; each chapter shows every drawing of its notebook as a loaded image
+and every table; Chinese is drawn with a CJK font (not boxes); search finds Chinese words and API
+names; each chapter links its student version (Colab, download). Nothing of the hidden grading is
+anywhere on the site.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import importlib
+import json
+import re
+import resource
+import subprocess
+import sys
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.colab import colab_url
+from autograder.course import ROOT
+
+sys.path.insert(0, str(ROOT / "docs" / "site"))
+
+from browser import Browser
+
+pytestmark = pytest.mark.xdist_group("site")  # one worker builds the site and opens one browser
+
+BUILD_SECONDS = 60
+"""The build's CPU time (user + system, all its processes), so that it takes under a minute on two
+cores however busy the machine is when the tests run (about 15 s of wall time on an idle one)."""
+
+
+def chapters() -> dict[str, list[Path]]:
+    """The source notebooks per module, found the way a reader's syllabus should list them."""
+    found: dict[str, list[Path]] = {}
+    for folder in sorted((ROOT / "source").iterdir(), key=lambda p: (len(p.name), p.name)):
+        if folder.is_dir() and re.fullmatch(r"M\d+", folder.name):
+            notebooks = sorted(folder.glob("*.ipynb"), key=lambda p: [int(n) for n in re.findall(r"\d+", p.stem)])
+            if notebooks:
+                found[folder.name] = notebooks
+    return found
+
+
+def all_notebooks() -> list[Path]:
+    return [path for paths in chapters().values() for path in paths]
+
+
+class Site:
+    def __init__(self, out: Path, cpu_seconds: float, stdout: str, stderr: str) -> None:
+        self.out, self.cpu_seconds, self.stdout, self.stderr = out, cpu_seconds, stdout, stderr
+        self.url = ""
+
+    def page(self, path: Path) -> str:
+        """The address of a notebook's page: ``M03/M03-4.html``."""
+        return f"{self.url}/{path.parent.name}/{path.stem}.html"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    folder = tmp_path_factory.mktemp("site")
+    out = folder / "html"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "docs" / "site" / "build.py"),
+            "--out",
+            str(out),
+            "--staging",
+            str(folder / "stage"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    built = Site(out, cpu, done.stdout, done.stderr)
+    assert done.returncode == 0, done.stdout + done.stderr
+    handler = functools.partial(Quiet, directory=str(out))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    built.url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield built
+    server.shutdown()
+    server.server_close()
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser(site: Site) -> Iterator[Browser]:
+    with Browser(width=1280, height=900) as opened:
+        yield opened
+
+
+def test_the_build_is_quick_and_prints_no_warning(site: Site) -> None:
+    assert site.cpu_seconds < BUILD_SECONDS, f"the site took {site.cpu_seconds:.0f} s of CPU to build"
+    assert site.stderr == ""
+    assert site.stdout.splitlines() == [line for line in site.stdout.splitlines() if line.startswith("網站完成：")]
+    assert len(site.stdout.splitlines()) == 1
+
+
+def test_the_navigation_lists_every_module_and_reaches_every_chapter(site: Site, browser: Browser) -> None:
+    browser.open(f"{site.url}/index.html")
+    captions = browser.evaluate(
+        "[...document.querySelectorAll('nav.bd-docs-nav p.caption')].map(p => p.textContent.trim())"
+    )
+    modules = list(chapters())
+    assert [c.split()[0] for c in captions[: len(modules)]] == modules, captions
+    links = browser.evaluate("[...document.querySelectorAll('nav.bd-docs-nav a.reference.internal')].map(a => a.href)")
+    expected = [site.page(path) for path in all_notebooks()]
+    assert [link for link in links if link in expected] == expected, "the syllabus in course order"
+    # walking "next" from the landing page visits every chapter once, in course order
+    visited = []
+    browser.open(f"{site.url}/index.html")
+    for _ in range(len(expected) + 2):
+        following = browser.evaluate("(document.querySelector('a.right-next') || {}).href || ''")
+        if not following or following not in expected:
+            break
+        browser.open(following)
+        visited.append(following)
+        title = browser.evaluate("document.querySelector('article h1').textContent")
+        assert title.startswith(Path(urllib.parse.urlparse(following).path).stem), title
+    assert visited == expected
+
+
+def image_outputs(nb: nbformat.NotebookNode) -> int:
+    return sum(
+        1
+        for cell in nb.cells
+        for output in cell.get("outputs", [])
+        if {"image/png", "image/svg+xml"} & set(output.get("data", {}))
+    )
+
+
+def table_outputs(nb: nbformat.NotebookNode) -> int:
+    return sum(
+        str(output.get("data", {}).get("text/html", "")).count("<table")
+        for cell in nb.cells
+        for output in cell.get("outputs", [])
+    )
+
+
+@pytest.mark.parametrize("path", all_notebooks(), ids=lambda p: p.stem)
+def test_each_chapter_shows_every_drawing_and_table_and_links_its_student_version(
+    site: Site, browser: Browser, path: Path
+) -> None:
+    nb = nbformat.read(path, as_version=4)
+    browser.open(site.page(path))
+    images = browser.evaluate(
+        "[...document.querySelectorAll('div.cell_output img')]"
+        ".map(i => ({src: i.getAttribute('src'), loaded: i.complete && i.naturalWidth > 0}))"
+    )
+    assert len(images) == image_outputs(nb), f"{path.stem}: drawings on the page vs outputs of the notebook"
+    assert all(image["loaded"] for image in images), f"{path.stem}: images that did not load: {images}"
+    tables = browser.evaluate("document.querySelectorAll('div.cell_output table').length")
+    assert tables == table_outputs(nb), f"{path.stem}: tables on the page vs outputs of the notebook"
+    release = ROOT / "release" / path.parent.name / path.name
+    links = browser.evaluate("[...document.querySelectorAll('article a')].map(a => [a.textContent.trim(), a.href])")
+    assert [colab_url(release)] == [href for text, href in links if "colab.research.google.com" in href]
+    downloads = [href for _, href in links if "/_downloads/" in href]
+    assert len(downloads) == 1 and downloads[0].endswith(f"/{path.name}")
+    offered = site.out / urllib.parse.urlparse(downloads[0]).path.lstrip("/")
+    assert offered.read_bytes() == release.read_bytes(), "the download is the student version"
+
+
+def test_chinese_is_drawn_with_a_cjk_font_not_boxes(site: Site, browser: Browser) -> None:
+    path = ROOT / "source" / "M03" / "M03-4.ipynb"
+    browser.open(site.page(path))
+    for selector in ("article h1", "article section p", "nav.bd-docs-nav p.caption"):
+        text = browser.evaluate(f"document.querySelector({json.dumps(selector)}).textContent")
+        han = sum("\u4e00" <= ch <= "\u9fff" for ch in text)
+        assert han, f"{selector}: no Chinese in {text!r}"
+        fonts = browser.fonts(selector)
+        cjk = sum(font["glyphCount"] for font in fonts if "CJK" in font["familyName"])
+        assert cjk >= han, f"{selector}: {han} Chinese characters, drawn by {fonts}"
+    # and it takes the room a Chinese glyph takes: as wide as the font size, unlike a narrow box
+    width = browser.evaluate(
+        "(() => { const s = document.createElement('span'); s.textContent = '量化'.repeat(10);"
+        " document.querySelector('article').appendChild(s); const w = s.getBoundingClientRect().width;"
+        " const size = parseFloat(getComputedStyle(s).fontSize); s.remove(); return w / (20 * size); })()"
+    )
+    assert 0.95 < width < 1.05, f"a Chinese character is {width:.2f} em wide"
+
+
+@pytest.mark.parametrize(
+    ("query", "chapter"),
+    [("共用", "M03-4"), ("SharedQuantizationSpec", "M03-4"), ("隱式共用", "M03-4")],
+)
+def test_search_finds_chinese_words_and_api_names(site: Site, browser: Browser, query: str, chapter: str) -> None:
+    browser.open(f"{site.url}/search.html?q={urllib.parse.quote(query)}")
+    browser.wait_for("document.querySelectorAll('#search-results ul.search li').length > 0")
+    results = browser.evaluate(
+        "[...document.querySelectorAll('#search-results ul.search li > a')].map(a => a.getAttribute('href'))"
+    )
+    pages = [href.split("#")[0] for href in results]
+    assert f"{chapter[:3]}/{chapter}.html" in pages[:3], f"{query}: {pages}"
+    summary = browser.wait_for("(document.querySelector('#search-results li p.context') || {}).textContent")
+    for chrome in ("System Settings", "目錄", "上一頁"):  # the theme's buttons, the printed contents, prev/next
+        assert chrome not in summary, f"{chrome!r} in the summary {summary!r}"
+
+
+def test_a_chinese_query_without_spaces_is_split_into_words_the_index_has(site: Site, browser: Browser) -> None:
+    browser.open(f"{site.url}/search.html")
+    browser.wait_for("typeof Search !== 'undefined' && Search._index !== null")
+    assert browser.evaluate("splitQuery('隱式共用 SharedQuantizationSpec')") == ["隱式共用", "SharedQuantizationSpec"]
+    words = browser.evaluate("splitQuery('觀察共用的位置')")
+    assert "共用" in words and "位置" in words and all(len(w) > 1 for w in words), words
+
+
+def check_names() -> list[str]:
+    """Every hidden check's name (what the grade report prints), from autograder/checks."""
+    from autograder.checks.support import CHECKS
+
+    for module in sorted((ROOT / "autograder" / "checks").glob("test_*.py")):
+        importlib.import_module(f"autograder.checks.{module.stem}")
+    return sorted({info.name for infos in CHECKS.values() for info in infos})
+
+
+def test_nothing_of_the_hidden_grading_is_on_the_site(site: Site) -> None:
+    handed_out = "".join(path.read_text(encoding="utf-8") for path in sorted((ROOT / "release").glob("M*/*.ipynb")))
+    every = check_names()
+    names = [name for name in every if json.dumps(name, ensure_ascii=False)[1:-1] not in handed_out]
+    assert len(every) > 20 and len(names) > len(every) / 2  # some are the exercise's text, as students see it
+    texts = {}
+    for path in site.out.rglob("*"):
+        if path.is_file() and path.suffix in {".html", ".js", ".ipynb", ".txt", ".json", ".inv"}:
+            texts[path] = path.read_bytes().decode("utf-8", errors="replace")
+    assert any(p.name == "searchindex.js" for p in texts) and any(p.suffix == ".ipynb" for p in texts)
+    for path, text in texts.items():
+        where = path.relative_to(site.out)
+        for secret in ("HIDDEN TESTS", "autograder", "notebook.grade"):
+            assert secret not in text, f"{where} holds {secret!r}"
+        assert not re.search(r"\d / \d+ 分", text), f"{where} holds a line of the hidden checks' report"
+        leaked = [name for name in names if name in text]
+        assert not leaked, f"{where} holds hidden checks' names: {leaked[:3]}"
+    # what the preview printed stays: the reader sees the public cases pass
+    m03_4 = texts[site.out / "M03" / "M03-4.html"]
+    assert "✓ 公開例子「residual」通過" in m03_4
+
+
+def test_the_landing_page_says_who_the_course_is_for_and_how_to_start(site: Site, browser: Browser) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    who = re.search(r"^## 給誰\n\n- \*\*學生\*\*：(.{10})", readme, re.M)
+    assert who is not None
+    browser.open(f"{site.url}/index.html")
+    headings = browser.evaluate(
+        "[...document.querySelectorAll('article h2')].map(h => h.textContent.replace('#', '').trim())"
+    )
+    assert headings[:3] == ["給誰", "怎麼學", "課綱"], headings
+    text = browser.evaluate("document.querySelector('article').innerText")
+    assert who.group(1) in text
+    colab = browser.evaluate("[...document.querySelectorAll('article a')].filter(a => a.href.includes('colab')).length")
+    assert colab == 0, "the README's table of Colab links stays in the README: each chapter has its own"
