@@ -1,4 +1,27 @@
-"""Hidden checks of M06-1: SQNR in dB (whole tensor and per slice), and the per-layer SQNR table."""
+"""Hidden checks of M06-1: SQNR in dB (whole tensor and per slice), and the per-layer SQNR table.
+
+What a student who half-understood SQNR could bake in, and the hidden case that refutes it:
+
+sqnr
+- a power ratio in 20·log10 (amplitude formula): ``noise`` (every value twice too large);
+- the signal is the variance, or the test tensor's power: ``offset`` (large mean), ``scaled`` (0.8 × reference);
+- Python division, so identical tensors raise instead of giving ``inf``: ``exact`` (whole and per slice);
+- "per slice" means summing that dim away, or the signal of the whole tensor with a slice's noise:
+  ``exact`` and ``slices`` (dims 0, 1 and -1, an outlier channel);
+- arithmetic in the inputs' own dtype (bfloat16, float16) or in float32: ``dtypes`` (two float64 tensors near
+  a large offset whose difference float32 rounds away);
+- a tensor (or a tuple, or a list of 0-d tensors) is as good as a float or a list of floats: ``types``.
+
+layer_sqnr
+- every call_function node is a layer (q/dq, inputs, constants too), or only the ops with weights:
+  ``branches``, ``outlier``, ``partial``;
+- every op outputs a tensor (split outputs a list): ``branches``;
+- one input (``prepared(inputs)``): ``branches`` has two;
+- one SQNR per image, averaged; reference and test swapped: ``branches``, ``outlier``;
+- Python division (identical layers raise instead of ``inf``): ``partial``;
+- editing the graphs it is handed (adding outputs to them) is harmless: every case notes whether the call
+  left ``prepared`` and ``converted`` as they were.
+"""
 
 from __future__ import annotations
 
@@ -104,15 +127,37 @@ def test_sqnr_slices(seen, expected):
     )
 
 
-@check("sqnr", 1, "不同 dtype（bfloat16、float16、float64）要先轉成夠精確的浮點數再算")
+@check("sqnr", 1, "不同 dtype（bfloat16、float16、float64）一律先轉成 float64 再算")
 def test_sqnr_dtypes(seen, expected):
     compare_case(
         seen,
         expected,
         "dtypes",
         "不同 dtype",
-        {"bfloat16": "bfloat16 的 reference 與 float32 的 test", "float16": "float64 的 reference 與 float16 的 test"},
+        {
+            "bfloat16": "bfloat16 的 reference 與 float32 的 test",
+            "float16": "float64 的 reference 與 float16 的 test",
+            "float64_close": "兩個很大、只差一點點的 float64 tensor（float32 分不出這一點點：要在 float64 裡算）",
+        },
     )
+
+
+TYPE_WORDS = {
+    "whole": ("sqnr(reference, test)", "float"),
+    "per_slice": ("sqnr(reference, test, dim=0)", "list[float]"),
+    "last_dim": ("sqnr(reference, test, dim=-1)", "list[float]"),
+}
+
+
+@check("sqnr", 1, "回傳的型別：dim=None 是 Python float，給了 dim 是 Python float 的 list")
+def test_sqnr_types(seen, expected):
+    got = value(seen, "types")
+    expect(isinstance(got, dict), "回傳型別的例子：證據格式不對")
+    for key, (call, want) in TYPE_WORDS.items():
+        kind = got.get(key)
+        if kind != want:
+            words = "Python float" if want == "float" else "Python float 的 list（每個 slice 一個 float(...)）"
+            raise Fail(f"{call} 應該回傳 {words}，你回傳的是 {kind}")
 
 
 # --- layer_sqnr ----------------------------------------------------------------------------------
@@ -163,3 +208,19 @@ def test_layers_outlier_per_channel(seen, expected):
 @check("layer_sqnr", 1, "只量化最後一個 conv：前面沒量化的層 SQNR 是 inf")
 def test_layers_partial(seen, expected):
     compare_layers(seen, expected, "partial", "只量化最後一個 conv 的模型")
+
+
+@check("layer_sqnr", 1, "只讀不改：傳進來的 prepared 與 converted 圖，呼叫之後和之前一樣")
+def test_layers_leave_graphs(seen, expected):
+    for case, part in (("branches", None), ("outlier", "per_tensor"), ("outlier", "per_channel"), ("partial", None)):
+        result = value(seen, case)
+        if part is not None:
+            expect(isinstance(result, dict) and part in result, "證據格式不對")
+            result = result[part]
+        expect(isinstance(result, dict) and isinstance(result.get("changed"), list), "證據格式不對")
+        if result["changed"]:
+            names = " 與 ".join(result["changed"])
+            raise Fail(
+                f"layer_sqnr 改了傳進來的 {names} 圖（node 或它們的引數變了）：呼叫的人之後還要用這兩張圖，"
+                "要改圖請先 copy.deepcopy 一份，或用 Interpreter 記下每個 node 的輸出"
+            )

@@ -1,4 +1,19 @@
-"""Hidden checks of M06-2: the SQNR drop of every layer, and the layer that loses most."""
+"""Hidden checks of M06-2: the SQNR drop of every layer, and the layer that loses most.
+
+What a student who half-understood the numeric debugger could bake in, and the hidden case that refutes it:
+
+- the culprit is the node with the lowest SQNR (errors add up downstream): every case (a 2-bit last layer);
+- the upstream of a node is its direct input (on the prepared graph it is an observer): every case;
+- with several upstream nodes, compare with the best one (or the first one): ``branches`` (the bad conv is
+  the add's second operand, the clean one is better);
+- a node's SQNR is its first run, not the mean of the runs: every case (two batches);
+- a drop is "this minus upstream" (a rise), or nodes without upstream count (as 0 or infinite): every case;
+- a node whose output is a list (split) is in the table, or stops the walk upstream: ``split``;
+- only layers with weights (conv, linear) can be the culprit: ``activation`` (a 4-bit add, no weight);
+- the upstream is the previous entry of the comparison (graph order), not the graph's edges: ``branches``;
+- editing the prepared graph (taking observers out to walk it) is harmless: every case notes whether the
+  calls left it as it was.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +25,12 @@ from autograder.checks.support import Fail, check, expect, value
 NOTEBOOK = "M06-2"
 
 WHERE = {
-    "chain": "一條直線的模型（conv → relu → … → linear）",
+    "chain": "沒有分支的模型（conv → relu → … → linear）",
     "branches": "兩個分支相加的模型（壞掉的 conv 是 add 的第二個輸入）",
     "split": "split 之後接 conv 的模型（split 的輸出是 list，不在表裡）",
+    "activation": "禍首沒有 weight 的模型（add 的輸出只用 4 bit）",
 }
+CASES = ("chain", "branches", "split", "activation")
 
 
 def _text(number: Any) -> str:
@@ -40,7 +57,7 @@ def compare_worst(seen: Any, expected: Any, case: str) -> None:
     raise Fail(message)
 
 
-@check("worst_layer", 1, "一條直線的模型：掉最多的那一層，不是 SQNR 最低的那一層")
+@check("worst_layer", 1, "沒有分支的模型：掉最多的那一層，不是 SQNR 最低的那一層")
 def test_worst_chain(seen, expected):
     compare_worst(seen, expected, "chain")
 
@@ -55,9 +72,14 @@ def test_worst_split(seen, expected):
     compare_worst(seen, expected, "split")
 
 
-@check("worst_layer", 2, "layer_drops：每一層比上游掉了幾 dB（三個模型，每層的 SQNR 是每次執行的平均）")
+@check("worst_layer", 1, "禍首不一定有 weight：add 的輸出只用很少的 bit 時，禍首是 add")
+def test_worst_activation(seen, expected):
+    compare_worst(seen, expected, "activation")
+
+
+@check("worst_layer", 2, "layer_drops：每一層比上游掉了幾 dB（四個模型，每層的 SQNR 是每次執行的平均）")
 def test_drops(seen, expected):
-    for case in ("chain", "branches", "split"):
+    for case in CASES:
         got, want = _result(seen, case)["drops"], _result(expected, case)["drops"]
         extra = [name for name in got if name not in want]
         if extra:
@@ -71,3 +93,14 @@ def test_drops(seen, expected):
             mine = got[name]
             if not (isinstance(mine, float) and math.isclose(mine, number, rel_tol=1e-4, abs_tol=1e-3)):
                 raise Fail(f"{WHERE[case]}：{name} 比上游掉了 {_text(number)}，你算的是 {_text(mine)}")
+
+
+@check("worst_layer", 1, "只讀不改：傳進來的 gm（prepared 圖）呼叫之後和之前一樣")
+def test_leaves_graph(seen, expected):
+    for case in CASES:
+        result = _result(seen, case)
+        if result.get("changed") is not False:
+            raise Fail(
+                f"{WHERE[case]}：layer_drops 或 worst_layer 改了傳進來的 gm（node 或它們的引數變了）。"
+                "往上游找時穿過 observer 就好，不要把它們從圖上拿掉：呼叫的人之後還要用這張圖"
+            )

@@ -1,8 +1,15 @@
-"""Answer key of M06-3: the greedy search for the fewest layers to leave in fp32."""
+"""Answer key of M06-3: a filter function that leaves modules in fp32, and the greedy search for the fewest."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from torch.fx import Node
+
+
+def may_quantize(node: Node, skipped: list[str]) -> bool:
+    paths = [path for path, _ in node.meta.get("nn_module_stack", {}).values()]
+    return not any(path in skipped for path in paths)
 
 
 def greedy_skip(layers: list[str], evaluate: Callable[[list[str]], float], target: float) -> list[str]:

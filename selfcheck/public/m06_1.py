@@ -1,8 +1,9 @@
 """Public cases of M06-1 per-tensor 與 per-channel：SQNR (sqnr, layer_sqnr) on the chapter's own models.
 
 Also the helpers the hidden cases share: reading what the student's functions returned as
-decibels (``inf`` as the text ``"inf"``, since evidence is JSON), a symmetric fake-quantizer
-for making test tensors, and a prepared / converted pair of a model.
+decibels (``inf`` as the text ``"inf"``, since evidence is JSON) and naming its type, a
+symmetric fake-quantizer for making test tensors, a prepared / converted pair of a model, and
+whether a call left the graphs it was handed as they were.
 """
 
 from __future__ import annotations
@@ -47,6 +48,31 @@ def db_list(value: Any, what: str) -> list[float | str]:
     if len(value) > 4096:
         raise EvidenceError(f"{what}太長（{len(value)} 項）")
     return [db(v, f"{what}的第 {i} 項") for i, v in enumerate(value)]
+
+
+def kind_of(value: Any) -> str:
+    """What a student's function returned, in words for a message: ``float``, ``list[float]``, ``tensor（shape [16]）``…
+
+    Read on the grader's side from the recorded answer, so only what a recording keeps counts: a tensor stays a
+    tensor, a tuple a tuple; a NumPy scalar arrives as the Python number it holds.
+    """
+    kind = type(value)
+    if kind is float:
+        return "float"
+    if kind is torch.Tensor:
+        return f"tensor（shape {list(value.shape)}）"
+    if kind is list:
+        inner = [kind_of(item) for item in value[:64]]
+        wrong = next((k for k in inner if k != "float"), None)
+        return "list[float]" if wrong is None else f"list[{wrong}]"
+    if kind is tuple:
+        return "tuple"
+    return kind.__name__
+
+
+def graph_state(gm: GraphModule) -> list[Any]:
+    """A graph's nodes as text (name, op, target, arguments): equal before and after a call that left it alone."""
+    return [(n.name, n.op, str(n.target), str(n.args), str(n.kwargs)) for n in gm.graph.nodes]
 
 
 def fake_quant(t: torch.Tensor, dim: int | None = None, bits: int = 8) -> torch.Tensor:
@@ -98,10 +124,17 @@ def describe_table(
     """``layer_sqnr(prepared, converted, inputs)`` as ``{"table": {name: dB}}``.
 
     With ``kinds``, also ``"kinds"``: what every node of ``converted`` is (read before the call),
-    so that a check can say what an extra entry of the table was.
+    so that a check can say what an extra entry of the table was. ``"changed"`` names the graphs the
+    call left different (it should only read them).
     """
     described = {"kinds": node_kinds(converted)} if kinds else {}
+    before = [graph_state(prepared), graph_state(converted)]
     result = ns["layer_sqnr"](prepared, converted, inputs)
+    changed = [
+        name
+        for name, gm, state in zip(("prepared", "converted"), (prepared, converted), before, strict=True)
+        if graph_state(gm) != state
+    ]
     if type(result) is not dict:
         raise EvidenceError(f"layer_sqnr 應該回傳 dict，看到 {type(result).__name__}")
     table = {}
@@ -111,7 +144,7 @@ def describe_table(
         if type(key) is not str:
             raise EvidenceError(f"layer_sqnr 的 key 應該是 node 的名字（str），看到 {type(key).__name__}")
         table[safe_text(key, 80)] = db(number, f"layer_sqnr 的 {safe_text(key, 40)} ")
-    return {"table": table, **described}
+    return {"table": table, "changed": changed, **described}
 
 
 # --- public cases -------------------------------------------------------------------------------
@@ -141,6 +174,21 @@ def sqnr_activation(ns: Namespace, seed: int) -> Any:
     }
 
 
+def sqnr_close(ns: Namespace, seed: int) -> Any:
+    """Two float64 tensors near 1000 that differ by about 1e-5: float32 cannot tell them apart."""
+    (base,) = seeded_inputs(seed + 2, (400,))
+    (noise,) = seeded_inputs(seed + 3, (400,))
+    reference = 1000.0 + base.double()
+    return db(ns["sqnr"](reference, reference + 1e-5 * noise.double()), "sqnr(reference, test) ")
+
+
+def sqnr_types(ns: Namespace, seed: int) -> Any:
+    """What ``sqnr`` returns: a Python float, and with ``dim`` a list of Python floats."""
+    (reference,) = seeded_inputs(seed + 4, (3, 5))
+    test = fake_quant(reference, bits=4)
+    return {"whole": kind_of(ns["sqnr"](reference, test)), "per_slice": kind_of(ns["sqnr"](reference, test, dim=0))}
+
+
 def layers_small_cnn(ns: Namespace, seed: int) -> Any:
     """small_cnn quantized with the XNNPACKQuantizer (per-tensor weights)."""
     from common.models import get_model
@@ -165,7 +213,11 @@ def layers_residual(ns: Namespace, seed: int) -> Any:
 
 PUBLIC = {
     "sqnr": Exercise(
-        NOTEBOOK, "sqnr", SQNR_TITLE, ("sqnr",), {"outlier_weight": sqnr_weight, "activation": sqnr_activation}
+        NOTEBOOK,
+        "sqnr",
+        SQNR_TITLE,
+        ("sqnr",),
+        {"outlier_weight": sqnr_weight, "activation": sqnr_activation, "close": sqnr_close, "types": sqnr_types},
     ),
     "layer_sqnr": Exercise(
         NOTEBOOK,

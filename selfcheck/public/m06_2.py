@@ -1,7 +1,7 @@
-"""Public cases of M06-2 數值除錯器 (layer_drops, worst_layer) on the chapter's own models.
+"""Public cases of M06-2 numeric debugger (layer_drops, worst_layer) on the chapter's own models.
 
-Also what the hidden cases share: ``BitsQuantizer`` (int8 everywhere, fewer weight bits on the
-layers it is told), the numeric debugger's comparison of a prepared model (the reference: BN
+Also what the hidden cases share: ``BitsQuantizer`` (int16 everywhere, fewer weight bits on the
+layers it is told, fewer output bits on the ops without weights it is told), the numeric debugger's comparison of a prepared model (the reference: BN
 folded, observers only look) with its converted copy, and how the student's answers are read.
 """
 
@@ -20,7 +20,7 @@ from selfcheck.evidence import EvidenceError, safe_text
 
 NOTEBOOK = "M06-2"
 
-TITLE = "layer_drops 與 worst_layer：數值除錯器的表裡，SQNR 掉最多的那一層"
+TITLE = "layer_drops 與 worst_layer：numeric debugger 的表裡，SQNR 掉最多的那一層"
 
 WEIGHTED = (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
 
@@ -47,14 +47,31 @@ def _specs(bits: int) -> tuple[Any, Any]:
     return act, weight
 
 
-def bits_quantizer(bits: dict[str, int], default: int = 16) -> Any:
-    """A Quantizer for every conv2d / linear (activation, weight, output).
+def _activation_spec(bits: int) -> Any:
+    """An affine per-tensor activation spec with ``bits`` bits (int8 storage below 9 bits)."""
+    from common.pt2e import MinMaxObserver, QuantizationSpec
+
+    return QuantizationSpec(
+        dtype=torch.int8 if bits <= 8 else torch.int16,
+        quant_min=-(2 ** (bits - 1)),
+        quant_max=2 ** (bits - 1) - 1,
+        qscheme=torch.per_tensor_affine,
+        observer_or_fake_quant_ctr=MinMaxObserver,
+    )
+
+
+def bits_quantizer(bits: dict[str, int], default: int = 16, outputs: dict[str, int] | None = None) -> Any:
+    """A Quantizer for every conv2d / linear (activation, weight, output), and for the ops ``outputs`` names.
 
     Activations are int16 and weights have ``default`` bits, so a layer loses almost nothing,
     except the layers ``bits`` (node name → weight bits) names: those lose what their bits cost.
+    ``outputs`` (node name → bits) quantizes the output of an op without weights (an add, a pool)
+    with that few bits, its tensor inputs with int16: a culprit that has no weight.
     Cheap MinMax observers, so the cases stay fast.
     """
     from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer
+
+    few = dict(outputs or {})
 
     class BitsQuantizer(Quantizer):
         def annotate(self, model: GraphModule) -> GraphModule:
@@ -64,6 +81,13 @@ def bits_quantizer(bits: dict[str, int], default: int = 16) -> Any:
                     node.meta[ANNOTATION_KEY] = QuantizationAnnotation(
                         input_qspec_map={node.args[0]: act, node.args[1]: weight},
                         output_qspec=act,
+                        _annotated=True,
+                    )
+                elif node.op == "call_function" and node.name in few:
+                    act, _ = _specs(default)
+                    node.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+                        input_qspec_map={a: act for a in node.args if isinstance(a, Node)},
+                        output_qspec=_activation_spec(few[node.name]),
                         _annotated=True,
                     )
             return model
@@ -140,8 +164,15 @@ def _number(value: Any, what: str) -> float | str:
     return value if math.isfinite(value) else str(value)
 
 
+def graph_state(gm: GraphModule) -> list[Any]:
+    """A graph's nodes as text (name, op, target, arguments): equal before and after a call that left it alone."""
+    return [(n.name, n.op, str(n.target), str(n.args), str(n.kwargs)) for n in gm.graph.nodes]
+
+
 def describe_answers(ns: Namespace, comparison: dict[Any, Any], gm: GraphModule) -> dict[str, Any]:
-    """``layer_drops`` and ``worst_layer`` on one comparison, as names and numbers."""
+    """``layer_drops`` and ``worst_layer`` on one comparison, as names and numbers; ``changed`` is True
+    when a call left ``gm`` different (the functions should only read it)."""
+    before = graph_state(gm)
     drops = ns["layer_drops"](comparison, gm)
     if type(drops) is not dict:
         raise EvidenceError(f"layer_drops 應該回傳 dict，看到 {type(drops).__name__}")
@@ -150,7 +181,7 @@ def describe_answers(ns: Namespace, comparison: dict[Any, Any], gm: GraphModule)
         name = _name(key, "layer_drops 的 key ")
         table[name] = _number(number, f"layer_drops 的 {name} ")
     worst = _name(ns["worst_layer"](comparison, gm), "worst_layer ")
-    return {"drops": table, "worst": worst}
+    return {"drops": table, "worst": worst, "changed": graph_state(gm) != before}
 
 
 # --- public cases -------------------------------------------------------------------------------

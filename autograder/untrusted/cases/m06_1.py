@@ -2,10 +2,13 @@
 
 ``sqnr`` gets tensors the student has not seen: noise at several levels, a signal with a large
 mean (power, not variance), a test tensor scaled down (the signal is the reference's), exact
-copies (``inf``), an outlier channel read per slice along dims 0, 1 and -1, and mixed dtypes.
+copies (``inf``), an outlier channel read per slice along dims 0, 1 and -1, mixed dtypes, two
+float64 tensors near 1000 that differ by about 1e-5 (float32 arithmetic cannot see the
+difference), and a look at the types it returns (a Python float; a list of them per slice).
 ``layer_sqnr`` gets prepared / converted pairs of hidden models: two inputs, an add, a split
 whose output is a list (not a tensor), a cat, a planted outlier channel quantized per-tensor
-and per-channel, and a model whose first layers are left in fp32 (their SQNR is ``inf``).
+and per-channel, and a model whose first layers are left in fp32 (their SQNR is ``inf``); each
+case also notes whether the call left the two graphs as they were.
 Every model and tensor kind appears on every seed; seeds change sizes, values and the place
 of the outlier. The student's functions are only called; their results are read as numbers.
 """
@@ -28,6 +31,7 @@ from selfcheck.public.m06_1 import (
     db_list,
     describe_table,
     fake_quant,
+    kind_of,
     outlier_weight,
     quantized_pair,
 )
@@ -101,15 +105,34 @@ def sqnr_slices(ns: Namespace, seed: int) -> Any:
 
 
 def sqnr_dtypes(ns: Namespace, seed: int) -> Any:
-    """A bfloat16 reference against a float32 test, and float64 against float16."""
+    """A bfloat16 reference against a float32 test, float64 against float16, and two float64 tensors near
+    a large offset that differ by about 1e-8 of it (float32 keeps about 7 digits: the difference rounds away)."""
     g = _generator(seed, 8)
     size = seed_size(seed, 2000, 3000)
     reference = (torch.randn(size, generator=g) * 3).to(torch.bfloat16)
     test = reference.float() + 0.004 * torch.randn(size, generator=g)
     wide = torch.randn(size, generator=g, dtype=torch.float64) * 5
+    offset = 500.0 * (1 + seed % 4)
+    base = offset + torch.randn(size, generator=g, dtype=torch.float64)
+    near = base + 1e-8 * offset * torch.randn(size, generator=g, dtype=torch.float64)
     return {
         "bfloat16": db(ns["sqnr"](reference, test), "sqnr(bfloat16, float32) "),
         "float16": db(ns["sqnr"](wide, wide.to(torch.float16)), "sqnr(float64, float16) "),
+        "float64_close": db(ns["sqnr"](base, near), "sqnr(float64, float64) "),
+    }
+
+
+def sqnr_types(ns: Namespace, seed: int) -> Any:
+    """The types ``sqnr`` returns: a Python float for the whole tensor, a list of Python floats per slice
+    (along dim 0 and along dim -1, one slice exactly equal so its entry is ``inf``)."""
+    g = _generator(seed, 9)
+    reference = torch.randn(seed_size(seed, 3, 6), 5, generator=g)
+    test = reference + 0.05 * torch.randn(reference.shape, generator=g)
+    test[0] = reference[0]
+    return {
+        "whole": kind_of(ns["sqnr"](reference, test)),
+        "per_slice": kind_of(ns["sqnr"](reference, test, dim=0)),
+        "last_dim": kind_of(ns["sqnr"](reference, test, dim=-1)),
     }
 
 
@@ -209,6 +232,7 @@ EXERCISES = {
             "exact": sqnr_exact,
             "slices": sqnr_slices,
             "dtypes": sqnr_dtypes,
+            "types": sqnr_types,
         },
     ),
     "layer_sqnr": Exercise(
