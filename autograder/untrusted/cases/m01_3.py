@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.fx import GraphModule
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
 from selfcheck.public.m01_3 import CLAMP_TITLE, REPLACE_TITLE, describe_pass
@@ -106,6 +107,51 @@ class LinearChain(nn.Module):
         return torch.cat([a, b], dim=1), b
 
 
+class Gates(nn.Module):
+    """A sigmoid gate times a relu branch; the relu is also returned (``retargeted`` then edits both in place)."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.a = nn.Linear(features, features)
+        self.b = nn.Linear(features, features)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        g = torch.sigmoid(self.a(x))
+        r = torch.relu(self.b(x))
+        return g * r, r
+
+
+def retargeted(gm: GraphModule) -> None:
+    """An earlier pass changed targets in place, keeping the names: ``sigmoid`` is now a relu, ``relu`` a tanh."""
+    nodes = {n.name: n for n in gm.graph.nodes}
+    nodes["sigmoid"].target = aten.relu.default
+    nodes["relu"].target = aten.tanh.default
+
+
+class Projections(nn.Module):
+    """Two linears named by their modules (``proj``, ``head``) around a ReLU module called ``linear_act``."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(features, features)
+        self.linear_act = nn.ReLU()
+        self.head = nn.Linear(features, features)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.linear_act(self.proj(x))
+        return self.head(y) + y, y
+
+
+def named_after_modules(gm: GraphModule) -> None:
+    """A readability pass: every op renamed after the module that ran it (``proj``, ``linear_act``, ``head``)."""
+    for node in gm.graph.nodes:
+        stack = node.meta.get("nn_module_stack")
+        if node.op == "call_function" and stack:
+            path = str(list(stack.values())[-1][0])
+            if path:
+                node._rename(path.rsplit(".", 1)[-1])
+
+
 # --- replace_op -----------------------------------------------------------------------------------
 
 
@@ -127,6 +173,21 @@ def replace_add(ns: Namespace, seed: int) -> Any:
     features = seed_size(seed, 3, 6)
     inputs = seeded_inputs(seed, (3, features), (3, features))
     return describe_pass(ns, "replace_op", AddMix(features), inputs, aten.add.Tensor, aten.mul.Tensor)
+
+
+def replace_renamed(ns: Namespace, seed: int) -> Any:
+    features = seed_size(seed, 3, 6)
+    inputs = seeded_inputs(seed, (3, features), scales=(4.0,))
+    return describe_pass(
+        ns,
+        "replace_op",
+        Gates(features),
+        inputs,
+        aten.relu.default,
+        aten.hardtanh.default,
+        (0.0, 6.0),
+        edit=retargeted,
+    )
 
 
 # --- insert_clamp ---------------------------------------------------------------------------------
@@ -159,19 +220,28 @@ def clamp_chain(ns: Namespace, seed: int) -> Any:
     return describe_pass(ns, "insert_clamp", LinearChain(features), inputs, aten.linear.default, low, high)
 
 
+def clamp_renamed(ns: Namespace, seed: int) -> Any:
+    features = seed_size(seed, 3, 6)
+    inputs = seeded_inputs(seed, (3, features), scales=(2.0,))
+    low, high = _bounds(seed, 4)
+    return describe_pass(
+        ns, "insert_clamp", Projections(features), inputs, aten.linear.default, low, high, edit=named_after_modules
+    )
+
+
 EXERCISES = {
     "replace_op": Exercise(
         NOTEBOOK,
         "replace_op",
         REPLACE_TITLE,
         ("replace_op",),
-        {"relu6": replace_relu6, "sigmoid": replace_sigmoid, "add": replace_add},
+        {"relu6": replace_relu6, "sigmoid": replace_sigmoid, "add": replace_add, "retargeted": replace_renamed},
     ),
     "insert_clamp": Exercise(
         NOTEBOOK,
         "insert_clamp",
         CLAMP_TITLE,
         ("insert_clamp",),
-        {"fan_out": clamp_fan_out, "output": clamp_output, "chain": clamp_chain},
+        {"fan_out": clamp_fan_out, "output": clamp_output, "chain": clamp_chain, "module_names": clamp_renamed},
     ),
 }
