@@ -28,6 +28,7 @@ from common.pt2e import (
     prepare_pt2e,
 )
 from selfcheck.evidence import describe_annotations, describe_prepared, plain, safe_text
+from selfcheck.public.m01_1 import graph_changes, graph_state
 
 NOTEBOOK = "M03-1"
 
@@ -279,7 +280,10 @@ def _prepared(gm: GraphModule, table: dict[str, Label]) -> GraphModule:
 
 
 def _reads(ns: Namespace, prepared: GraphModule, producer: str) -> Any:
-    return plain(ns["reads_quantized"](prepared, producer))
+    """What ``reads_quantized(prepared, producer)`` answered, and how it changed the graph (it must not)."""
+    before = graph_state(prepared)
+    answer = plain(ns["reads_quantized"](prepared, producer))
+    return {"answer": answer, "changed": graph_changes(before, prepared)}
 
 
 def reads_edge(ns: Namespace, seed: int) -> Any:

@@ -13,6 +13,7 @@ from torch.fx import GraphModule
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
 from selfcheck.evidence import plain, qdq_kind
+from selfcheck.public.m01_1 import graph_changes, graph_state
 
 NOTEBOOK = "M05-1"
 
@@ -134,8 +135,10 @@ def consumers(gm: GraphModule) -> list[str]:
 def _paths(kind: str) -> Any:
     def case(ns: Namespace, seed: int) -> Any:
         gm = fresh_graph(kind, seed)
+        before = graph_state(gm)
         qdq_path = ns["qdq_path"]
-        return {name: plain(qdq_path(gm, name)) for name in consumers(gm)}
+        found = {name: plain(qdq_path(gm, name)) for name in consumers(gm)}
+        return {"paths": found, "changed": graph_changes(before, gm)}
 
     return case
 
@@ -146,10 +149,11 @@ def _paths(kind: str) -> Any:
 def _summary(kind: str) -> Any:
     def case(ns: Namespace, seed: int) -> Any:
         gm = fresh_graph(kind, seed)
+        before = graph_state(gm)
         result = ns["qdq_summary"](gm)
         if type(result) in (collections.Counter, collections.defaultdict, collections.OrderedDict):
             result = dict(result)  # the standard dicts a count is often kept in (exact types only)
-        return plain(result)
+        return {"counts": plain(result), "changed": graph_changes(before, gm)}
 
     return case
 
