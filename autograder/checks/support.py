@@ -61,6 +61,8 @@ def value(evidence: dict[str, Any], case: str) -> Any:
         raise Fail("沒有收到這一項的結果（程式在這之前就停了）")
     result = cases[case]
     if "error" in result:
+        if result.get("error") == "EvidenceError" and result.get("message"):
+            raise Fail(str(result["message"]))  # the case's own sentence about what it expected (a wrong type, shape…)
         raise Fail(f"執行時出錯：{result.get('error')}: {result.get('message', '')}")
     if "value" not in result:
         raise Fail("證據格式不對")

@@ -4,6 +4,34 @@ RuleQuantizer checks compare, on the nodes and edges each rule is about, the lab
 wrote (spec, observer class and sharing, read from the annotations) and the observers they gave.
 validate checks ask for a ValueError that names the node on each spoiled label, and for silence
 (with the labels left as they were) on correct ones.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+rule_quantizer
+- ops found by node name, by ``str(target)`` substring or by ``source_fn_stack`` → conv_alone,
+  weights, linear_add, max_pool (inputs named relu / conv2d, conv_transpose2d, relu6, leaky_relu,
+  addmm, max_pool2d_with_indices);
+- fusion decided by graph order (``node.next``), or a conv with two consumers fused → conv_relu
+  (far_relu), conv_alone (two consumers);
+- no fusion, a label inside the pattern, a fused relu left unclaimed → conv_relu;
+- linear fused with relu "like XNNPACK" → linear_add;
+- per-tensor weights, ``ch_axis=1``, a quantized bias → weights;
+- constants or scalars of an add labelled, an add without its output label → linear_add;
+- max_pool2d's output not shared with its input → max_pool;
+- what another Quantizer claimed first is overwritten, or any label (even unclaimed) skipped →
+  claimed, linear_add;
+- XNNPACK's HistogramObserver instead of the rule's MinMaxObserver → every case.
+validate
+- it may fix labels silently, or change correct ones → accepts (labels compared before / after),
+  inside_fused;
+- ``assert`` instead of ``ValueError``, a message without the node → every spoiled case;
+- the edge checked with ``producer in node.args`` (a cat's list) → accepts, not_an_input;
+- weights found by name, only per-tensor affine refused, only per-tensor symmetric accepted →
+  asymmetric_weight, accepts (per-channel symmetric);
+- ranges fixed to int8, ``<=`` allowed, the order only checked, placeholders skipped →
+  bad_range, accepts (uint8, int16, int32);
+- every spec read for ``quant_min`` (a ``SharedQuantizationSpec`` has none) → accepts;
+- only claimed labels checked → asymmetric_weight, inside_fused;
+- fusion by graph order → accepts, inside_fused.
 """
 
 from __future__ import annotations
@@ -150,7 +178,7 @@ def test_rule_conv_relu(seen, expected):
     compare_observer_edges(got["prepared"], want["prepared"], where, ["conv2d", "relu", "conv2d_1", "relu_1", "add"])
 
 
-@check("rule_quantizer", 1, "conv 後面不是唯一的 relu 時（兩個使用者、leaky_relu、relu6），conv 自己有輸出標籤")
+@check("rule_quantizer", 1, "conv 後面不是唯一的 relu 時（兩個consumer、leaky_relu、relu6），conv 自己有輸出標籤")
 def test_rule_conv_alone(seen, expected):
     models = {
         "conv_two_users": (["relu", "mul"], ["conv2d", "relu", "mul"]),
@@ -254,7 +282,7 @@ def test_validate_not_an_input(seen, expected):
         "not_an_input",
         {
             "ancestor": ("conv2d_1 的標籤裡有一條不存在的邊 x → conv2d_1（x 是上上游）", "conv2d_1"),
-            "user": ("conv2d 的標籤裡有 relu → conv2d（relu 是 conv2d 的使用者）", "conv2d"),
+            "user": ("conv2d 的標籤裡有 relu → conv2d（relu 是 conv2d 的consumer）", "conv2d"),
             "not_in_list": ("cat 的標籤裡有 conv2d_1 → cat（cat 的 list 裡是 leaky_relu）", "cat"),
         },
     )
@@ -280,7 +308,7 @@ def test_validate_inside_fused(seen, expected):
         "inside_fused",
         {
             "adjacent": ("conv2d 只接 relu，輸出卻有標籤", "conv2d"),
-            "far": ("conv2d 唯一的使用者是圖上隔了好幾個 node 的 relu_1，輸出卻有標籤", "conv2d"),
+            "far": ("conv2d 唯一的consumer是圖上隔了好幾個 node 的 relu_1，輸出卻有標籤", "conv2d"),
         },
     )
 

@@ -4,6 +4,28 @@ Each check compares three things the student's Quantizer decides: the labels it 
 the annotations, sharing resolved into groups, the observer class included), the observers
 ``prepare_pt2e`` put on every edge (how many, which instances are shared, of which class and range),
 and where asked the q/dq parameters after ``convert_pt2e``.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+add_quantizer
+- adds found by name or ``str(target)`` ("add" in addmm, an input called add) → shared_branches;
+- the anchor is ``node.args[0]`` (a constant first operand), scalars and constants labelled, a
+  constant operand means "skip the add", no activation input crashes → constants;
+- ``add(r, r)`` labels one edge twice → self_add;
+- ``share`` ignored either way, the output not shared, the anchor on the producer's output or on
+  the add's output → separate, shared_residual, shared_branches, converted;
+- the output label written as edge labels on the users → every case;
+- what another Quantizer wrote first: a claimed add relabelled, an unclaimed label skipped, the own
+  add not marked ``_annotated`` → pre_annotated;
+- XNNPACK's HistogramObserver instead of ``act_spec()`` → every case.
+cat_quantizer
+- ``node.args[:2]`` like an add (a cat's inputs are one list), only the first two inputs → cat_pool,
+  three_way;
+- a constant in the list labelled, the first entry taken as the anchor (a constant), a repeated
+  input labelled twice → constant_and_repeat;
+- cats found by name (a placeholder called cat) → constant_and_repeat;
+- labels on the producers' outputs instead of the cat's input edges → constant_and_repeat;
+- no sharing, output not shared, the anchor on the cat's output → every case;
+- another Quantizer's claim overwritten, unclaimed labels skipped, no ``_annotated`` → cat_pool.
 """
 
 from __future__ import annotations

@@ -5,6 +5,24 @@ edges share an instance, of which class and range), compared in a form that does
 on the order in which labels were written; and the annotations right after the student's
 ``annotate`` (which nodes are claimed, which input edges and outputs carry which spec,
 observer class included), read from the annotations themselves.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+- the next member is the next node in graph order, or must be adjacent → chain, interleaved;
+- the chain follows ``args[0]`` only (a conv that is an add's second input) → three_ops;
+- member inputs read from ``args`` without flattening lists (a cat's list), constants labelled →
+  cat_list, constant_operands, residual;
+- only the first member's inputs labelled, or the edge from the previous member labelled too, or
+  the previous member recognised by target (two relus into one add) → three_ops, relu_pair;
+- the output label on the first member, or on every member, or missing → chain, residual;
+- inputs labelled as the producers' outputs (every consumer of the producer quantized) → shared_output;
+- middle members with other consumers fused, or the last member required to have one consumer →
+  shared_output, many_users;
+- what another Quantizer claimed first ignored, labels taken for claims, only the first member
+  checked, nodes walked before patterns (the order of patterns is not a priority) → priority,
+  claimed_before;
+- members not all marked ``_annotated`` → marks_members, marks_boundaries;
+- one match per pattern, pairs only → chain, three_ops;
+- XNNPACK's HistogramObserver instead of ``act_spec()`` → every case.
 """
 
 from __future__ import annotations
@@ -240,7 +258,7 @@ def test_three_ops(seen, expected):
 @check(
     "fusion_quantizer",
     1,
-    "中間的 node 有別的使用者就不能融；最後一個 member 或 pattern 外的 node 有好幾個使用者則沒關係",
+    "中間的 node 有別的consumer就不能融；最後一個 member 或 pattern 外的 node 有好幾個consumer則沒關係",
 )
 def test_shared_output(seen, expected):
     judge_cases(

@@ -67,7 +67,12 @@ def compare_paths(seen: dict[str, Any], expected: dict[str, Any], case: str, whe
         got_entries = got.get(consumer)
         if got_entries == want_entries:
             continue
-        if not isinstance(got_entries, list) or len(got_entries) != len(want_entries):
+        if not isinstance(got_entries, list):
+            raise Fail(
+                f"{where}：qdq_path(gm, {consumer!r}) 應該回傳 list（{consumer} 的每個輸入一項 (來源名稱, 步驟)），"
+                f"看到 {type(got_entries).__name__}"
+            )
+        if len(got_entries) != len(want_entries):
             count = len(got_entries) if isinstance(got_entries, list) else "不是 list"
             raise Fail(
                 f"{where}：qdq_path(gm, {consumer!r}) 應該有 {len(want_entries)} 項（{consumer} 的每個輸入一項），"

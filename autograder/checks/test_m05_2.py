@@ -1,4 +1,21 @@
-"""Hidden checks of M05-2: BiasQuantizer, an int32 bias whose scale is s_act · s_w."""
+"""Hidden checks of M05-2: BiasQuantizer, an int32 bias whose scale is s_act · s_w.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+- every conv / linear has a bias (``node.args[2]``) → no_bias;
+- conv only, or ops matched by ``str(target)`` substring (conv_transpose2d, upsample_bilinear2d)
+  or by name (an input called linear) → linear_per_tensor, crowded;
+- the bias scale is s_act, s_w, s_act + s_w, or s_act · max(s_w) → conv_per_tensor,
+  linear_per_tensor, conv_per_channel, linear_per_channel;
+- weights always per-tensor (one bias scale) → conv_per_channel, linear_per_channel;
+- the bias observed as an ordinary int32 spec, int8, a symmetric range without -2³¹, the weight's
+  [-127, 127], the activation's zero point → every case;
+- ``derived_from`` names the producer's input edge or the producer's output, the activation
+  labelled on the producer's output (another Quantizer's claimed relu) → crowded;
+- the derived spec put first in ``input_qspec_map`` (its sources have no observer yet) → every case;
+- what another Quantizer wrote first: a labelled but unclaimed linear skipped, own labels not marked
+  ``_annotated`` (a later Quantizer replaces them) → crowded, late_quantizer;
+- the output spec forgotten → every case.
+"""
 
 from __future__ import annotations
 
