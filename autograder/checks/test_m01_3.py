@@ -118,7 +118,7 @@ def test_clamp_counts(seen, expected):
 @check(
     "insert_clamp",
     1,
-    "輸出有好幾個consumer的 op（包括 list 裡的、下一個 target）：每個consumer都改讀 clamp，clamp 讀原本的 op",
+    "輸出有好幾個 consumer 的 op（包括 list 裡的、下一個 target）：每個 consumer 都改讀 clamp，clamp 讀原本的 op",
 )
 def test_clamp_fan_out(seen, expected):
     _wiring(seen, expected, "fan_out")

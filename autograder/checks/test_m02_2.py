@@ -115,17 +115,17 @@ def test_xnnpack_linear_relu(seen, expected):
 @check(
     "insert_observer",
     1,
-    "邊 (producer, consumer)：只有那個 consumer 讀 observer，其他consumer仍讀原值"
+    "邊 (producer, consumer)：只有那個 consumer 讀 observer，其他 consumer 仍讀原值"
     "（producer 是第二個參數、在 cat 的 list 裡、旁邊是純量也一樣）",
 )
 def test_edge_one_consumer(seen, expected):
-    compare_case(value(seen, "edges"), value(expected, "edges"), "x 有三個consumer、conv 接 cat 與 add 的模型")
+    compare_case(value(seen, "edges"), value(expected, "edges"), "x 有三個 consumer、conv 接 cat 與 add 的模型")
 
 
-@check("insert_observer", 1, "node：所有consumer（包含圖的輸出）都改讀 observer")
+@check("insert_observer", 1, "node：所有 consumer（包含圖的輸出）都改讀 observer")
 def test_node_all_users(seen, expected):
     got, want = value(seen, "nodes"), value(expected, "nodes")
-    compare_case(got["branches"], want["branches"], "x 有三個consumer、conv 接 mean、cat 與 add 的模型")
+    compare_case(got["branches"], want["branches"], "x 有三個 consumer、conv 接 mean、cat 與 add 的模型")
     compare_case(got["two_outputs"], want["two_outputs"], "relu 同時是輸出與 sigmoid 的輸入")
 
 

@@ -121,7 +121,7 @@ def test_label_stacked(seen, expected):
 @check("add_label", 1, "邊的上游不是 consumer 的輸入時，丟出 ValueError，訊息寫出兩個 node，也不留下這條邊的標籤")
 def test_label_not_an_input(seen, expected):
     cases = {
-        "backwards": "add_label((relu, conv2d), spec)：relu 是 conv2d 的consumer，不是輸入",
+        "backwards": "add_label((relu, conv2d), spec)：relu 是 conv2d 的 consumer，不是輸入",
         "two_steps": "add_label((x, relu), spec)：x 是 relu 的上上游",
         "constant": "add_label((conv_weight, relu), spec)：conv_weight 是 conv2d 的輸入，不是 relu 的",
         "not_in_list": "add_label((mul, cat), spec)：cat 的 list 裡沒有 mul",

@@ -116,7 +116,7 @@ def test_fused_nothing(seen, expected):
         seen,
         expected,
         "nothing_fused",
-        {"not_fused": "手貼標籤的模型（conv → relu 的邊有量化、輸入規格全是 None、add 有兩個consumer）"},
+        {"not_fused": "手貼標籤的模型（conv → relu 的邊有量化、輸入規格全是 None、add 有兩個 consumer）"},
     )
     expect_equal(
         value(seen, "half_labelled")["pairs"],

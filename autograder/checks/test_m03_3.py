@@ -9,7 +9,8 @@ Assumptions a half-understanding bakes in, and the hidden case that refutes each
 rule_quantizer
 - ops found by node name, by ``str(target)`` substring or by ``source_fn_stack`` → conv_alone,
   weights, linear_add, max_pool (inputs named relu / conv2d, conv_transpose2d, relu6, leaky_relu,
-  addmm, max_pool2d_with_indices);
+  addmm, max_pool2d_with_indices), conv_relu (renamed: a pass swapped the names of the conv and the
+  linear, and of max_pool2d and add);
 - fusion decided by graph order (``node.next``), or a conv with two consumers fused → conv_relu
   (far_relu), conv_alone (two consumers);
 - no fusion, a label inside the pattern, a fused relu left unclaimed → conv_relu;
@@ -31,7 +32,8 @@ validate
   bad_range, accepts (uint8, int16, int32);
 - every spec read for ``quant_min`` (a ``SharedQuantizationSpec`` has none) → accepts;
 - only claimed labels checked → asymmetric_weight, inside_fused;
-- fusion by graph order → accepts, inside_fused.
+- fusion by graph order → accepts, inside_fused;
+- conv / linear recognised by node name → inside_fused (renamed: the conv is called ``linear_1``).
 """
 
 from __future__ import annotations
@@ -157,6 +159,7 @@ def _rule(seen, expected, case: str, models: Models, *, outputs: bool = True, we
 
 
 CLAIMED = "conv2d 已被別人標過、linear 有一張 _annotated=False 的標籤"
+RENAMED = "node 名字被 pass 對調的圖（叫 linear_1 的是 conv、叫 conv2d_1 的是 linear、叫 add_1 的是 max_pool2d、叫 max_pool2d_1 的是 add）"
 
 
 # --- RuleQuantizer --------------------------------------------------------------------------------
@@ -165,12 +168,18 @@ CLAIMED = "conv2d 已被別人標過、linear 有一張 _annotated=False 的標�
 @check(
     "rule_quantizer",
     1,
-    "conv → relu 是一個融合 pattern（relu 在圖上不一定緊接在 conv 後面）：中間沒有 observer，輸出標籤在 relu，relu 也設 _annotated",
+    "conv → relu 是一個融合 pattern（relu 在圖上不一定緊接在 conv 後面）：中間沒有 observer，輸出標籤在 relu，relu 也設 _annotated；"
+    "node 的名字和 op 對不上時照 target 貼",
 )
 def test_rule_conv_relu(seen, expected):
     fused = (["relu", "output"], ["conv2d", "relu"])
     models = {"conv_relu": fused, "conv_bn_relu": fused, "far_relu": (["relu_1", "add"], ["conv2d", "relu_1"])}
     _rule(seen, expected, "conv_relu", models)
+    got, want = value(seen, "conv_relu")["renamed"], value(expected, "conv_relu")["renamed"]
+    nodes = ["linear_1", "relu", "add_1", "conv2d_1", "max_pool2d_1"]
+    consumers = [*nodes, "flatten", "output"]
+    compare_labels(got["labels"], want["labels"], RENAMED, nodes, weights=True)
+    compare_observer_edges(got["prepared"], want["prepared"], RENAMED, consumers, weights=True)
     got, want = value(seen, "claimed")["late"], value(expected, "claimed")["late"]
     compare_labels(got["labels"], want["labels"], CLAIMED, ["conv2d", "relu", "conv2d_1", "relu_1"])
     compare_marks(got["labels"], want["labels"], CLAIMED, ["conv2d", "conv2d_1", "relu", "relu_1"])
@@ -178,7 +187,7 @@ def test_rule_conv_relu(seen, expected):
     compare_observer_edges(got["prepared"], want["prepared"], where, ["conv2d", "relu", "conv2d_1", "relu_1", "add"])
 
 
-@check("rule_quantizer", 1, "conv 後面不是唯一的 relu 時（兩個consumer、leaky_relu、relu6），conv 自己有輸出標籤")
+@check("rule_quantizer", 1, "conv 後面不是唯一的 relu 時（兩個 consumer、leaky_relu、relu6），conv 自己有輸出標籤")
 def test_rule_conv_alone(seen, expected):
     models = {
         "conv_two_users": (["relu", "mul"], ["conv2d", "relu", "mul"]),
@@ -282,7 +291,7 @@ def test_validate_not_an_input(seen, expected):
         "not_an_input",
         {
             "ancestor": ("conv2d_1 的標籤裡有一條不存在的邊 x → conv2d_1（x 是上上游）", "conv2d_1"),
-            "user": ("conv2d 的標籤裡有 relu → conv2d（relu 是 conv2d 的consumer）", "conv2d"),
+            "user": ("conv2d 的標籤裡有 relu → conv2d（relu 是 conv2d 的 consumer）", "conv2d"),
             "not_in_list": ("cat 的標籤裡有 conv2d_1 → cat（cat 的 list 裡是 leaky_relu）", "cat"),
         },
     )
@@ -301,14 +310,17 @@ def test_validate_asymmetric_weight(seen, expected):
     )
 
 
-@check("validate", 1, "conv → relu 融合 pattern 中間（conv 的輸出）有標籤：丟出 ValueError")
+@check(
+    "validate", 1, "conv → relu 融合 pattern 中間（conv 的輸出）有標籤：丟出 ValueError（conv 的名字不像 conv 也一樣）"
+)
 def test_validate_inside_fused(seen, expected):
     _rejects(
         seen,
         "inside_fused",
         {
             "adjacent": ("conv2d 只接 relu，輸出卻有標籤", "conv2d"),
-            "far": ("conv2d 唯一的consumer是圖上隔了好幾個 node 的 relu_1，輸出卻有標籤", "conv2d"),
+            "far": ("conv2d 唯一的 consumer 是圖上隔了好幾個 node 的 relu_1，輸出卻有標籤", "conv2d"),
+            "renamed": ("名字被 pass 改成 linear_1 的 conv 只接 relu，輸出卻有標籤（認 op 要看 target）", "linear_1"),
         },
     )
 

@@ -8,6 +8,8 @@ observer class included), read from the annotations themselves.
 
 Assumptions a half-understanding bakes in, and the hidden case that refutes each:
 - the next member is the next node in graph order, or must be adjacent → chain, interleaved;
+- members recognised by node name → interleaved (inputs called conv2d and relu), module_names (every
+  op renamed after its module: ``relu`` is a conv, ``conv`` a relu, ``relu_head`` a linear);
 - the chain follows ``args[0]`` only (a conv that is an add's second input) → three_ops;
 - member inputs read from ``args`` without flattening lists (a cat's list), constants labelled →
   cat_list, constant_operands, residual;
@@ -209,7 +211,8 @@ def judge_cases(seen: Any, expected: Any, cases: dict[str, str]) -> None:
 @check(
     "fusion_quantizer",
     1,
-    "conv / linear 串起來的模型：conv → relu、linear → relu 中間沒有 observer；relu 不是圖上緊接在 conv 後面的 node 時也一樣",
+    "conv / linear 串起來的模型：conv → relu、linear → relu 中間沒有 observer；relu 不是圖上緊接在 conv 後面的 node、"
+    "node 的名字和 op 對不上時也一樣",
 )
 def test_chain(seen, expected):
     judge_cases(
@@ -218,6 +221,10 @@ def test_chain(seen, expected):
         {
             "chain": "[(CONV, RELU), (LINEAR, RELU)]，conv/linear 串起來的模型",
             "interleaved": "[(CONV, RELU), (ADD,)]，圖的順序上 conv 後面緊接著的是別的 relu（輸入名叫 conv2d、relu）",
+            "module_names": (
+                "[(CONV, RELU), (LINEAR, RELU)]，op 依 module 改過名的圖（叫 relu 的是 conv、叫 conv 的是 relu、"
+                "叫 linear 的是 conv、叫 relu_head 的是 linear）"
+            ),
         },
     )
 
@@ -258,7 +265,7 @@ def test_three_ops(seen, expected):
 @check(
     "fusion_quantizer",
     1,
-    "中間的 node 有別的consumer就不能融；最後一個 member 或 pattern 外的 node 有好幾個consumer則沒關係",
+    "中間的 node 有別的 consumer 就不能融；最後一個 member 或 pattern 外的 node 有好幾個 consumer 則沒關係",
 )
 def test_shared_output(seen, expected):
     judge_cases(

@@ -11,14 +11,14 @@ qdq_path
   three branches, inside a list);
 - a repeated input listed twice (``h * h``) → named_like;
 - q/dq recognised by node name → named_like (an input called ``quantize_per_tensor``, a layer called
-  ``dequantize``);
+  ``dequantize``), renamed (a pass swapped the names of every quantize and dequantize op);
 - one dq shared by every consumer → fan_out (each consumer has its own dq after one q);
 - the path in walk order (from the consumer back) instead of from the source → every case.
 qdq_summary
 - the int8 constants of ``fold_quantize=True`` counted as quantize ops → per_tensor;
 - only per-tensor ops, or only the overloads seen in the chapter → unfolded, cat (per-channel);
 - a q/dq counted once per edge instead of once per node → fan_out;
-- ops counted by node name → named_like;
+- ops counted by node name → named_like, renamed;
 - ``quantize`` matched as a substring of ``dequantize`` → every case.
 Both: a reading function may change the graph → every converted graph must come back unchanged
 (first check of each exercise).
@@ -38,6 +38,7 @@ PATH_WHERE = {
     "fan_out": "x 分給兩個 conv 再相加",
     "named_like": "輸入名叫 quantize_per_tensor、layer 名叫 dequantize、h * h + 1.0",
     "cat": "三個 conv 分支 → cat → max_pool2d",
+    "renamed": "x 分給兩個 conv 再相加，q/dq 的名字被 pass 對調（叫 dequantize… 的是 quantize，反之亦然）",
 }
 
 
@@ -122,11 +123,12 @@ def test_path_unfolded(seen, expected):
     "qdq_path",
     1,
     "一個 tensor 餵好幾個 consumer：每個 consumer 都從來源經過 q → 自己的 dq；同一個 op 用兩次的輸入（h * h）只列一項；"
-    "名字像 q/dq 的 node（輸入 quantize_per_tensor、常數 dequantize_weight）不是 q/dq",
+    "名字像 q/dq 的 node（輸入 quantize_per_tensor、常數 dequantize_weight、名字被對調的 q/dq）看 target",
 )
 def test_path_fan_out(seen, expected):
     compare_paths(seen, expected, "fan_out", "x 分給兩個 conv 再相加")
     compare_paths(seen, expected, "named_like", "輸入名叫 quantize_per_tensor、layer 名叫 dequantize、h * h + 1.0")
+    compare_paths(seen, expected, "renamed", PATH_WHERE["renamed"])
 
 
 @check("qdq_path", 1, "cat 的輸入在 list 裡：每個輸入都要列出")
@@ -155,9 +157,10 @@ def test_summary_unfolded(seen, expected):
     )
 
 
-@check("qdq_summary", 1, "一個 quantize 餵兩個 dequantize：每個 node 只算一次")
+@check("qdq_summary", 1, "一個 quantize 餵兩個 dequantize：每個 node 只算一次；名字被對調的 q/dq 照 target 算")
 def test_summary_fan_out(seen, expected):
     compare_summary(seen, expected, "fan_out", "x 分給兩個 conv 再相加")
+    compare_summary(seen, expected, "renamed", PATH_WHERE["renamed"])
 
 
 @check("qdq_summary", 1, "cat 與 per-channel weight：在沒看過的模型上數對每種 op")

@@ -3,7 +3,8 @@
 Assumptions a half-understanding bakes in, and the hidden case that refutes each:
 - every conv / linear has a bias (``node.args[2]``) → no_bias;
 - conv only, or ops matched by ``str(target)`` substring (conv_transpose2d, upsample_bilinear2d)
-  or by name (an input called linear) → linear_per_tensor, crowded;
+  or by name (an input called linear; a linear and a mean whose names a pass swapped) →
+  linear_per_tensor, crowded, renamed;
 - the bias scale is s_act, s_w, s_act + s_w, or s_act · max(s_w) → conv_per_tensor,
   linear_per_tensor, conv_per_channel, linear_per_channel;
 - weights always per-tensor (one bias scale) → conv_per_channel, linear_per_channel;
@@ -39,6 +40,7 @@ WHERE = {
         "已有標籤但沒認領的 linear（per-channel weight）"
     ),
     "late_quantizer": "linear → relu → linear，之後再跑一個替沒人認領的 op 貼輸出標籤的 Quantizer（per-tensor weight）",
+    "renamed": "沒有 bias 的 conv → mean → linear → linear，node 名字被 pass 對調（叫 mean_1 的是 linear、叫 linear_2 的是 mean）",
 }
 
 
@@ -336,11 +338,11 @@ def test_same_as_key(seen, expected):
 @check(
     "bias_quantizer",
     1,
-    "沒有 bias 的 conv / linear 也要標；只標 conv2d 與 linear（名字像 op 的 node、conv_transpose、bilinear 不算），"
+    "沒有 bias 的 conv / linear 也要標；只標 conv2d 與 linear（看 target：名字像 op 的 node、名字被對調的 op、conv_transpose、bilinear 都不算），"
     "別人認領的 node 不動，有標籤但沒認領的照樣標",
 )
 def test_no_bias(seen, expected):
-    for case in ("no_bias", "crowded"):
+    for case in ("no_bias", "crowded", "renamed"):
         compare_annotations(seen, expected, case)
         check_paths(seen, expected, case)
         check_bias_scale(seen, expected, case, per_channel=True)

@@ -143,13 +143,26 @@ class Projections(nn.Module):
 
 
 def named_after_modules(gm: GraphModule) -> None:
-    """A readability pass: every op renamed after the module that ran it (``proj``, ``linear_act``, ``head``)."""
+    """A readability pass: every op renamed after the module that ran it (``proj``, ``linear_act``, ``head``).
+    Also used by other modules' cases."""
     for node in gm.graph.nodes:
         stack = node.meta.get("nn_module_stack")
         if node.op == "call_function" and stack:
             path = str(list(stack.values())[-1][0])
             if path:
                 node._rename(path.rsplit(".", 1)[-1])
+
+
+def swap_names(gm: GraphModule, mapping: dict[str, str]) -> None:
+    """A pass that renamed nodes: each ``old`` name of ``mapping`` becomes (a fresh variant of) its ``new``
+    name, so names tell another op (``{"add": "mul", "mul": "add"}`` gives ``mul_1`` for the add and
+    ``add_1`` for the mul: the graph keeps every name it ever gave out). Also used by other modules' cases."""
+    nodes = {n.name: n for n in gm.graph.nodes}
+    for index, old in enumerate(mapping):
+        nodes[old]._rename(f"renamed_{index}")
+    for old, new in mapping.items():
+        nodes[old]._rename(new)
+    gm.recompile()
 
 
 # --- replace_op -----------------------------------------------------------------------------------

@@ -111,7 +111,23 @@ def hidden_graph(kind: str, seed: int) -> GraphModule:
     if kind == "named_like":
         features = seed_size(seed, 4, 7)
         return converted(NamedLikeQdq(features), (4, features), seed, False, False)
+    if kind == "renamed":
+        return swapped_qdq_names(converted(FanOut(seed_size(seed + 1, 2, 6)), (2, 3, 6, 6), seed, False, True))
     raise KeyError(kind)
+
+
+def swapped_qdq_names(gm: GraphModule) -> GraphModule:
+    """A pass that swapped names: every quantize op is now called ``dequantize_per_tensor_default_N`` and
+    every dequantize op ``quantize_per_tensor_default_N`` (there are more dequantize ops than quantize ops)."""
+    ops = [n for n in gm.graph.nodes if n.op == "call_function" and qdq_kind(n) is not None]
+    for index, node in enumerate(ops):
+        node._rename(f"renamed_{index}")
+    for node in ops:
+        node._rename(
+            ("quantize" if str(node.target).split(".")[1].startswith("de") else "dequantize") + "_per_tensor_default"
+        )
+    gm.recompile()
+    return gm
 
 
 @functools.cache
@@ -158,8 +174,8 @@ def _summary(kind: str) -> Any:
     return case
 
 
-PATH_CASES = ("per_tensor", "per_channel", "unfolded", "fan_out", "cat", "named_like")
-SUMMARY_CASES = ("per_tensor", "unfolded", "fan_out", "cat", "named_like")
+PATH_CASES = ("per_tensor", "per_channel", "unfolded", "fan_out", "cat", "named_like", "renamed")
+SUMMARY_CASES = ("per_tensor", "unfolded", "fan_out", "cat", "named_like", "renamed")
 
 EXERCISES = {
     "qdq_path": Exercise(
