@@ -37,7 +37,7 @@ CASES = {
     "fan_out": "在 conv2d 後面插 clamp（第一個 conv 的輸出有兩個 consumer）",
     "output": "在 linear 後面插 clamp（linear 的輸出直接回傳）",
     "chain": "在 linear 後面插 clamp（linear 接 linear，兩個都被 cat 的 list 讀，第二個也是輸出）",
-    "module_names": "在 linear 後面插 clamp，op 依 module 改過名（linear 叫 proj、head，叫 linear_act 的是 relu）",
+    "module_names": "在 linear 後面插 clamp，op 依 module 改過名（linear 叫 proj_90、head_92，叫 linear_act_91 的是 relu）",
 }
 REPLACE = ("relu6", "sigmoid", "add", "retargeted")
 CLAMP = ("fan_out", "output", "chain", "module_names")

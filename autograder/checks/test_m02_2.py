@@ -116,7 +116,7 @@ def test_xnnpack_linear_relu(seen, expected):
     "insert_observer",
     1,
     "邊 (producer, consumer)：只有那個 consumer 讀 observer，其他 consumer 仍讀原值"
-    "（producer 是第二個參數、在 cat 的 list 裡、旁邊是純量也一樣）",
+    "（producer 是第二個引數、在 cat 的 list 裡、旁邊是純量也一樣）",
 )
 def test_edge_one_consumer(seen, expected):
     compare_case(value(seen, "edges"), value(expected, "edges"), "x 有三個 consumer、conv 接 cat 與 add 的模型")
@@ -129,7 +129,7 @@ def test_node_all_users(seen, expected):
     compare_case(got["two_outputs"], want["two_outputs"], "relu 同時是輸出與 sigmoid 的輸入")
 
 
-@check("insert_observer", 1, "同一個 consumer 讀兩次同一個 producer（r * r）：兩個參數都經過同一個 observer node")
+@check("insert_observer", 1, "同一個 consumer 讀兩次同一個 producer（r * r）：兩個引數都經過同一個 observer node")
 def test_repeated_input(seen, expected):
     compare_case(value(seen, "repeated_input"), value(expected, "repeated_input"), "r * r")
 

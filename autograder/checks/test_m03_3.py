@@ -33,7 +33,7 @@ validate
 - every spec read for ``quant_min`` (a ``SharedQuantizationSpec`` has none) → accepts;
 - only claimed labels checked → asymmetric_weight, inside_fused;
 - fusion by graph order → accepts, inside_fused;
-- conv / linear recognised by node name → inside_fused (renamed: the conv is called ``linear_1``).
+- conv / linear recognised by node name → inside_fused (renamed: the conv is called ``linear_90``).
 """
 
 from __future__ import annotations
@@ -159,7 +159,10 @@ def _rule(seen, expected, case: str, models: Models, *, outputs: bool = True, we
 
 
 CLAIMED = "conv2d 已被別人標過、linear 有一張 _annotated=False 的標籤"
-RENAMED = "node 名字被 pass 對調的圖（叫 linear_1 的是 conv、叫 conv2d_1 的是 linear、叫 add_1 的是 max_pool2d、叫 max_pool2d_1 的是 add）"
+RENAMED = (
+    "node 名字被 pass 對調的圖（叫 linear_90 的是 conv、叫 conv2d_91 的是 linear、叫 add_92 的是 max_pool2d、"
+    "叫 max_pool2d_93 的是 add）"
+)
 
 
 # --- RuleQuantizer --------------------------------------------------------------------------------
@@ -176,7 +179,7 @@ def test_rule_conv_relu(seen, expected):
     models = {"conv_relu": fused, "conv_bn_relu": fused, "far_relu": (["relu_1", "add"], ["conv2d", "relu_1"])}
     _rule(seen, expected, "conv_relu", models)
     got, want = value(seen, "conv_relu")["renamed"], value(expected, "conv_relu")["renamed"]
-    nodes = ["linear_1", "relu", "add_1", "conv2d_1", "max_pool2d_1"]
+    nodes = ["linear_90", "relu", "add_92", "conv2d_91", "max_pool2d_93"]
     consumers = [*nodes, "flatten", "output"]
     compare_labels(got["labels"], want["labels"], RENAMED, nodes, weights=True)
     compare_observer_edges(got["prepared"], want["prepared"], RENAMED, consumers, weights=True)
@@ -320,7 +323,7 @@ def test_validate_inside_fused(seen, expected):
         {
             "adjacent": ("conv2d 只接 relu，輸出卻有標籤", "conv2d"),
             "far": ("conv2d 唯一的 consumer 是圖上隔了好幾個 node 的 relu_1，輸出卻有標籤", "conv2d"),
-            "renamed": ("名字被 pass 改成 linear_1 的 conv 只接 relu，輸出卻有標籤（認 op 要看 target）", "linear_1"),
+            "renamed": ("名字被 pass 改成 linear_90 的 conv 只接 relu，輸出卻有標籤（認 op 要看 target）", "linear_90"),
         },
     )
 

@@ -148,7 +148,7 @@ def test_add_shared_branches(seen, expected):
     got, want = value(seen, "shared_branches"), value(expected, "shared_branches")
     compare_case(got["branches"], want["branches"], "三個分支相加的模型")
     compare_case(got["look_alikes"], want["look_alikes"], "輸入叫 add、還有 addmm 的模型")
-    compare_case(got["renamed"], want["renamed"], "node 名字被 pass 對調的圖（叫 mul 的是 add、叫 add 的是 mul）")
+    compare_case(got["renamed"], want["renamed"], "node 名字被 pass 對調的圖（叫 mul_90 的是 add、叫 add_91 的是 mul）")
 
 
 @check("add_quantizer", 1, "常數與純量不貼標籤：add(x, self.b)、add(self.b, x)、add(x, 0.5) 只量化 activation")
@@ -225,4 +225,6 @@ def test_cat_constant_and_repeat(seen, expected):
     compare_paths(
         got["mix"]["converted"], want["mix"]["converted"], "同一個模型 convert 之後", ["cat_1", "cat_2", "cat_3"]
     )
-    compare_case(got["renamed"], want["renamed"], "node 名字被 pass 對調的圖（叫 stack 的是 cat、叫 cat 的是 stack）")
+    compare_case(
+        got["renamed"], want["renamed"], "node 名字被 pass 對調的圖（叫 stack_90 的是 cat、叫 cat_91 的是 stack）"
+    )

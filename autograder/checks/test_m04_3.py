@@ -222,8 +222,8 @@ def test_chain(seen, expected):
             "chain": "[(CONV, RELU), (LINEAR, RELU)]，conv/linear 串起來的模型",
             "interleaved": "[(CONV, RELU), (ADD,)]，圖的順序上 conv 後面緊接著的是別的 relu（輸入名叫 conv2d、relu）",
             "module_names": (
-                "[(CONV, RELU), (LINEAR, RELU)]，op 依 module 改過名的圖（叫 relu 的是 conv、叫 conv 的是 relu、"
-                "叫 linear 的是 conv、叫 relu_head 的是 linear）"
+                "[(CONV, RELU), (LINEAR, RELU)]，op 依 module 改過名的圖（叫 relu_90 的是 conv、叫 conv_91 的是 relu、"
+                "叫 linear_92 的是 conv、叫 relu_head_94 的是 linear）"
             ),
         },
     )

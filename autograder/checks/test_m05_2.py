@@ -40,7 +40,7 @@ WHERE = {
         "已有標籤但沒認領的 linear（per-channel weight）"
     ),
     "late_quantizer": "linear → relu → linear，之後再跑一個替沒人認領的 op 貼輸出標籤的 Quantizer（per-tensor weight）",
-    "renamed": "沒有 bias 的 conv → mean → linear → linear，node 名字被 pass 對調（叫 mean_1 的是 linear、叫 linear_2 的是 mean）",
+    "renamed": "沒有 bias 的 conv → mean → linear → linear，node 名字被 pass 對調（叫 mean_90 的是 linear、叫 linear_91 的是 mean）",
 }
 
 

@@ -129,7 +129,7 @@ def retargeted(gm: GraphModule) -> None:
 
 
 class Projections(nn.Module):
-    """Two linears named by their modules (``proj``, ``head``) around a ReLU module called ``linear_act``."""
+    """Two linears in modules ``proj`` and ``head`` around a ReLU module called ``linear_act``."""
 
     def __init__(self, features: int) -> None:
         super().__init__()
@@ -142,26 +142,31 @@ class Projections(nn.Module):
         return self.head(y) + y, y
 
 
+SUFFIX = 90
+"""Renamed nodes get the suffix ``_90``, ``_91``…: a name no graph here has used, so the new name does not
+depend on which names the graph's namespace still reserves (a traced graph reserves more than its copy)."""
+
+
 def named_after_modules(gm: GraphModule) -> None:
-    """A readability pass: every op renamed after the module that ran it (``proj``, ``linear_act``, ``head``).
+    """A readability pass: every op renamed after the module that ran it (``proj_90``, ``linear_act_91``, …).
     Also used by other modules' cases."""
-    for node in gm.graph.nodes:
-        stack = node.meta.get("nn_module_stack")
-        if node.op == "call_function" and stack:
-            path = str(list(stack.values())[-1][0])
-            if path:
-                node._rename(path.rsplit(".", 1)[-1])
+    ops = [n for n in gm.graph.nodes if n.op == "call_function" and n.meta.get("nn_module_stack")]
+    index = 0
+    for node in ops:
+        path = str(list(node.meta["nn_module_stack"].values())[-1][0])
+        if path:
+            node._rename(f"{path.rsplit('.', 1)[-1]}_{SUFFIX + index}")
+            index += 1
+    gm.recompile()
 
 
 def swap_names(gm: GraphModule, mapping: dict[str, str]) -> None:
-    """A pass that renamed nodes: each ``old`` name of ``mapping`` becomes (a fresh variant of) its ``new``
-    name, so names tell another op (``{"add": "mul", "mul": "add"}`` gives ``mul_1`` for the add and
-    ``add_1`` for the mul: the graph keeps every name it ever gave out). Also used by other modules' cases."""
+    """A pass that renamed nodes: the node called ``old`` is then ``new_90`` (``new_91``… in mapping order), so
+    names tell another op (``{"add": "mul", "mul": "add"}`` calls the add ``mul_90`` and the mul ``add_91``).
+    Also used by other modules' cases."""
     nodes = {n.name: n for n in gm.graph.nodes}
-    for index, old in enumerate(mapping):
-        nodes[old]._rename(f"renamed_{index}")
-    for old, new in mapping.items():
-        nodes[old]._rename(new)
+    for index, (old, new) in enumerate(mapping.items()):
+        nodes[old]._rename(f"{new}_{SUFFIX + index}")
     gm.recompile()
 
 

@@ -197,8 +197,8 @@ class Swapped(nn.Module):
 
 
 RENAMED = {"conv2d": "linear", "linear": "conv2d", "max_pool2d": "add", "add": "max_pool2d"}
-"""The names ``build("renamed")`` swaps: the conv is then ``linear_1``, the linear ``conv2d_1``, the
-max_pool2d ``add_1`` and the add ``max_pool2d_1``."""
+"""The names ``build("renamed")`` swaps: the conv is then ``linear_90``, the linear ``conv2d_91``, the
+max_pool2d ``add_92`` and the add ``max_pool2d_93``."""
 
 
 HIDDEN = (
@@ -436,13 +436,13 @@ def validate_inside_fused(ns: Namespace, seed: int) -> Any:
         ann.output_qspec = act_spec()
         ann._annotated = False
 
-    def renamed(nodes: dict[str, Node]) -> None:  # the conv is called linear_1 (RENAMED)
-        _ann(nodes["linear_1"]).output_qspec = act_spec()
+    def renamed(nodes: dict[str, Node]) -> None:  # the conv is called linear_90 (RENAMED)
+        _ann(nodes["linear_90"]).output_qspec = act_spec()
 
     return {
         "adjacent": _verdict(ns, xnnpack("conv_relu_pool", seed, adjacent), "conv2d"),
         "far": _verdict(ns, xnnpack("far_relu", seed, far), "conv2d"),
-        "renamed": _verdict(ns, xnnpack("renamed", seed, renamed), "linear_1"),
+        "renamed": _verdict(ns, xnnpack("renamed", seed, renamed), "linear_90"),
     }
 
 

@@ -9,6 +9,7 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.m01_3 import SUFFIX
 from autograder.untrusted.cases.probes import NoLabels
 from common.pt2e import export_module, prepare_pt2e
 from selfcheck.evidence import EvidenceError
@@ -107,11 +108,10 @@ def renamed_graph(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> GraphMo
     """``model`` exported, then every op other than a BN renamed after the module that ran it (the innermost
     entry of ``nn_module_stack``), as a pass that makes graphs readable would: names no longer tell the op."""
     gm = export_module(model, inputs)
-    for node in gm.graph.nodes:
-        stack = node.meta.get("nn_module_stack")
-        if node.op == "call_function" and node.target not in BATCH_NORMS and stack:
-            path = list(stack.values())[-1][0]
-            node._rename(str(path).rsplit(".", 1)[-1].replace("@", "_"))
+    ops = [n for n in gm.graph.nodes if n.op == "call_function" and n.target not in BATCH_NORMS]
+    for index, node in enumerate(n for n in ops if n.meta.get("nn_module_stack")):
+        path = str(list(node.meta["nn_module_stack"].values())[-1][0])
+        node._rename(f"{path.rsplit('.', 1)[-1]}_{SUFFIX + index}")  # a name nobody reserved: see SUFFIX
     gm.recompile()
     return gm
 
@@ -368,7 +368,7 @@ def not_directly_after(ns: Namespace, seed: int) -> Any:
         judge_model(ns, "cat([conv, conv]) → BN", _stats(CatOfConvs(c), seed + 4), seeded_inputs(seed, (2, 3, 6, 6))),
         judge_model(
             ns,
-            "op 依 module 改名的圖（叫 conv 的是 3-D 輸入的 linear、叫 linear 的是 conv、叫 conv_act 的是 relu）",
+            "op 依 module 改名的圖（叫 conv_90 的是 3-D 輸入的 linear、叫 linear_91 的是 conv、叫 conv_act_92 的是 relu）",
             named,
             named_inputs,
             graph=renamed_graph(named, named_inputs),

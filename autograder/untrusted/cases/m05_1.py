@@ -12,6 +12,7 @@ from torch import nn
 from torch.fx import GraphModule
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.m01_3 import SUFFIX
 from selfcheck.evidence import plain, qdq_kind
 from selfcheck.public.m01_1 import graph_changes, graph_state
 
@@ -117,15 +118,12 @@ def hidden_graph(kind: str, seed: int) -> GraphModule:
 
 
 def swapped_qdq_names(gm: GraphModule) -> GraphModule:
-    """A pass that swapped names: every quantize op is now called ``dequantize_per_tensor_default_N`` and
-    every dequantize op ``quantize_per_tensor_default_N`` (there are more dequantize ops than quantize ops)."""
+    """A pass that swapped names: every quantize op is now called ``dequantize_per_tensor_default_9N`` and
+    every dequantize op ``quantize_per_tensor_default_9N`` (there are more dequantize ops than quantize ops)."""
     ops = [n for n in gm.graph.nodes if n.op == "call_function" and qdq_kind(n) is not None]
     for index, node in enumerate(ops):
-        node._rename(f"renamed_{index}")
-    for node in ops:
-        node._rename(
-            ("quantize" if str(node.target).split(".")[1].startswith("de") else "dequantize") + "_per_tensor_default"
-        )
+        lie = "quantize" if str(node.target).split(".")[1].startswith("de") else "dequantize"
+        node._rename(f"{lie}_per_tensor_default_{SUFFIX + index}")  # a name nobody reserved: see SUFFIX
     gm.recompile()
     return gm
 

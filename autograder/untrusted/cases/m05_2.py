@@ -310,7 +310,7 @@ def _case(model_kind: str, per_channel: bool, after: tuple[type[Quantizer], ...]
             model, shape = LinearChain(features), (4, features)
         elif model_kind == "mixed":
             model, shape = MixedBias(seed_size(seed, 3, 6)), (2, 3, 6, 6)
-        elif model_kind == "renamed":  # the first linear is called mean_1, the mean linear_2
+        elif model_kind == "renamed":  # the first linear is called mean_90, the mean linear_91
             model, shape = MixedBias(seed_size(seed + 1, 3, 6)), (2, 3, 6, 6)
             rename = {"linear": "mean", "mean": "linear"}
         else:
