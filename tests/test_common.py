@@ -257,6 +257,23 @@ def test_quiet_silences_export_and_prepare_noise() -> None:
     assert result.returncode == 0 and result.stderr == "", result.stderr
 
 
+def test_quiet_keeps_the_warnings_a_student_can_act_on() -> None:
+    """An observer that never saw data still warns (with the course's hint); a student's own deprecation shows."""
+    code = (
+        "import warnings\n"
+        "from common.pt2e import quiet, MinMaxObserver, get_xnnpack_quantizer\n"
+        "quiet()\n"
+        "get_xnnpack_quantizer(True)\n"
+        "MinMaxObserver().calculate_qparams()\n"
+        "warnings.warn('mine', DeprecationWarning)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "must run observer before calling calculate_qparams" in result.stderr and "課程提示" in result.stderr
+    assert "DeprecationWarning: mine" in result.stderr
+    assert "XNNPACKQuantizer is deprecated" not in result.stderr  # said once in M01-2, not on every use
+
+
 # --- export_cache: a remembered graph only where the trace would be the same ------------------------
 
 

@@ -63,6 +63,8 @@ def value(evidence: dict[str, Any], case: str) -> Any:
         raise Fail("沒有收到這一項的結果（程式在這之前就停了）")
     result = cases[case]
     if "error" in result:
+        if result.get("error") == "EvidenceError" and result.get("message"):
+            raise Fail(str(result["message"]))  # the case's own sentence about what it expected (a wrong type, shape…)
         raise Fail(f"執行時出錯：{result.get('error')}: {result.get('message', '')}")
     if "value" not in result:
         raise Fail("證據格式不對")
@@ -233,3 +235,25 @@ def compare_edges(got: dict[str, Any], want: dict[str, Any], where: str, consume
         got_kind, want_kind = instance_text(got_records[index]), instance_text(want_record)
         if got_kind != want_kind:
             raise Fail(f"{where}：observer 實例 #{index} 預期 {want_kind}，看到 {got_kind}")
+
+
+# --- arguments a reading exercise must leave alone ------------------------------------------------
+
+
+def expect_unchanged(changed: Any, function: str) -> None:
+    """Fail when ``function`` changed the graph it was handed.
+
+    ``changed`` is what the cases recorded (``selfcheck.public.m01_1.graph_changes``): ``{where: [changes]}``
+    (or one list of changes). Only the first changed graph is named.
+    """
+    if isinstance(changed, list):
+        changed = {"": changed} if changed else {}
+    if not isinstance(changed, dict):
+        raise Fail("證據格式不對")
+    for where, changes in changed.items():
+        if changes:
+            place = f"{where}：" if where else ""
+            raise Fail(
+                f"{place}{function} 改了傳進來的圖（{'；'.join(map(str, changes))}）。"
+                "這個函式只該讀圖、回答問題，圖要原封不動留給呼叫的人"
+            )

@@ -1,11 +1,33 @@
-"""Hidden checks of M01-1: op_targets and neighbors on models the student has not seen."""
+"""Hidden checks of M01-1: op_targets and neighbors on models the student has not seen.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+op_targets
+- every node is an op (placeholder, get_attr, output, the ``_guards_fn`` call_module listed) → every
+  graph; mimic: inputs called ``conv2d`` and ``mean``, a parameter called ``add``;
+- names or strings instead of the ``node.target`` objects, or the packets → every graph (third check);
+- each op once (a set), or sorted by name → gated (a block repeated 2–4 times), every graph;
+- graph order is creation order, or walking back from the output → edited (a pass inserted a node
+  between existing ones);
+- only ``aten`` ops (``operator.getitem`` skipped) → gated (max.dim → getitem);
+- a reading function may change the graph → every graph must come back unchanged (first check).
+neighbors
+- producers from ``node.args`` only (keyword arguments, nodes inside a list missed), or every
+  argument listed (scalars, repeats) → fork (cat of a list, add(r, r)), edited (sub(y, other=conv2d)),
+  mimic (mul and add with scalars);
+- get_attr constants are not producers → fork (conv weight and bias);
+- consumers in ``node.users`` order (the order uses were created) → edited;
+- ``_guards_fn`` counted as a consumer, the output node not → fork, mimic, edited (placeholders);
+- the node found by a name that merely starts the same → mimic (``conv2d`` is an input, ``relu`` a
+  conv module's op and a parameter ``relu_weight``);
+- a reading function may change the graph → every graph must come back unchanged (first check).
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
 
-from autograder.checks.support import Fail, check, expect_equal, value
+from autograder.checks.support import Fail, check, expect_equal, expect_unchanged, value
 
 NOTEBOOK = "M01-1"
 
@@ -31,11 +53,14 @@ def _foreign(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
 
 
 @check(
-    "op_targets", 1, "內容：每個 call_function 的 target 都列出、重複幾次列幾次、不列 placeholder / get_attr / output"
+    "op_targets",
+    1,
+    "內容：每個 call_function 的 target 都列出、重複幾次列幾次、不列 placeholder / get_attr / output；不改傳進來的圖",
 )
 def test_targets_content(seen, expected):
     for case, where in TARGET_GRAPHS.items():
         got, want = _targets(seen, case), _targets(expected, case)
+        expect_unchanged({where: got.get("changed", [])}, "op_targets")
         _foreign(got, want, where)
         seen_count, want_count = Counter(got["targets"]), Counter(want["targets"])
         if seen_count == want_count:
@@ -117,8 +142,14 @@ def _compare_neighbors(seen: dict[str, Any], expected: dict[str, Any], case: str
     raise Fail(f"{NEIGHBOR_GRAPHS[case]}：neighbors(gm, {name!r}) 的 {part}：預期 {want}，看到 {got}{hint}")
 
 
-@check("neighbors", 1, "一般的 op：producers 含 weight 與 bias 常數；consumers 依圖上的順序（也在被改過的圖上）")
+@check(
+    "neighbors",
+    1,
+    "一般的 op：producers 含 weight 與 bias 常數；consumers 依圖上的順序（也在被改過的圖上）；不改傳進來的圖",
+)
 def test_neighbors_op(seen, expected):
+    for case in NEIGHBOR_GRAPHS:
+        expect_unchanged({NEIGHBOR_GRAPHS[case]: value(seen, case).get("changed", [])}, "neighbors")
     for part in ("producers", "consumers"):
         _compare_neighbors(seen, expected, "fork", "conv2d", part)
         _compare_neighbors(seen, expected, "edited", "conv2d", part)

@@ -1,4 +1,24 @@
-"""Hidden checks of M01-3: replace_op and insert_clamp on models the student has not seen."""
+"""Hidden checks of M01-3: replace_op and insert_clamp on models the student has not seen.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+replace_op
+- matching by node name instead of ``node.target`` → retargeted: a graph an earlier pass edited in place
+  (the node named ``sigmoid`` is a relu, the node named ``relu`` a tanh);
+- the new node takes ``node.args[0]`` only → add (two tensors, and a tensor plus a scalar);
+- ``extra_args`` dropped, or put before the original arguments → relu6 (hardtanh(x, 0, 6));
+- only the first match, or only the first consumer rewired, or rewiring by rebuilding ``args`` (misses
+  a consumer that reads it inside a list, and the output node) → relu6, add (cat of a list, outputs);
+- the old node left on the graph, the new one appended at the end (lint fails), no recompile → every case;
+- a copy returned instead of the graph edited in place → every case.
+insert_clamp
+- matching by node name → module_names: ops renamed after their modules (``linear_act`` is a relu,
+  the linears are ``proj`` and ``head``);
+- ``replace_all_uses_with`` without excluding the clamp itself (a self loop), or only the first
+  consumer, or the output node skipped → fan_out, output, chain;
+- a clamp after a target that feeds the next target: each gets its own → chain;
+- low / high swapped, hardtanh or ``torch.clamp`` instead of ``aten.clamp.default``, no recompile →
+  every case (counts and numerics).
+"""
 
 from __future__ import annotations
 
@@ -10,15 +30,17 @@ from autograder.checks.support import Fail, check, value
 NOTEBOOK = "M01-3"
 
 CASES = {
-    "relu6": "relu → hardtanh(0, 6)（一個 relu 有三個使用者、其中一個在 cat 的 list 裡；一個 relu 是輸出）",
-    "sigmoid": "sigmoid → hardsigmoid（沒有額外參數；一個 sigmoid 是輸出之一）",
+    "relu6": "relu → hardtanh(0, 6)（一個 relu 有三個 consumer、其中一個在 cat 的 list 裡；一個 relu 是輸出）",
+    "sigmoid": "sigmoid → hardsigmoid（沒有額外引數；一個 sigmoid 是輸出之一）",
     "add": "add.Tensor → mul.Tensor（兩個 tensor 相加、加上純量 0.5；都被 cat 的 list 讀，一個是輸出）",
-    "fan_out": "在 conv2d 後面插 clamp（第一個 conv 的輸出有兩個使用者）",
+    "retargeted": "relu → hardtanh(0, 6)，圖先被別的 pass 原地改過 target（叫 sigmoid 的 node 是 relu，叫 relu 的是 tanh）",
+    "fan_out": "在 conv2d 後面插 clamp（第一個 conv 的輸出有兩個 consumer）",
     "output": "在 linear 後面插 clamp（linear 的輸出直接回傳）",
     "chain": "在 linear 後面插 clamp（linear 接 linear，兩個都被 cat 的 list 讀，第二個也是輸出）",
+    "module_names": "在 linear 後面插 clamp，op 依 module 改過名（linear 叫 proj_90、head_92，叫 linear_act_91 的是 relu）",
 }
-REPLACE = ("relu6", "sigmoid", "add")
-CLAMP = ("fan_out", "output", "chain")
+REPLACE = ("relu6", "sigmoid", "add", "retargeted")
+CLAMP = ("fan_out", "output", "chain", "module_names")
 
 
 def _counts(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
@@ -96,7 +118,7 @@ def test_clamp_counts(seen, expected):
 @check(
     "insert_clamp",
     1,
-    "輸出有好幾個使用者的 op（包括 list 裡的、下一個 target）：每個使用者都改讀 clamp，clamp 讀原本的 op",
+    "輸出有好幾個 consumer 的 op（包括 list 裡的、下一個 target）：每個 consumer 都改讀 clamp，clamp 讀原本的 op",
 )
 def test_clamp_fan_out(seen, expected):
     _wiring(seen, expected, "fan_out")

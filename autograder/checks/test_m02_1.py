@@ -1,4 +1,20 @@
-"""Hidden checks of M02-1: every observer's quantization error, and which observer is best."""
+"""Hidden checks of M02-1: every observer's quantization error, and which observer is best.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+- the observer sees all batches at once (``torch.cat``) instead of one after another → late_outlier
+  (MovingAverage differs), configs;
+- the error measured on the last batch only, or qparams taken after each batch → late_outlier, configs;
+- MSE written as a sum, a mean of absolute values, or on the observer's own min / max formula instead
+  of ``calculate_qparams`` (Histogram clips) → channel_outlier, long_tail;
+- every observer is per-tensor, or the channel axis is always 1 → channel_outlier, weight (axis 0);
+- the range is always int8 [-128, 127], or taken from the dtype → configs (uint8 [0, 255], 4-bit
+  [-8, 7], symmetric [-127, 127]), relu;
+- ``torch.quantize_per_tensor`` (a dtype's full range) instead of the observer's range → configs;
+- the best observer is the last, the largest or a fixed name (PerChannel) → the six scenarios have
+  different winners, and the names are shuffled per seed;
+- (the batches are copies and the observers are built fresh by each case: an exercise that changes
+  them only changes its own inputs.)
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,19 @@
-"""Hidden checks of M02-2: observers inserted by hand behave like prepare_pt2e's on the same positions."""
+"""Hidden checks of M02-2: observers inserted by hand behave like prepare_pt2e's on the same positions.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+- an edge observer replaces every use of the producer (``replace_all_uses_with``) → edges (x has
+  three readers);
+- an edge is rewired by rebuilding ``consumer.args`` (a producer inside a cat's list, a producer in
+  second position, a scalar beside it) → edges;
+- only the first argument, or one observer node per argument (``r * r``) → repeated_input;
+- a node observer rewires only call_function users, or the first user, or loops onto itself →
+  nodes (the output node reads it; x's users include the guard);
+- a copy of the observer per position, so a shared instance stops being shared → shared;
+- a fixed attribute name, or names numbered by ``len(named_modules())`` (shared instances are
+  listed once) → prepared (names already taken, one instance under two names);
+- the node appended at the end of the graph, no recompile, nothing returned → every case / first check;
+- the XNNPACK positions only (activation, weight, relu output) → edges, nodes, shared on other models.
+"""
 
 from __future__ import annotations
 
@@ -100,21 +115,21 @@ def test_xnnpack_linear_relu(seen, expected):
 @check(
     "insert_observer",
     1,
-    "邊 (producer, consumer)：只有那個 consumer 讀 observer，其他使用者仍讀原值"
-    "（producer 是第二個參數、在 cat 的 list 裡、旁邊是純量也一樣）",
+    "邊 (producer, consumer)：只有那個 consumer 讀 observer，其他 consumer 仍讀原值"
+    "（producer 是第二個引數、在 cat 的 list 裡、旁邊是純量也一樣）",
 )
 def test_edge_one_consumer(seen, expected):
-    compare_case(value(seen, "edges"), value(expected, "edges"), "x 有三個使用者、conv 接 cat 與 add 的模型")
+    compare_case(value(seen, "edges"), value(expected, "edges"), "x 有三個 consumer、conv 接 cat 與 add 的模型")
 
 
-@check("insert_observer", 1, "node：所有使用者（包含圖的輸出）都改讀 observer")
+@check("insert_observer", 1, "node：所有 consumer（包含圖的輸出）都改讀 observer")
 def test_node_all_users(seen, expected):
     got, want = value(seen, "nodes"), value(expected, "nodes")
-    compare_case(got["branches"], want["branches"], "x 有三個使用者、conv 接 mean、cat 與 add 的模型")
+    compare_case(got["branches"], want["branches"], "x 有三個 consumer、conv 接 mean、cat 與 add 的模型")
     compare_case(got["two_outputs"], want["two_outputs"], "relu 同時是輸出與 sigmoid 的輸入")
 
 
-@check("insert_observer", 1, "同一個 consumer 讀兩次同一個 producer（r * r）：兩個參數都經過同一個 observer node")
+@check("insert_observer", 1, "同一個 consumer 讀兩次同一個 producer（r * r）：兩個引數都經過同一個 observer node")
 def test_repeated_input(seen, expected):
     compare_case(value(seen, "repeated_input"), value(expected, "repeated_input"), "r * r")
 

@@ -1,4 +1,27 @@
-"""Hidden checks of M02-3: scale / zero point, quantize and dequantize, equal to torchao's bit for bit."""
+"""Hidden checks of M02-3: scale / zero point, quantize and dequantize, equal to torchao's bit for bit.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+calculate_qparams
+- Python floats or float64 arithmetic (``.item()``) → affine, symmetric (the last bit of the scale),
+  per_channel (one value for many channels);
+- the range not widened to include 0 → one_sided;
+- no eps clamp, the default eps instead of the argument → zero_range, eps;
+- the docstring's "min == max gives (1.0, 0)" → zero_range;
+- round half up or away from zero instead of ``torch.round`` (half to even) → ties;
+- one global min / max for every channel → per_channel;
+- symmetric divides by ``quant_max``, or its zero point is the range's midpoint → symmetric
+  ([-128, 127] divides by 127.5; zero point 0 on signed ranges);
+- the zero point from the max end → zero_range, ties;
+- int8 [-128, 127] everywhere → affine (uint8 and 4-bit ranges), symmetric ([-8, 7]).
+quantize_dequantize
+- ``x / scale`` instead of ``x * (1 / scale)``, zero point added before rounding, Python ``round``,
+  ``floor(x + 0.5)`` → near_ties;
+- clamped to the dtype's range instead of [quant_min, quant_max], or cast before clamping (wraps
+  around) → clamp (4-bit [-8, 7] inside int8);
+- a float tensor returned from quantize → seeded (dtype compared);
+- dequantize subtracts in int8 / uint8 (wraps), distributes the product, or computes in float64 →
+  dequantize (every integer of the range).
+"""
 
 from __future__ import annotations
 

@@ -3,13 +3,38 @@
 add_label checks compare the labels the student's add_label left (read from the annotations:
 positions, specs with their observer class, someone else's ``_annotated`` flags) and the observers
 ``prepare_pt2e`` inserted for them. reads_quantized checks compare the returned dicts.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+add_label
+- an output label is an edge label on every consumer (the output node misses it), or an edge label is
+  the producer's output label (every consumer quantized) → output_many_users, edge_one_user;
+- the ``input_qspec_map`` key is the consumer, or the edge is checked with ``producer in
+  consumer.args`` (a cat's list, a keyword) → edge_one_user (cat of a list, a second argument, a
+  constant weight);
+- a fresh ``QuantizationAnnotation`` each time (overwrites the labels another Quantizer or an earlier
+  call wrote, or drops their ``_annotated`` / ``allow_implicit_sharing``), or a label claimed by someone
+  else is skipped → stacked, keeps_existing;
+- the spec rebuilt or replaced (``act_spec()``, a hard-coded observer) → every case (observer class
+  compared);
+- no check, an ``assert``, a check in the wrong direction, a message naming one node, or the bad edge
+  written before raising → not_an_input.
+reads_quantized
+- labels mean observers (a ``None`` spec, labels put after prepare_pt2e), or a hand-inserted observer
+  without a label is missed → edge, output;
+- observers recognised by name (``activation_post_process``) or every call_module is an observer →
+  output (a hand-inserted observer named otherwise), chained (an ``nn.Identity`` named like one);
+- one hop only, or the observer node taken for the consumer → chained;
+- any observer after the producer means every consumer is quantized → edge (one edge of four);
+- consumers found by scanning ``args`` (lists, the output tuple) or call_function only → edge
+  (cat of a list), graph_output (the output node);
+- a reading function may change the graph → every prepared graph must come back unchanged (first check).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from autograder.checks.support import Fail, check, compare_observers, expect, expect_equal, value
+from autograder.checks.support import Fail, check, compare_observers, expect, expect_equal, expect_unchanged, value
 
 NOTEBOOK = "M03-1"
 
@@ -96,7 +121,7 @@ def test_label_stacked(seen, expected):
 @check("add_label", 1, "邊的上游不是 consumer 的輸入時，丟出 ValueError，訊息寫出兩個 node，也不留下這條邊的標籤")
 def test_label_not_an_input(seen, expected):
     cases = {
-        "backwards": "add_label((relu, conv2d), spec)：relu 是 conv2d 的使用者，不是輸入",
+        "backwards": "add_label((relu, conv2d), spec)：relu 是 conv2d 的 consumer，不是輸入",
         "two_steps": "add_label((x, relu), spec)：x 是 relu 的上上游",
         "constant": "add_label((conv_weight, relu), spec)：conv_weight 是 conv2d 的輸入，不是 relu 的",
         "not_in_list": "add_label((mul, cat), spec)：cat 的 list 裡沒有 mul",
@@ -110,64 +135,64 @@ def test_label_not_an_input(seen, expected):
         expect(verdict.get("left_label") is False, f"{what}：出錯之前已經把這條邊寫進 input_qspec_map 了")
 
 
-def _reads(seen, expected, case: str, models: dict[str, str]) -> None:
+READS = {
+    "edge": {
+        "fan_out": "標邊 relu → linear_1 ",
+        "cat_pool": "cat_pool 上標邊 x → conv2d ",
+        "fan_out_cat": "標邊 relu → cat（cat 的 list 裡）、邊 relu → mul 的規格是 None ",
+        "labels_after_prepare": "prepare_pt2e 之後才在 linear、mul 上貼標籤（沒有 observer）",
+    },
+    "output": {
+        "label": "標 relu 輸出的模型上",
+        "by_hand": "沒有任何標籤、relu 後面手插一個 observer（名字不是 activation_post_process）",
+        "none_spec": "relu 的 output_qspec 是 None（沒有 observer）",
+    },
+    "chained": {
+        "labels": "輸出標籤加上屬性不同的邊標籤（兩個 observer 串接）",
+        "by_hand": "relu → linear 上手插兩個串接的 observer",
+        "look_alike": "relu → mul 中間有個叫 activation_post_process_99 的 nn.Identity（不是 observer）",
+    },
+    "graph_output": {"fan_out": "relu 也直接是圖的輸出", "fan_out_cat": "relu 也直接是圖的輸出（輸出標籤）"},
+}
+
+
+def _reads(seen, expected, case: str) -> None:
     got, want = value(seen, case), value(expected, case)
-    for model, where in models.items():
-        expect_equal(got[model], want[model], f"{where}的回傳值")
+    for model, where in READS[case].items():
+        expect_equal(got[model]["answer"], want[model]["answer"], f"{where}的回傳值")
+
+
+def _reads_unchanged(seen) -> None:
+    """reads_quantized only reads: every prepared graph it was handed comes back as it was."""
+    for case, models in READS.items():
+        if "value" not in seen.get("cases", {}).get(case, {}):  # a case that stopped fails its own check
+            continue
+        got = value(seen, case)
+        for model, where in models.items():
+            expect_unchanged({where.strip(): got[model].get("changed", [])}, "reads_quantized")
 
 
 @check(
     "reads_quantized",
     1,
-    "邊標籤：只有被標的那個 consumer 是 True（規格是 None 的標籤、prepare 之後才貼的標籤都沒有 observer）",
+    "邊標籤：只有被標的那個 consumer 是 True（規格是 None 的標籤、prepare 之後才貼的標籤都沒有 observer）；"
+    "不改傳進來的圖",
 )
 def test_reads_edge(seen, expected):
-    _reads(
-        seen,
-        expected,
-        "edge",
-        {
-            "fan_out": "標邊 relu → linear_1 ",
-            "cat_pool": "cat_pool 上標邊 x → conv2d ",
-            "fan_out_cat": "標邊 relu → cat（cat 的 list 裡）、邊 relu → mul 的規格是 None ",
-            "labels_after_prepare": "prepare_pt2e 之後才在 linear、mul 上貼標籤（沒有 observer）",
-        },
-    )
+    _reads_unchanged(seen)
+    _reads(seen, expected, "edge")
 
 
 @check("reads_quantized", 1, "輸出標籤：每個 consumer 都是 True；看的是 observer，不是標籤（手插的 observer 也算）")
 def test_reads_output(seen, expected):
-    _reads(
-        seen,
-        expected,
-        "output",
-        {
-            "label": "標 relu 輸出的模型上",
-            "by_hand": "沒有任何標籤、relu 後面手插一個 observer（名字不是 activation_post_process）",
-            "none_spec": "relu 的 output_qspec 是 None（沒有 observer）",
-        },
-    )
+    _reads(seen, expected, "output")
 
 
 @check("reads_quantized", 1, "串接的兩個 observer：沿著 observer 一路走到真正的 consumer；名字像 observer 的不算")
 def test_reads_chained(seen, expected):
-    _reads(
-        seen,
-        expected,
-        "chained",
-        {
-            "labels": "輸出標籤加上屬性不同的邊標籤（兩個 observer 串接）",
-            "by_hand": "relu → linear 上手插兩個串接的 observer",
-            "look_alike": "relu → mul 中間有個叫 activation_post_process_99 的 nn.Identity（不是 observer）",
-        },
-    )
+    _reads(seen, expected, "chained")
 
 
 @check("reads_quantized", 1, "圖的輸出（output node）也是 consumer")
 def test_reads_graph_output(seen, expected):
-    _reads(
-        seen,
-        expected,
-        "graph_output",
-        {"fan_out": "relu 也直接是圖的輸出", "fan_out_cat": "relu 也直接是圖的輸出（輸出標籤）"},
-    )
+    _reads(seen, expected, "graph_output")

@@ -4,6 +4,36 @@ RuleQuantizer checks compare, on the nodes and edges each rule is about, the lab
 wrote (spec, observer class and sharing, read from the annotations) and the observers they gave.
 validate checks ask for a ValueError that names the node on each spoiled label, and for silence
 (with the labels left as they were) on correct ones.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+rule_quantizer
+- ops found by node name, by ``str(target)`` substring or by ``source_fn_stack`` → conv_alone,
+  weights, linear_add, max_pool (inputs named relu / conv2d, conv_transpose2d, relu6, leaky_relu,
+  addmm, max_pool2d_with_indices), conv_relu (renamed: a pass swapped the names of the conv and the
+  linear, and of max_pool2d and add);
+- fusion decided by graph order (``node.next``), or a conv with two consumers fused → conv_relu
+  (far_relu), conv_alone (two consumers);
+- no fusion, a label inside the pattern, a fused relu left unclaimed → conv_relu;
+- linear fused with relu "like XNNPACK" → linear_add;
+- per-tensor weights, ``ch_axis=1``, a quantized bias → weights;
+- constants or scalars of an add labelled, an add without its output label → linear_add;
+- max_pool2d's output not shared with its input → max_pool;
+- what another Quantizer claimed first is overwritten, or any label (even unclaimed) skipped →
+  claimed, linear_add;
+- XNNPACK's HistogramObserver instead of the rule's MinMaxObserver → every case.
+validate
+- it may fix labels silently, or change correct ones → accepts (labels compared before / after),
+  inside_fused;
+- ``assert`` instead of ``ValueError``, a message without the node → every spoiled case;
+- the edge checked with ``producer in node.args`` (a cat's list) → accepts, not_an_input;
+- weights found by name, only per-tensor affine refused, only per-tensor symmetric accepted →
+  asymmetric_weight, accepts (per-channel symmetric);
+- ranges fixed to int8, ``<=`` allowed, the order only checked, placeholders skipped →
+  bad_range, accepts (uint8, int16, int32);
+- every spec read for ``quant_min`` (a ``SharedQuantizationSpec`` has none) → accepts;
+- only claimed labels checked → asymmetric_weight, inside_fused;
+- fusion by graph order → accepts, inside_fused;
+- conv / linear recognised by node name → inside_fused (renamed: the conv is called ``linear_90``).
 """
 
 from __future__ import annotations
@@ -129,6 +159,10 @@ def _rule(seen, expected, case: str, models: Models, *, outputs: bool = True, we
 
 
 CLAIMED = "conv2d 已被別人標過、linear 有一張 _annotated=False 的標籤"
+RENAMED = (
+    "node 名字被 pass 對調的圖（叫 linear_90 的是 conv、叫 conv2d_91 的是 linear、叫 add_92 的是 max_pool2d、"
+    "叫 max_pool2d_93 的是 add）"
+)
 
 
 # --- RuleQuantizer --------------------------------------------------------------------------------
@@ -137,12 +171,18 @@ CLAIMED = "conv2d 已被別人標過、linear 有一張 _annotated=False 的標�
 @check(
     "rule_quantizer",
     1,
-    "conv → relu 是一個融合 pattern（relu 在圖上不一定緊接在 conv 後面）：中間沒有 observer，輸出標籤在 relu，relu 也設 _annotated",
+    "conv → relu 是一個融合 pattern（relu 在圖上不一定緊接在 conv 後面）：中間沒有 observer，輸出標籤在 relu，relu 也設 _annotated；"
+    "node 的名字和 op 對不上時照 target 貼",
 )
 def test_rule_conv_relu(seen, expected):
     fused = (["relu", "output"], ["conv2d", "relu"])
     models = {"conv_relu": fused, "conv_bn_relu": fused, "far_relu": (["relu_1", "add"], ["conv2d", "relu_1"])}
     _rule(seen, expected, "conv_relu", models)
+    got, want = value(seen, "conv_relu")["renamed"], value(expected, "conv_relu")["renamed"]
+    nodes = ["linear_90", "relu", "add_92", "conv2d_91", "max_pool2d_93"]
+    consumers = [*nodes, "flatten", "output"]
+    compare_labels(got["labels"], want["labels"], RENAMED, nodes, weights=True)
+    compare_observer_edges(got["prepared"], want["prepared"], RENAMED, consumers, weights=True)
     got, want = value(seen, "claimed")["late"], value(expected, "claimed")["late"]
     compare_labels(got["labels"], want["labels"], CLAIMED, ["conv2d", "relu", "conv2d_1", "relu_1"])
     compare_marks(got["labels"], want["labels"], CLAIMED, ["conv2d", "conv2d_1", "relu", "relu_1"])
@@ -150,7 +190,7 @@ def test_rule_conv_relu(seen, expected):
     compare_observer_edges(got["prepared"], want["prepared"], where, ["conv2d", "relu", "conv2d_1", "relu_1", "add"])
 
 
-@check("rule_quantizer", 1, "conv 後面不是唯一的 relu 時（兩個使用者、leaky_relu、relu6），conv 自己有輸出標籤")
+@check("rule_quantizer", 1, "conv 後面不是唯一的 relu 時（兩個 consumer、leaky_relu、relu6），conv 自己有輸出標籤")
 def test_rule_conv_alone(seen, expected):
     models = {
         "conv_two_users": (["relu", "mul"], ["conv2d", "relu", "mul"]),
@@ -254,7 +294,7 @@ def test_validate_not_an_input(seen, expected):
         "not_an_input",
         {
             "ancestor": ("conv2d_1 的標籤裡有一條不存在的邊 x → conv2d_1（x 是上上游）", "conv2d_1"),
-            "user": ("conv2d 的標籤裡有 relu → conv2d（relu 是 conv2d 的使用者）", "conv2d"),
+            "user": ("conv2d 的標籤裡有 relu → conv2d（relu 是 conv2d 的 consumer）", "conv2d"),
             "not_in_list": ("cat 的標籤裡有 conv2d_1 → cat（cat 的 list 裡是 leaky_relu）", "cat"),
         },
     )
@@ -273,14 +313,17 @@ def test_validate_asymmetric_weight(seen, expected):
     )
 
 
-@check("validate", 1, "conv → relu 融合 pattern 中間（conv 的輸出）有標籤：丟出 ValueError")
+@check(
+    "validate", 1, "conv → relu 融合 pattern 中間（conv 的輸出）有標籤：丟出 ValueError（conv 的名字不像 conv 也一樣）"
+)
 def test_validate_inside_fused(seen, expected):
     _rejects(
         seen,
         "inside_fused",
         {
             "adjacent": ("conv2d 只接 relu，輸出卻有標籤", "conv2d"),
-            "far": ("conv2d 唯一的使用者是圖上隔了好幾個 node 的 relu_1，輸出卻有標籤", "conv2d"),
+            "far": ("conv2d 唯一的 consumer 是圖上隔了好幾個 node 的 relu_1，輸出卻有標籤", "conv2d"),
+            "renamed": ("名字被 pass 改成 linear_90 的 conv 只接 relu，輸出卻有標籤（認 op 要看 target）", "linear_90"),
         },
     )
 

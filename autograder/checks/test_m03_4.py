@@ -4,6 +4,30 @@ Each check compares three things the student's Quantizer decides: the labels it 
 the annotations, sharing resolved into groups, the observer class included), the observers
 ``prepare_pt2e`` put on every edge (how many, which instances are shared, of which class and range),
 and where asked the q/dq parameters after ``convert_pt2e``.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+add_quantizer
+- adds found by name or ``str(target)`` ("add" in addmm, an input called add, an add and a mul whose
+  names a pass swapped) → shared_branches;
+- the anchor is ``node.args[0]`` (a constant first operand), scalars and constants labelled, a
+  constant operand means "skip the add", no activation input crashes → constants;
+- ``add(r, r)`` labels one edge twice → self_add;
+- ``share`` ignored either way, the output not shared, the anchor on the producer's output or on
+  the add's output → separate, shared_residual, shared_branches, converted;
+- the output label written as edge labels on the users → every case;
+- what another Quantizer wrote first: a claimed add relabelled, an unclaimed label skipped, the own
+  add not marked ``_annotated`` → pre_annotated;
+- XNNPACK's HistogramObserver instead of ``act_spec()`` → every case.
+cat_quantizer
+- ``node.args[:2]`` like an add (a cat's inputs are one list), only the first two inputs → cat_pool,
+  three_way;
+- a constant in the list labelled, the first entry taken as the anchor (a constant), a repeated
+  input labelled twice → constant_and_repeat;
+- cats found by name (a placeholder called cat, a cat and a stack whose names a pass swapped) →
+  constant_and_repeat;
+- labels on the producers' outputs instead of the cat's input edges → constant_and_repeat;
+- no sharing, output not shared, the anchor on the cat's output → every case;
+- another Quantizer's claim overwritten, unclaimed labels skipped, no ``_annotated`` → cat_pool.
 """
 
 from __future__ import annotations
@@ -124,6 +148,7 @@ def test_add_shared_branches(seen, expected):
     got, want = value(seen, "shared_branches"), value(expected, "shared_branches")
     compare_case(got["branches"], want["branches"], "三個分支相加的模型")
     compare_case(got["look_alikes"], want["look_alikes"], "輸入叫 add、還有 addmm 的模型")
+    compare_case(got["renamed"], want["renamed"], "node 名字被 pass 對調的圖（叫 mul_90 的是 add、叫 add_91 的是 mul）")
 
 
 @check("add_quantizer", 1, "常數與純量不貼標籤：add(x, self.b)、add(self.b, x)、add(x, 0.5) 只量化 activation")
@@ -189,8 +214,17 @@ def test_cat_three_way(seen, expected):
     compare_paths(got["converted"], want["converted"], "三個分支的 cat（convert 之後）", ["cat"])
 
 
-@check("cat_quantizer", 1, "常數不量化、重複的輸入只貼一次、常數排第一個也一樣；輸入叫 cat 的 placeholder 不是 cat")
+@check(
+    "cat_quantizer",
+    1,
+    "常數不量化、重複的輸入只貼一次、常數排第一個也一樣；輸入叫 cat 的 placeholder、名字被改成別的 op 的 node 都看 target",
+)
 def test_cat_constant_and_repeat(seen, expected):
     got, want = value(seen, "constant_and_repeat"), value(expected, "constant_and_repeat")
-    compare_case(got, want, "cat([r, 常數, r])、cat([常數, r * 2, r])、cat([r])")
-    compare_paths(got["converted"], want["converted"], "同一個模型 convert 之後", ["cat_1", "cat_2", "cat_3"])
+    compare_case(got["mix"], want["mix"], "cat([r, 常數, r])、cat([常數, r * 2, r])、cat([r])")
+    compare_paths(
+        got["mix"]["converted"], want["mix"]["converted"], "同一個模型 convert 之後", ["cat_1", "cat_2", "cat_3"]
+    )
+    compare_case(
+        got["renamed"], want["renamed"], "node 名字被 pass 對調的圖（叫 stack_90 的是 cat、叫 cat_91 的是 stack）"
+    )

@@ -1,4 +1,17 @@
-"""Hidden checks of M04-1: fold_bn against the weight and bias prepare_pt2e folds into the conv."""
+"""Hidden checks of M04-1: fold_bn against the weight and bias prepare_pt2e folds into the conv.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+- Conv2d only (``reshape(-1, 1, 1, 1)``) → conv1d, conv3d;
+- the scale on the input channels (dim 1) → every case;
+- a conv always has a bias, or the folded bias is ``None`` without one → conv2d_without_bias;
+- ``bn.weight`` / ``bn.bias`` always exist → not_affine (``affine=False``: γ = 1, β = 0);
+- eps fixed to 1e-5, left out, or outside the square root → other_eps;
+- γ assumed positive (``sqrt(γ² / (σ² + ε))``) → hidden BNs have negative γ;
+- the formula's signs and factors (mean added, β scaled, conv bias not scaled, weight divided, no
+  sqrt) → conv2d_with_bias, conv2d_without_bias.
+(fold_bn receives tensors and a module: the grader replays only what it returns, so a change made
+to its arguments in place is not visible to these checks.)
+"""
 
 from __future__ import annotations
 

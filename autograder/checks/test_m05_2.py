@@ -1,4 +1,22 @@
-"""Hidden checks of M05-2: BiasQuantizer, an int32 bias whose scale is s_act · s_w."""
+"""Hidden checks of M05-2: BiasQuantizer, an int32 bias whose scale is s_act · s_w.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+- every conv / linear has a bias (``node.args[2]``) → no_bias;
+- conv only, or ops matched by ``str(target)`` substring (conv_transpose2d, upsample_bilinear2d)
+  or by name (an input called linear; a linear and a mean whose names a pass swapped) →
+  linear_per_tensor, crowded, renamed;
+- the bias scale is s_act, s_w, s_act + s_w, or s_act · max(s_w) → conv_per_tensor,
+  linear_per_tensor, conv_per_channel, linear_per_channel;
+- weights always per-tensor (one bias scale) → conv_per_channel, linear_per_channel;
+- the bias observed as an ordinary int32 spec, int8, a symmetric range without -2³¹, the weight's
+  [-127, 127], the activation's zero point → every case;
+- ``derived_from`` names the producer's input edge or the producer's output, the activation
+  labelled on the producer's output (another Quantizer's claimed relu) → crowded;
+- the derived spec put first in ``input_qspec_map`` (its sources have no observer yet) → every case;
+- what another Quantizer wrote first: a labelled but unclaimed linear skipped, own labels not marked
+  ``_annotated`` (a later Quantizer replaces them) → crowded, late_quantizer;
+- the output spec forgotten → every case.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +40,7 @@ WHERE = {
         "已有標籤但沒認領的 linear（per-channel weight）"
     ),
     "late_quantizer": "linear → relu → linear，之後再跑一個替沒人認領的 op 貼輸出標籤的 Quantizer（per-tensor weight）",
+    "renamed": "沒有 bias 的 conv → mean → linear → linear，node 名字被 pass 對調（叫 mean_90 的是 linear、叫 linear_91 的是 mean）",
 }
 
 
@@ -319,11 +338,11 @@ def test_same_as_key(seen, expected):
 @check(
     "bias_quantizer",
     1,
-    "沒有 bias 的 conv / linear 也要標；只標 conv2d 與 linear（名字像 op 的 node、conv_transpose、bilinear 不算），"
+    "沒有 bias 的 conv / linear 也要標；只標 conv2d 與 linear（看 target：名字像 op 的 node、名字被對調的 op、conv_transpose、bilinear 都不算），"
     "別人認領的 node 不動，有標籤但沒認領的照樣標",
 )
 def test_no_bias(seen, expected):
-    for case in ("no_bias", "crowded"):
+    for case in ("no_bias", "crowded", "renamed"):
         compare_annotations(seen, expected, case)
         check_paths(seen, expected, case)
         check_bias_scale(seen, expected, case, per_channel=True)

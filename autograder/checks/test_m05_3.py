@@ -1,4 +1,16 @@
-"""Hidden checks of M05-3: int8_linear matches the reference representation within 1 LSB."""
+"""Hidden checks of M05-3: int8_linear matches the reference representation within 1 LSB.
+
+Assumptions a half-understanding bakes in, and the hidden case that refutes each:
+- 2-D inputs only (``torch.mm``) → batched (3-D input);
+- the weight used as (in, out), not transposed → every case;
+- an int16 accumulator, subtraction of the zero point in int8 → saturating, zero_point;
+- the input zero point forgotten, or also subtracted from the symmetric weight → zero_point, typical;
+- the bias added after requantization, or forgotten → typical, batched;
+- the multiplier inverted or the output scale forgotten, the output zero point forgotten or added
+  after the clamp, no clamp, an int32 result → typical, saturating, zero_point;
+- (int8_linear receives tensors: the grader replays only what it returns, so a change made to its
+  arguments in place is not visible to these checks.)
+"""
 
 from __future__ import annotations
 

@@ -65,6 +65,47 @@ def node_kinds(gm: GraphModule) -> dict[str, str]:
     return {n.name: str(n.op) for n in gm.graph.nodes}
 
 
+# --- a graph that a reading exercise must leave as it was ------------------------------------------
+
+
+def graph_state(gm: GraphModule) -> dict[str, Any]:
+    """What a function that only reads ``gm`` must leave as it was: every node and every annotation.
+
+    ``nodes``: ``{name: "op target(args, kwargs)"}`` in graph order; ``labels``: the
+    ``describe_annotations`` of the graph. Both are what the grader's replay reproduces of a
+    call (``autograder.untrusted.record``), so they compare the same on both sides.
+    """
+    from selfcheck.evidence import describe_annotations
+
+    nodes = {
+        n.name: f"{n.op} {safe_text(n.target, 80)}({safe_text(n.args, 300)}, {n.kwargs!r})" for n in gm.graph.nodes
+    }
+    return {"nodes": nodes, "labels": describe_annotations(gm)}
+
+
+def graph_changes(before: dict[str, Any], gm: GraphModule) -> list[str]:
+    """How ``gm`` differs from ``before`` (a ``graph_state``), in words; empty when it was left alone."""
+    after = graph_state(gm)
+    changes: list[str] = []
+    added = [n for n in after["nodes"] if n not in before["nodes"]]
+    removed = [n for n in before["nodes"] if n not in after["nodes"]]
+    if added:
+        changes.append(f"多了 node {added[:4]}")
+    if removed:
+        changes.append(f"少了 node {removed[:4]}")
+    edited = [n for n, text in after["nodes"].items() if n in before["nodes"] and before["nodes"][n] != text]
+    if edited:
+        changes.append(f"改了 node {edited[:4]} 的 target 或輸入")
+    if not added and not removed and list(after["nodes"]) != list(before["nodes"]):
+        changes.append("改了 node 的順序")
+    relabelled = sorted(
+        n for n in set(before["labels"]) | set(after["labels"]) if before["labels"].get(n) != after["labels"].get(n)
+    )
+    if relabelled:
+        changes.append(f"改了 {relabelled[:4]} 的標籤")
+    return changes
+
+
 # --- op_targets -----------------------------------------------------------------------------------
 
 

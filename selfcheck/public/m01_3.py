@@ -10,6 +10,7 @@ same inputs. New nodes are written as ``target(inputs…)``, so their names do n
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -80,16 +81,26 @@ def _first_line(exc: BaseException) -> str:
 
 
 def describe_pass(
-    ns: Namespace, name: str, model: nn.Module, inputs: tuple[torch.Tensor, ...], *args: Any
+    ns: Namespace,
+    name: str,
+    model: nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    *args: Any,
+    edit: Callable[[GraphModule], None] | None = None,
 ) -> dict[str, Any]:
     """Export ``model``, call ``ns[name](gm, *args)`` and describe ``gm`` after the call.
 
-    ``counts``: every call_function target and how many nodes have it; ``wiring``: for each
-    node that was there before (and still has its target), the labels of its inputs;
+    ``edit``, when given, changes the exported graph first (an earlier pass: the student is handed
+    its result). ``counts``: every call_function target and how many nodes have it; ``wiring``: for
+    each node that was there before (and still has its target), the labels of its inputs;
     ``lint``: ``"ok"`` or lint's complaint; ``recompiled``: the code is the graph's current
     code; ``outputs``: the outputs on ``inputs``; ``unchanged``: the outputs did not change.
     """
     gm = export(model, inputs)
+    if edit is not None:
+        edit(gm)
+        gm.graph.lint()
+        gm.recompile()
     with torch.no_grad():
         before_out = output_numbers(gm(*inputs))
     labeler = Labeler(gm)

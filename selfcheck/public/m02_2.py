@@ -58,7 +58,7 @@ def describe_observed(gm: GraphModule) -> dict[str, Any]:
 
 
 def position_text(position: Position) -> str:
-    return f"邊 {position[1]} → {position[2]}" if position[0] == "edge" else f"node {position[1]}（所有使用者）"
+    return f"邊 {position[1]} → {position[2]}" if position[0] == "edge" else f"node {position[1]}（所有 consumer）"
 
 
 def insert_all(ns: Namespace, gm: GraphModule, positions: list[tuple[Position, nn.Module]]) -> list[bool]:

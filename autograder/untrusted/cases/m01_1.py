@@ -20,6 +20,8 @@ from selfcheck.public.m01_1 import (
     describe_neighbors,
     describe_targets,
     export,
+    graph_changes,
+    graph_state,
     node_kinds,
 )
 
@@ -146,17 +148,24 @@ def edited_graph(seed: int) -> GraphModule:
 # --- op_targets -----------------------------------------------------------------------------------
 
 
+def _targets(ns: Namespace, gm: GraphModule) -> dict[str, Any]:
+    """``op_targets(gm)`` described, and how the call changed ``gm`` (it must not)."""
+    before = graph_state(gm)
+    described = describe_targets(gm, ns["op_targets"](gm))
+    return {**described, "changed": graph_changes(before, gm)}
+
+
 def targets_gated(ns: Namespace, seed: int) -> Any:
     features = seed_size(seed, 3, 7)
     inputs = seeded_inputs(seed, (2, features), (2, features))
     gm = export(GatedStack(features, seed_size(seed, 2, 4)), inputs)
-    return describe_targets(gm, ns["op_targets"](gm))
+    return _targets(ns, gm)
 
 
 def targets_conv(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
     gm = export(ConvCatHead(seed_size(seed, 2, 5)), inputs)
-    return describe_targets(gm, ns["op_targets"](gm))
+    return _targets(ns, gm)
 
 
 def _mimic(seed: int) -> GraphModule:
@@ -165,34 +174,35 @@ def _mimic(seed: int) -> GraphModule:
 
 
 def targets_mimic(ns: Namespace, seed: int) -> Any:
-    gm = _mimic(seed)
-    return describe_targets(gm, ns["op_targets"](gm))
+    return _targets(ns, _mimic(seed))
 
 
 def targets_edited(ns: Namespace, seed: int) -> Any:
-    gm = edited_graph(seed)
-    return describe_targets(gm, ns["op_targets"](gm))
+    return _targets(ns, edited_graph(seed))
 
 
 # --- neighbors ------------------------------------------------------------------------------------
 
 
+def _neighbors(ns: Namespace, gm: GraphModule, queries: tuple[str, ...]) -> dict[str, Any]:
+    """``neighbors(gm, name)`` for each query, the node kinds, and how the calls changed ``gm`` (they must not)."""
+    before = graph_state(gm)
+    answers = describe_neighbors(ns, gm, queries)
+    return {"answers": answers, "kinds": node_kinds(gm), "changed": graph_changes(before, gm)}
+
+
 def neighbors_fork(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
     gm = export(Fork(seed_size(seed, 2, 4), seed_size(seed, 0, 2)), inputs)
-    return {"answers": describe_neighbors(ns, gm, ("x", "conv2d", "add", "cat", "output")), "kinds": node_kinds(gm)}
+    return _neighbors(ns, gm, ("x", "conv2d", "add", "cat", "output"))
 
 
 def neighbors_mimic(ns: Namespace, seed: int) -> Any:
-    gm = _mimic(seed)
-    queries = ("conv2d", "relu", "add", "mul", "cat", "output")
-    return {"answers": describe_neighbors(ns, gm, queries), "kinds": node_kinds(gm)}
+    return _neighbors(ns, _mimic(seed), ("conv2d", "relu", "add", "mul", "cat", "output"))
 
 
 def neighbors_edited(ns: Namespace, seed: int) -> Any:
-    gm = edited_graph(seed)
-    queries = ("conv2d", "sub_tensor", "y")
-    return {"answers": describe_neighbors(ns, gm, queries), "kinds": node_kinds(gm)}
+    return _neighbors(ns, edited_graph(seed), ("conv2d", "sub_tensor", "y"))
 
 
 EXERCISES = {

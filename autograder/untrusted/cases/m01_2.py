@@ -16,7 +16,7 @@ from torch import nn
 from torch.fx import GraphModule
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
-from selfcheck.public.m01_1 import export
+from selfcheck.public.m01_1 import export, graph_changes, graph_state
 from selfcheck.public.m01_2 import TITLE, find_all
 
 NOTEBOOK = "M01-2"
@@ -109,20 +109,34 @@ def _renamed(seed: int) -> GraphModule:
     return gm
 
 
+def searched(ns: Namespace, graphs: dict[str, tuple[GraphModule, dict[str, Any]]]) -> dict[str, Any]:
+    """``find_all`` on each graph (key → (graph, queries)), and under ``changed`` how the calls changed each graph."""
+    found: dict[str, Any] = {"changed": {}}
+    for key, (gm, queries) in graphs.items():
+        before = graph_state(gm)
+        found[key] = find_all(ns, gm, queries)
+        changes = graph_changes(before, gm)
+        if changes:
+            found["changed"][key] = changes
+    return found
+
+
 def packets(ns: Namespace, seed: int) -> Any:
     qd = torch.ops.quantized_decomposed
-    return {
-        "mixed": find_all(ns, _mixed(seed), {"aten.conv2d": aten.conv2d, "aten.mean": aten.mean}),
-        "chain": find_all(ns, _chain(seed), {"aten.add": aten.add}),
-        "qdq": find_all(
-            ns,
-            _qdq(seed),
-            {
-                "quantized_decomposed.quantize_per_tensor": qd.quantize_per_tensor,
-                "quantized_decomposed.dequantize_per_tensor": qd.dequantize_per_tensor,
-            },
-        ),
-    }
+    return searched(
+        ns,
+        {
+            "mixed": (_mixed(seed), {"aten.conv2d": aten.conv2d, "aten.mean": aten.mean}),
+            "chain": (_chain(seed), {"aten.add": aten.add}),
+            "qdq": (
+                _qdq(seed),
+                {
+                    "quantized_decomposed.quantize_per_tensor": qd.quantize_per_tensor,
+                    "quantized_decomposed.dequantize_per_tensor": qd.dequantize_per_tensor,
+                },
+            ),
+        },
+    )
 
 
 def overloads(ns: Namespace, seed: int) -> Any:
@@ -133,20 +147,20 @@ def overloads(ns: Namespace, seed: int) -> Any:
         "aten.mean.dim": aten.mean.dim,
         "aten.mean.default": aten.mean.default,
     }
-    return {
-        "mixed": find_all(ns, _mixed(seed), queries),
-        "chain": find_all(
-            ns, _chain(seed), {"aten.add.Tensor": aten.add.Tensor, "aten.addmm.default": aten.addmm.default}
-        ),
-        "qdq": find_all(
-            ns,
-            _qdq(seed),
-            {
-                "quantized_decomposed.quantize_per_tensor.tensor": qd.quantize_per_tensor.tensor,
-                "quantized_decomposed.dequantize_per_tensor.default": qd.dequantize_per_tensor.default,
-            },
-        ),
-    }
+    return searched(
+        ns,
+        {
+            "mixed": (_mixed(seed), queries),
+            "chain": (_chain(seed), {"aten.add.Tensor": aten.add.Tensor, "aten.addmm.default": aten.addmm.default}),
+            "qdq": (
+                _qdq(seed),
+                {
+                    "quantized_decomposed.quantize_per_tensor.tensor": qd.quantize_per_tensor.tensor,
+                    "quantized_decomposed.dequantize_per_tensor.default": qd.dequantize_per_tensor.default,
+                },
+            ),
+        },
+    )
 
 
 def similar(ns: Namespace, seed: int) -> Any:
@@ -166,15 +180,13 @@ def similar(ns: Namespace, seed: int) -> Any:
         "aten.quantize_per_tensor": aten.quantize_per_tensor,
         "quantized_decomposed.quantize_per_tensor.default": torch.ops.quantized_decomposed.quantize_per_tensor.default,
     }
-    return {
-        "mixed": find_all(ns, _mixed(seed), mixed),
-        "renamed": find_all(ns, _renamed(seed), renamed),
-        "qdq": find_all(ns, _qdq(seed), qdq),
-    }
+    return searched(
+        ns, {"mixed": (_mixed(seed), mixed), "renamed": (_renamed(seed), renamed), "qdq": (_qdq(seed), qdq)}
+    )
 
 
 def order(ns: Namespace, seed: int) -> Any:
-    return {"chain": find_all(ns, _chain(seed), {"aten.relu.default": aten.relu.default})}
+    return searched(ns, {"chain": (_chain(seed), {"aten.relu.default": aten.relu.default})})
 
 
 EXERCISES = {

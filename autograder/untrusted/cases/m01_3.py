@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.fx import GraphModule
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
 from selfcheck.public.m01_3 import CLAMP_TITLE, REPLACE_TITLE, describe_pass
@@ -106,6 +107,69 @@ class LinearChain(nn.Module):
         return torch.cat([a, b], dim=1), b
 
 
+class Gates(nn.Module):
+    """A sigmoid gate times a relu branch; the relu is also returned (``retargeted`` then edits both in place)."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.a = nn.Linear(features, features)
+        self.b = nn.Linear(features, features)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        g = torch.sigmoid(self.a(x))
+        r = torch.relu(self.b(x))
+        return g * r, r
+
+
+def retargeted(gm: GraphModule) -> None:
+    """An earlier pass changed targets in place, keeping the names: ``sigmoid`` is now a relu, ``relu`` a tanh."""
+    nodes = {n.name: n for n in gm.graph.nodes}
+    nodes["sigmoid"].target = aten.relu.default
+    nodes["relu"].target = aten.tanh.default
+
+
+class Projections(nn.Module):
+    """Two linears in modules ``proj`` and ``head`` around a ReLU module called ``linear_act``."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(features, features)
+        self.linear_act = nn.ReLU()
+        self.head = nn.Linear(features, features)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.linear_act(self.proj(x))
+        return self.head(y) + y, y
+
+
+SUFFIX = 90
+"""Renamed nodes get the suffix ``_90``, ``_91``…: a name no graph here has used, so the new name does not
+depend on which names the graph's namespace still reserves (a traced graph reserves more than its copy)."""
+
+
+def named_after_modules(gm: GraphModule) -> None:
+    """A readability pass: every op renamed after the module that ran it (``proj_90``, ``linear_act_91``, …).
+    Also used by other modules' cases."""
+    ops = [n for n in gm.graph.nodes if n.op == "call_function" and n.meta.get("nn_module_stack")]
+    index = 0
+    for node in ops:
+        path = str(list(node.meta["nn_module_stack"].values())[-1][0])
+        if path:
+            node._rename(f"{path.rsplit('.', 1)[-1]}_{SUFFIX + index}")
+            index += 1
+    gm.recompile()
+
+
+def swap_names(gm: GraphModule, mapping: dict[str, str]) -> None:
+    """A pass that renamed nodes: the node called ``old`` is then ``new_90`` (``new_91``… in mapping order), so
+    names tell another op (``{"add": "mul", "mul": "add"}`` calls the add ``mul_90`` and the mul ``add_91``).
+    Also used by other modules' cases."""
+    nodes = {n.name: n for n in gm.graph.nodes}
+    for index, (old, new) in enumerate(mapping.items()):
+        nodes[old]._rename(f"{new}_{SUFFIX + index}")
+    gm.recompile()
+
+
 # --- replace_op -----------------------------------------------------------------------------------
 
 
@@ -127,6 +191,21 @@ def replace_add(ns: Namespace, seed: int) -> Any:
     features = seed_size(seed, 3, 6)
     inputs = seeded_inputs(seed, (3, features), (3, features))
     return describe_pass(ns, "replace_op", AddMix(features), inputs, aten.add.Tensor, aten.mul.Tensor)
+
+
+def replace_renamed(ns: Namespace, seed: int) -> Any:
+    features = seed_size(seed, 3, 6)
+    inputs = seeded_inputs(seed, (3, features), scales=(4.0,))
+    return describe_pass(
+        ns,
+        "replace_op",
+        Gates(features),
+        inputs,
+        aten.relu.default,
+        aten.hardtanh.default,
+        (0.0, 6.0),
+        edit=retargeted,
+    )
 
 
 # --- insert_clamp ---------------------------------------------------------------------------------
@@ -159,19 +238,28 @@ def clamp_chain(ns: Namespace, seed: int) -> Any:
     return describe_pass(ns, "insert_clamp", LinearChain(features), inputs, aten.linear.default, low, high)
 
 
+def clamp_renamed(ns: Namespace, seed: int) -> Any:
+    features = seed_size(seed, 3, 6)
+    inputs = seeded_inputs(seed, (3, features), scales=(2.0,))
+    low, high = _bounds(seed, 4)
+    return describe_pass(
+        ns, "insert_clamp", Projections(features), inputs, aten.linear.default, low, high, edit=named_after_modules
+    )
+
+
 EXERCISES = {
     "replace_op": Exercise(
         NOTEBOOK,
         "replace_op",
         REPLACE_TITLE,
         ("replace_op",),
-        {"relu6": replace_relu6, "sigmoid": replace_sigmoid, "add": replace_add},
+        {"relu6": replace_relu6, "sigmoid": replace_sigmoid, "add": replace_add, "retargeted": replace_renamed},
     ),
     "insert_clamp": Exercise(
         NOTEBOOK,
         "insert_clamp",
         CLAMP_TITLE,
         ("insert_clamp",),
-        {"fan_out": clamp_fan_out, "output": clamp_output, "chain": clamp_chain},
+        {"fan_out": clamp_fan_out, "output": clamp_output, "chain": clamp_chain, "module_names": clamp_renamed},
     ),
 }

@@ -27,7 +27,8 @@ from common.pt2e import (
     export_module,
     prepare_pt2e,
 )
-from selfcheck.evidence import describe_annotations, describe_prepared, plain, safe_text
+from selfcheck.evidence import EvidenceError, describe_annotations, describe_prepared, plain, safe_text
+from selfcheck.public.m01_1 import graph_changes, graph_state
 
 NOTEBOOK = "M03-1"
 
@@ -279,7 +280,13 @@ def _prepared(gm: GraphModule, table: dict[str, Label]) -> GraphModule:
 
 
 def _reads(ns: Namespace, prepared: GraphModule, producer: str) -> Any:
-    return plain(ns["reads_quantized"](prepared, producer))
+    """What ``reads_quantized(prepared, producer)`` answered, and how it changed the graph (it must not)."""
+    before = graph_state(prepared)
+    answer = plain(ns["reads_quantized"](prepared, producer))
+    if not isinstance(answer, dict) or not all(type(v) is bool for v in answer.values()):
+        kind = type(answer).__name__ if not isinstance(answer, dict) else "值不全是 bool 的 dict"
+        raise EvidenceError(f"reads_quantized 應該回傳 {{consumer 的名稱: True 或 False}} 的 dict，看到 {kind}")
+    return {"answer": answer, "changed": graph_changes(before, prepared)}
 
 
 def reads_edge(ns: Namespace, seed: int) -> Any:

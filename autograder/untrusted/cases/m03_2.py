@@ -31,6 +31,7 @@ from common.pt2e import (
 )
 from common.qspecs import act_spec, weight_spec
 from selfcheck.evidence import EvidenceError, plain
+from selfcheck.public.m01_1 import graph_changes, graph_state
 
 NOTEBOOK = "M03-2"
 
@@ -192,7 +193,9 @@ class HalfLabelled(Quantizer):
 
 
 def _positions(ns: Namespace, gm: GraphModule) -> dict[str, Any]:
+    before = graph_state(gm)
     got = plain(ns["label_positions"](gm))
+    changed = graph_changes(before, gm)
     if not isinstance(got, dict) or set(got) != {"edges", "outputs"}:
         raise EvidenceError('label_positions 應該回傳 {"edges": [...], "outputs": [...]} 這樣的 dict')
     edges = got["edges"]
@@ -200,14 +203,16 @@ def _positions(ns: Namespace, gm: GraphModule) -> dict[str, Any]:
         raise EvidenceError("edges 應該是 (上游名稱, consumer 名稱) 的 list")
     if not isinstance(got["outputs"], list):
         raise EvidenceError("outputs 應該是 node 名稱的 list")
-    return {"edges": sorted(edges, key=str), "outputs": sorted(got["outputs"], key=str)}
+    return {"edges": sorted(edges, key=str), "outputs": sorted(got["outputs"], key=str), "changed": changed}
 
 
-def _pairs(ns: Namespace, gm: GraphModule) -> list[Any]:
+def _pairs(ns: Namespace, gm: GraphModule) -> dict[str, Any]:
+    before = graph_state(gm)
     got = plain(ns["fused_patterns"](gm))
+    changed = graph_changes(before, gm)
     if not isinstance(got, list) or not all(isinstance(p, list) and len(p) == 2 for p in got):
-        raise EvidenceError("fused_patterns 應該回傳 (第一個 op, 最後一個 op) 的 list")
-    return sorted(got, key=str)
+        raise EvidenceError("fused_patterns 應該回傳 (第一個 op 的名稱, 最後一個 op 的名稱) 的 list")
+    return {"pairs": sorted(got, key=str), "changed": changed}
 
 
 def _over(models: tuple[str, ...], fn: Any, tables: tuple[str, ...] = ()) -> Any:

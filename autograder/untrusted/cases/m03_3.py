@@ -18,6 +18,7 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.m01_3 import swap_names
 from autograder.untrusted.cases.probes import (
     ADD,
     CONV,
@@ -181,7 +182,27 @@ class TableNet(nn.Module):
         return torch.relu(self.lin(q)) + self.offset
 
 
+class Swapped(nn.Module):
+    """conv → relu → max_pool2d → flatten → linear, plus an add: ``build`` then swaps the names of conv and
+    linear, and of max_pool2d and add (``RENAMED``), so every name tells another op of the rules."""
+
+    def __init__(self, channels: int, features: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, channels, 3, padding=1)
+        self.fc = nn.Linear(channels * 4 * 4, features)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        p = torch.max_pool2d(torch.relu(self.conv(x)), 2)
+        return self.fc(torch.flatten(p, 1)) + y
+
+
+RENAMED = {"conv2d": "linear", "linear": "conv2d", "max_pool2d": "add", "add": "max_pool2d"}
+"""The names ``build("renamed")`` swaps: the conv is then ``linear_90``, the linear ``conv2d_91``, the
+max_pool2d ``add_92`` and the add ``max_pool2d_93``."""
+
+
 HIDDEN = (
+    "renamed",
     "conv_two_users",
     "conv_relu_pool",
     "linear_add",
@@ -215,6 +236,10 @@ def build(name: str, seed: int) -> GraphModule:
     }
     if name == "look_alikes":
         inputs[name] = (image[0], seeded_inputs(seed + 1, (2, size + 1))[0])
+    if name == "renamed":
+        gm = export_module(Swapped(size, 4).eval(), (image[0], seeded_inputs(seed + 1, (2, 4))[0]))
+        swap_names(gm, RENAMED)
+        return gm
     return export_module(models[name]().eval(), inputs.get(name, image))
 
 
@@ -411,9 +436,13 @@ def validate_inside_fused(ns: Namespace, seed: int) -> Any:
         ann.output_qspec = act_spec()
         ann._annotated = False
 
+    def renamed(nodes: dict[str, Node]) -> None:  # the conv is called linear_90 (RENAMED)
+        _ann(nodes["linear_90"]).output_qspec = act_spec()
+
     return {
         "adjacent": _verdict(ns, xnnpack("conv_relu_pool", seed, adjacent), "conv2d"),
         "far": _verdict(ns, xnnpack("far_relu", seed, far), "conv2d"),
+        "renamed": _verdict(ns, xnnpack("renamed", seed, renamed), "linear_90"),
     }
 
 
@@ -449,7 +478,7 @@ EXERCISES = {
         "RuleQuantizer：依 node.target 照規則表貼標籤",
         ("RuleQuantizer",),
         {
-            "conv_relu": _over(("conv_relu", "conv_bn_relu", "far_relu")),
+            "conv_relu": _over(("conv_relu", "conv_bn_relu", "far_relu", "renamed")),
             "conv_alone": _over(("conv_two_users", "cat_pool", "far_relu", "look_alikes")),
             "weights": _over(("conv_relu", "mlp", "conv_relu_pool", "look_alikes")),
             "linear_add": _over(("mlp", "linear_add", "residual", "constant_adds", "look_alikes")),

@@ -12,9 +12,12 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.fx import GraphModule
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.m01_3 import swap_names
 from autograder.untrusted.cases.probes import ADD, CAT, Claimer, Label, TableLabels, run_quantizer, symmetric_spec
+from common.pt2e import export_module
 
 NOTEBOOK = "M03-4"
 
@@ -72,6 +75,13 @@ class LookAlikes(nn.Module):
     def forward(self, add: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         y = add + x
         return torch.addmm(y, x, self.weight) * 2
+
+
+class AddAndMul(nn.Module):
+    """``a + b`` and ``a * b`` side by side; ``swap_names`` then gives the add the mul's name and back."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.relu(a + b), a * b
 
 
 class ConstantAdds(nn.Module):
@@ -136,6 +146,22 @@ class CatMix(nn.Module):
         return a, b, torch.cat([r], dim=0)
 
 
+class CatAndStack(nn.Module):
+    """``cat([r, x * 2])`` and ``stack([r, x])`` (a list too); ``swap_names`` then gives the cat the stack's
+    name and back."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        r = torch.relu(x)
+        return torch.cat([r, x * 2], dim=1), torch.stack([r, x], dim=0)
+
+
+def swapped(model: nn.Module, inputs: tuple[torch.Tensor, ...], mapping: dict[str, str]) -> GraphModule:
+    """``model`` exported, then renamed by ``swap_names``: node names tell another op."""
+    gm = export_module(model.eval(), inputs)
+    swap_names(gm, mapping)
+    return gm
+
+
 class CatChain(nn.Module):
     """Three cats in a row, each reading the one before."""
 
@@ -176,6 +202,13 @@ def add_shared_branches(ns: Namespace, seed: int) -> Any:
             ns, True, BranchAdds(seed_size(seed, 2, 6)), seeded_inputs(seed, (2, 3, 8, 8)), seed, convert=True
         ),
         "look_alikes": _add(ns, True, LookAlikes(features), seeded_inputs(seed, (3, features), (3, features)), seed),
+        "renamed": _add(
+            ns,
+            True,
+            swapped(AddAndMul(), seeded_inputs(seed, (3, features), (3, features)), {"add": "mul", "mul": "add"}),
+            seeded_inputs(seed, (3, features), (3, features)),
+            seed,
+        ),
     }
 
 
@@ -233,7 +266,11 @@ def cat_three_way(ns: Namespace, seed: int) -> Any:
 def cat_constant_and_repeat(ns: Namespace, seed: int) -> Any:
     features = seed_size(seed, 3, 8)
     inputs = seeded_inputs(seed, (2, features))
-    return run_quantizer([ns["CatQuantizer"]()], 0, CatMix(features), inputs, seed, convert=True)
+    renamed = swapped(CatAndStack(), inputs, {"cat": "stack", "stack": "cat"})
+    return {
+        "mix": run_quantizer([ns["CatQuantizer"]()], 0, CatMix(features), inputs, seed, convert=True),
+        "renamed": run_quantizer([ns["CatQuantizer"]()], 0, renamed, inputs, seed),
+    }
 
 
 EXERCISES = {

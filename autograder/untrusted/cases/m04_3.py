@@ -9,6 +9,7 @@ Student objects are only called: the Quantizer is built, then run by ``prepare_p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -16,6 +17,7 @@ from torch import nn
 from torch.fx import GraphModule
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.m01_3 import named_after_modules
 from autograder.untrusted.cases.probes import ChainQuantizer
 from common.pt2e import (
     ANNOTATION_KEY,
@@ -56,6 +58,22 @@ class ConvChain(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.relu(self.conv2(torch.relu(self.conv1(x))))
         return self.fc2(torch.relu(self.fc1(torch.flatten(y, 1))))
+
+
+class ModuleNamedChain(nn.Module):
+    """conv → relu, conv → relu, flatten, linear → relu, with modules named like other ops: ``relu`` is a
+    Conv2d, ``conv`` a ReLU, ``linear`` a Conv2d, ``relu_head`` a Linear. ``named_after_modules`` then
+    renames every op after its module, so node names lie about every op."""
+
+    def __init__(self, channels: int, classes: int) -> None:
+        super().__init__()
+        self.relu, self.conv = nn.Conv2d(3, channels, 3, padding=1), nn.ReLU()
+        self.linear, self.act = nn.Conv2d(channels, channels, 1), nn.ReLU()
+        self.relu_head, self.linear_act = nn.Linear(channels * 4 * 4, classes), nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.act(self.linear(self.conv(self.relu(x))))
+        return self.linear_act(self.relu_head(torch.flatten(y, 1)))
 
 
 class Interleaved(nn.Module):
@@ -261,15 +279,21 @@ def fuse(
     before: tuple[Quantizer, ...] = (),
     after: tuple[Quantizer, ...] = (),
     convert: bool = False,
+    edit: Callable[[GraphModule], None] | None = None,
 ) -> dict[str, Any]:
     """Export ``model``, prepare it with ``before`` + the student's FusionQuantizer(patterns) + ``after``.
 
-    Returns the annotations right after the student's ``annotate``, the observers after calibration and,
-    with ``convert``, the q/dq paths (converted in place: nothing student-made is copied).
+    ``edit`` changes the exported graph first (an earlier pass). Returns the annotations right after the
+    student's ``annotate``, the observers after calibration and, with ``convert``, the q/dq paths
+    (converted in place: nothing student-made is copied).
     """
     snapshot = Snapshot()
     quantizer = ChainQuantizer([*before, ns["FusionQuantizer"](patterns), snapshot, *after])
-    prepared = prepare_pt2e(export_module(model.eval(), inputs), quantizer)
+    exported = export_module(model.eval(), inputs)
+    if edit is not None:
+        edit(exported)
+        exported.recompile()
+    prepared = prepare_pt2e(exported, quantizer)
     shapes = [tuple(t.shape) for t in inputs]
     with torch.no_grad():
         for step in range(3):
@@ -290,6 +314,11 @@ def _image(seed: int, size: int = 6, count: int = 1) -> tuple[torch.Tensor, ...]
 def chain(ns: Namespace, seed: int) -> Any:
     model = ConvChain(seed_size(seed, 2, 4), seed_size(seed, 3, 6))
     return fuse(ns, [(CONV, RELU), (LINEAR, RELU)], model, _image(seed, 4), seed, convert=True)
+
+
+def module_names(ns: Namespace, seed: int) -> Any:
+    model = ModuleNamedChain(seed_size(seed + 3, 2, 4), seed_size(seed, 3, 5))
+    return fuse(ns, [(CONV, RELU), (LINEAR, RELU)], model, _image(seed, 4), seed, edit=named_after_modules)
 
 
 def interleaved(ns: Namespace, seed: int) -> Any:
@@ -360,6 +389,7 @@ def marks_boundaries(ns: Namespace, seed: int) -> Any:
 CASES = {
     "chain": chain,
     "interleaved": interleaved,
+    "module_names": module_names,
     "residual": residual,
     "constant_operands": constant_operands,
     "cat_list": cat_list,

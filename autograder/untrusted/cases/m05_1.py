@@ -12,7 +12,9 @@ from torch import nn
 from torch.fx import GraphModule
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.m01_3 import SUFFIX
 from selfcheck.evidence import plain, qdq_kind
+from selfcheck.public.m01_1 import graph_changes, graph_state
 
 NOTEBOOK = "M05-1"
 
@@ -110,7 +112,20 @@ def hidden_graph(kind: str, seed: int) -> GraphModule:
     if kind == "named_like":
         features = seed_size(seed, 4, 7)
         return converted(NamedLikeQdq(features), (4, features), seed, False, False)
+    if kind == "renamed":
+        return swapped_qdq_names(converted(FanOut(seed_size(seed + 1, 2, 6)), (2, 3, 6, 6), seed, False, True))
     raise KeyError(kind)
+
+
+def swapped_qdq_names(gm: GraphModule) -> GraphModule:
+    """A pass that swapped names: every quantize op is now called ``dequantize_per_tensor_default_9N`` and
+    every dequantize op ``quantize_per_tensor_default_9N`` (there are more dequantize ops than quantize ops)."""
+    ops = [n for n in gm.graph.nodes if n.op == "call_function" and qdq_kind(n) is not None]
+    for index, node in enumerate(ops):
+        lie = "quantize" if str(node.target).split(".")[1].startswith("de") else "dequantize"
+        node._rename(f"{lie}_per_tensor_default_{SUFFIX + index}")  # a name nobody reserved: see SUFFIX
+    gm.recompile()
+    return gm
 
 
 @functools.cache
@@ -134,8 +149,10 @@ def consumers(gm: GraphModule) -> list[str]:
 def _paths(kind: str) -> Any:
     def case(ns: Namespace, seed: int) -> Any:
         gm = fresh_graph(kind, seed)
+        before = graph_state(gm)
         qdq_path = ns["qdq_path"]
-        return {name: plain(qdq_path(gm, name)) for name in consumers(gm)}
+        found = {name: plain(qdq_path(gm, name)) for name in consumers(gm)}
+        return {"paths": found, "changed": graph_changes(before, gm)}
 
     return case
 
@@ -146,16 +163,17 @@ def _paths(kind: str) -> Any:
 def _summary(kind: str) -> Any:
     def case(ns: Namespace, seed: int) -> Any:
         gm = fresh_graph(kind, seed)
+        before = graph_state(gm)
         result = ns["qdq_summary"](gm)
         if type(result) in (collections.Counter, collections.defaultdict, collections.OrderedDict):
             result = dict(result)  # the standard dicts a count is often kept in (exact types only)
-        return plain(result)
+        return {"counts": plain(result), "changed": graph_changes(before, gm)}
 
     return case
 
 
-PATH_CASES = ("per_tensor", "per_channel", "unfolded", "fan_out", "cat", "named_like")
-SUMMARY_CASES = ("per_tensor", "unfolded", "fan_out", "cat", "named_like")
+PATH_CASES = ("per_tensor", "per_channel", "unfolded", "fan_out", "cat", "named_like", "renamed")
+SUMMARY_CASES = ("per_tensor", "unfolded", "fan_out", "cat", "named_like", "renamed")
 
 EXERCISES = {
     "qdq_path": Exercise(

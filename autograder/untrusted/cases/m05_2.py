@@ -18,6 +18,7 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.m01_3 import swap_names
 from autograder.untrusted.cases.probes import ChainQuantizer
 from common.pt2e import (
     ANNOTATION_KEY,
@@ -271,13 +272,20 @@ def run_bias_quantizer(
     seed: int,
     before: tuple[Quantizer, ...] = (),
     after: tuple[Quantizer, ...] = (),
+    rename: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Prepare ``model`` with ``before`` + BiasQuantizer(per_channel) + ``after``, calibrate, convert in place."""
+    """Prepare ``model`` with ``before`` + BiasQuantizer(per_channel) + ``after``, calibrate, convert in place.
+
+    ``rename``: node names a pass swapped in the exported graph first (``swap_names``).
+    """
     from common.pt2e import convert_pt2e, export_module, prepare_pt2e
 
     snapshot = Snapshot()
     quantizer = ChainQuantizer([*before, ns["BiasQuantizer"](per_channel=per_channel), snapshot, *after])
-    prepared = prepare_pt2e(export_module(model.eval(), seeded_inputs(seed, shape)), quantizer)
+    exported = export_module(model.eval(), seeded_inputs(seed, shape))
+    if rename:
+        swap_names(exported, rename)
+    prepared = prepare_pt2e(exported, quantizer)
     with torch.no_grad():
         for step in range(3):
             prepared(*seeded_inputs(seed * 1000 + step, shape))
@@ -293,6 +301,7 @@ def run_bias_quantizer(
 def _case(model_kind: str, per_channel: bool, after: tuple[type[Quantizer], ...] = ()) -> Any:
     def case(ns: Namespace, seed: int) -> Any:
         before: tuple[Quantizer, ...] = ()
+        rename: dict[str, str] | None = None
         if model_kind == "conv":
             model: nn.Module = ConvChain(seed_size(seed, 2, 5))
             shape: tuple[int, ...] = (2, 3, 6, 6)
@@ -301,10 +310,13 @@ def _case(model_kind: str, per_channel: bool, after: tuple[type[Quantizer], ...]
             model, shape = LinearChain(features), (4, features)
         elif model_kind == "mixed":
             model, shape = MixedBias(seed_size(seed, 3, 6)), (2, 3, 6, 6)
+        elif model_kind == "renamed":  # the first linear is called mean_90, the mean linear_91
+            model, shape = MixedBias(seed_size(seed + 1, 3, 6)), (2, 3, 6, 6)
+            rename = {"linear": "mean", "mean": "linear"}
         else:
             model, shape = Crowded(seed_size(seed + 1, 2, 4)), (2, 3, 6, 6)
             before = (EarlyLabels(),)
-        return run_bias_quantizer(ns, per_channel, model, shape, seed, before, tuple(q() for q in after))
+        return run_bias_quantizer(ns, per_channel, model, shape, seed, before, tuple(q() for q in after), rename)
 
     return case
 
@@ -322,6 +334,7 @@ EXERCISES = {
             "linear_per_channel": _case("linear", True),
             "no_bias": _case("mixed", True),
             "crowded": _case("crowded", True),
+            "renamed": _case("renamed", True),
             "late_quantizer": _case("linear", False, (LateOutputClaimer,)),
         },
     ),
