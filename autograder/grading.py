@@ -10,7 +10,6 @@ Chinese; nothing a submission does stops the batch.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import random
@@ -24,11 +23,10 @@ from typing import Any
 
 import nbformat
 
-from autograder.checks.support import CHECKS, CheckInfo
+from autograder.checks.support import checks_of
 from autograder.course import SOURCE, notebook_id
 from autograder.judge import judge
 from autograder.submission import UnreadableNotebook, best_match, grade_ids, load_notebook, prepare
-from autograder.untrusted.cases.base import module_name
 from autograder.untrusted.limits import Limits
 from common.data import one_thread
 
@@ -46,12 +44,6 @@ def fork_context() -> Any:
     from autograder.sandbox import default_sandbox
 
     return default_sandbox()
-
-
-def checks_of(notebook: str) -> dict[str, list[CheckInfo]]:
-    """Exercise key → its checks, for ``notebook``."""
-    importlib.import_module(f"autograder.checks.test_{module_name(notebook)}")
-    return {exercise: infos for (nb, exercise), infos in CHECKS.items() if nb == notebook}
 
 
 @dataclass

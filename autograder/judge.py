@@ -70,7 +70,7 @@ def judge(evidence: dict[str, Any], exercises: list[str] | None = None) -> list[
     order the checks are written; each check is called with ``seen`` and ``expected``."""
     import importlib
 
-    from autograder.checks.support import CHECKS
+    from autograder.checks.support import checks_of
     from autograder.reference_evidence import reference_evidence
 
     notebook = str(evidence.get("notebook"))
@@ -78,8 +78,8 @@ def judge(evidence: dict[str, Any], exercises: list[str] | None = None) -> list[
     seed = evidence.get("seed", 0)
     seed = seed if type(seed) is int else 0
     verdicts = []
-    for (nb, exercise), infos in CHECKS.items():
-        if nb != notebook or (exercises and exercise not in exercises):
+    for exercise, infos in checks_of(notebook).items():
+        if exercises and exercise not in exercises:
             continue
         expected = reference_evidence(notebook, exercise, seed)
         seen = seen_evidence(evidence, notebook, exercise)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import wrong_solutions
@@ -51,3 +52,32 @@ def test_a_check_that_raises_something_else_still_gives_a_verdict_without_a_trac
     evidence = {"notebook": "M03-4", "seed": SEED, "exercises": {"add_quantizer": {"cases": {"x": {"value": 3}}}}}
     verdicts = [v for v in judge(evidence, ["add_quantizer"]) if not v["passed"]]
     assert verdicts and all(v["message"] and "Traceback" not in v["message"] for v in verdicts)
+
+
+def test_judging_notebooks_on_threads_while_their_checks_import(tmp_path: Path) -> None:
+    """``grade --jobs 2`` judges two notebooks on two threads; the first judging of a notebook imports its
+    checks (which register themselves) while the other thread reads the registry. A fresh process, so
+    that no check module is imported yet."""
+    import subprocess
+    import sys
+
+    script = (
+        "import threading\n"
+        "from autograder.judge import judge\n"
+        "from autograder.course import source_notebooks\n"
+        "errors = []\n"
+        "def run(nb):\n"
+        "    try:\n"
+        "        assert judge({'notebook': nb, 'seed': 0, 'exercises': {}})\n"
+        "    except Exception as exc:\n"
+        "        errors.append(f'{nb}: {exc!r}')\n"
+        "threads = [threading.Thread(target=run, args=(nb,)) for nb in [p.stem for p in source_notebooks()]]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "import json, sys\n"
+        "open(sys.argv[1], 'w').write(json.dumps(errors))\n"
+    )
+    report = tmp_path / "errors.json"
+    done = subprocess.run([sys.executable, "-c", script, str(report)], capture_output=True, text=True, timeout=600)
+    assert report.exists(), done.stderr[-2000:]
+    assert json.loads(report.read_text()) == []

@@ -45,6 +45,20 @@ def check(exercise: str, points: float, name: str) -> Callable[[Callable[..., No
     return wrap
 
 
+def checks_of(notebook: str) -> dict[str, list[CheckInfo]]:
+    """Exercise key → its checks, for ``notebook``, in the order they are written.
+
+    Imports the notebook's check module first. The grader judges several notebooks on threads, and
+    importing one notebook's checks adds to ``CHECKS`` while another thread reads it: read a copy.
+    """
+    import importlib
+
+    from selfcheck.casekit import module_name
+
+    importlib.import_module(f"autograder.checks.test_{module_name(notebook)}")
+    return {exercise: list(infos) for (nb, exercise), infos in list(CHECKS.items()) if nb == notebook}
+
+
 class Fail(AssertionError):
     """A failed check, with its message for the student."""
 
