@@ -20,6 +20,9 @@ NOTEBOOK = "M07-1"
 TITLE = "fake_quant_roles 與 fake_quant_instances：QAT 圖上的 fake-quant 量化的是什麼"
 
 WEIGHTED = (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
+QAT_CASE_SECONDS = 60
+"""Time limit of a case that prepares a QAT graph with conv → BN: prepare_qat_pt2e traces its conv → BN
+patterns with torch.export (a second or two alone, several times that on a shared, loaded machine)."""
 ADD = torch.ops.aten.add.Tensor
 
 
@@ -112,9 +115,39 @@ def module_kinds(gm: GraphModule) -> dict[str, str]:
     return {n.name: type(gm.get_submodule(str(n.target))).__name__ for n in gm.graph.nodes if n.op == "call_module"}
 
 
+def structure(gm: GraphModule) -> list[tuple[str, str]]:
+    """Every node of ``gm``: its name and ``op target (args) {kwargs}`` as text (changes when the graph does)."""
+    out = []
+    for node in gm.graph.nodes:
+        args = torch.fx.node.map_arg(node.args, lambda n: f"%{n.name}")
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: f"%{n.name}")
+        out.append((node.name, f"{node.op} {node.target} {args} {kwargs}"))
+    return out
+
+
+def graph_change(before: list[tuple[str, str]], after: list[tuple[str, str]]) -> str | None:
+    """What changed between two ``structure`` readings, in a few words (``None``: nothing)."""
+    if before == after:
+        return None
+    old, new = dict(before), dict(after)
+    edited = [name for name in old if name in new and old[name] != new[name]]
+    removed = [name for name in old if name not in new]
+    added = [name for name in new if name not in old]
+    parts = []
+    if edited:
+        parts.append(f"{'、'.join(edited[:3])} 的 target 或引數變了")
+    if removed:
+        parts.append(f"少了 {'、'.join(removed[:3])}")
+    if added:
+        parts.append(f"多了 {'、'.join(added[:3])}")
+    return "，".join(parts) or "node 的順序變了"
+
+
 def describe_answers(ns: Namespace, gm: GraphModule) -> dict[str, Any]:
-    """``fake_quant_roles(gm)`` and ``fake_quant_instances(gm)`` as plain data."""
+    """``fake_quant_roles(gm)`` and ``fake_quant_instances(gm)`` as plain data, and whether they left
+    ``gm`` as it was (both only read the graph; the notebook goes on using it)."""
     kinds = module_kinds(gm)
+    before = structure(gm)
     roles = ns["fake_quant_roles"](gm)
     if type(roles) is not dict:
         raise EvidenceError(f"fake_quant_roles 應該回傳 dict，看到 {type(roles).__name__}")
@@ -129,7 +162,7 @@ def describe_answers(ns: Namespace, gm: GraphModule) -> dict[str, Any]:
     count = ns["fake_quant_instances"](gm)
     if type(count) is not int:
         raise EvidenceError(f"fake_quant_instances 應該回傳 int，看到 {type(count).__name__}")
-    return {"roles": table, "instances": count, "modules": kinds}
+    return {"roles": table, "instances": count, "modules": kinds, "changed": graph_change(before, structure(gm))}
 
 
 # --- public cases -------------------------------------------------------------------------------
@@ -156,5 +189,6 @@ PUBLIC = {
         TITLE,
         ("fake_quant_roles", "fake_quant_instances"),
         {"conv_bn_relu": public_conv_bn, "mlp": public_mlp},
+        case_seconds=QAT_CASE_SECONDS,
     ),
 }

@@ -3,7 +3,11 @@
 Also what the hidden cases share: what a graph looks like after the student's
 ``freeze_bn_stats``, read by the case itself: every ``batch_norm`` node's ``training`` flag,
 whether the running statistics still change when the graph runs on training batches, and a
-fingerprint of every other node (so a change elsewhere shows).
+fingerprint of every other node (so a change elsewhere shows). ``freeze_bn_stats`` works on
+the graph it is handed (the training loop calls ``freeze_bn_stats(qat)`` and goes on with
+``qat``): a module other than that graph coming back (an edited copy) is refused with a
+sentence that says so. The graphs are handed over without export's ``_guards_fn`` module,
+so that such a copy can be told apart in the grader's replay too.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import torch
 from torch.fx import GraphModule
 
 from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.evidence import EvidenceError, safe_text
 
 NOTEBOOK = "M07-2"
 
@@ -22,11 +27,32 @@ TITLE = "freeze_bn_stats：QAT 後段凍結 BN 的統計"
 BATCH_NORM = torch.ops.aten.batch_norm.default
 
 
+def without_guards(gm: GraphModule) -> GraphModule:
+    """``gm`` without export's ``_guards_fn`` call (a shape check of the inputs; nothing reads its result)."""
+    for node in list(gm.graph.nodes):
+        if node.op == "call_module" and node.target == "_guards_fn" and not node.users:
+            gm.graph.erase_node(node)
+    if hasattr(gm, "_guards_fn"):
+        delattr(gm, "_guards_fn")
+    gm.recompile()
+    return gm
+
+
 def export_train(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> GraphModule:
-    """``model`` exported as it is (``.train()`` it first; a submodule may be left in eval mode)."""
+    """``model`` exported as it is (``.train()`` it first; a submodule may be left in eval mode), without ``_guards_fn``."""
     from common.pt2e import export_module
 
-    return export_module(model, inputs)
+    return without_guards(export_module(model, inputs))
+
+
+def freeze(ns: Namespace, gm: GraphModule) -> None:
+    """``freeze_bn_stats(gm)``; an nn.Module other than ``gm`` coming back is refused (``gm`` itself or anything else is fine)."""
+    returned = ns["freeze_bn_stats"](gm)
+    if isinstance(returned, torch.nn.Module) and returned is not gm:
+        raise EvidenceError(
+            f"freeze_bn_stats 要直接改傳進來的 gm（in place），不需要回傳值：你回傳了另一個 {type(returned).__name__}"
+            "（例如改過的複本），但呼叫的地方不看回傳值，之後訓練與評分用的都是傳進來的那個 gm"
+        )
 
 
 def _fingerprint(gm: GraphModule) -> list[str]:
@@ -46,23 +72,27 @@ def _statistics(gm: GraphModule) -> list[torch.Tensor]:
 
 def describe_frozen(ns: Namespace, gm: GraphModule, batches: list[tuple[torch.Tensor, ...]]) -> dict[str, Any]:
     """Call ``freeze_bn_stats(gm)``, then read the graph and run it on ``batches`` (grad off)."""
-    ns["freeze_bn_stats"](gm)
+    freeze(ns, gm)
     flags = [
         bool(node.args[5]) if len(node.args) > 5 else "（沒有 training 引數）"
         for node in gm.graph.nodes
         if node.op == "call_function" and node.target == BATCH_NORM
     ]
     before = _statistics(gm)
-    outputs = []
-    with torch.no_grad():
-        for batch in batches:
-            outputs.append(gm(*batch))
+    shape, problem = None, None
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                shape = list(gm(*batch).shape)
+    except Exception as exc:  # the graph the answer left does not run (e.g. a shape changed elsewhere)
+        problem = f"{type(exc).__name__}: {safe_text(exc, 160)}"
     after = _statistics(gm)
     changed = sum(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
     return {
         "training_flags": flags,
         "statistics_changed": changed,
-        "output_shape": list(outputs[-1].shape),
+        "output_shape": shape,
+        "run_error": problem,
         "others": _fingerprint(gm),
     }
 

@@ -3,11 +3,17 @@
 The graphs: a conv → BN → relu twice model (in a QAT graph the conv's weight is multiplied by
 BN's γ/σ before its fake-quant, so that fake-quant does not read a parameter directly); a
 model with two inputs, a weight computed in ``forward`` (a parameter times 2), an activation
-plus a buffer, and an add that shares one fake-quant instance among three nodes; and a graph
+plus a buffer, and an add that shares one fake-quant instance among three nodes; a graph
 into which the case inserted an ``nn.Identity`` named like an observer, a real observer (not a
 fake-quant) on a weight, a fake-quant with an unusual name on the input, and a fake-quant module
-that is registered but never called. The student's
-functions only read the graph; the answers are names, roles and a count.
+that is registered but never called; and a graph whose operands are not where the digits
+graph has them: an activation that is the third operand of ``addcmul`` (the first two are
+parameters), an activation that reaches its op only as a keyword argument (``sub(offset,
+other=h)``, the constant first), weights that reach their fake-quant through a transpose and
+through ``cat`` of two parameters (shapes the digits graph does not have), and a linear whose
+weight position holds the model's second input (an activation, whatever its position). The
+student's functions only read the graph; the answers are names, roles and a count, and the
+case checks that the graph is unchanged afterwards.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from torch import nn
 from torch.fx import GraphModule
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
-from selfcheck.public.m07_1 import TITLE, describe_answers, qat_graph
+from selfcheck.public.m07_1 import QAT_CASE_SECONDS, TITLE, describe_answers, qat_graph
 
 NOTEBOOK = "M07-1"
 
@@ -54,6 +60,38 @@ class Computed(nn.Module):
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         h = self.a(x) + self.b(y)
         return nn.functional.linear(h + self.offset, self.w * 2)
+
+
+class Operands(nn.Module):
+    """Operands in other places than the digits graph has them (see the module docstring)."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.gain = nn.Parameter(torch.rand(features) + 0.5)
+        self.shift = nn.Parameter(torch.randn(features))
+        self.mix = nn.Parameter(torch.randn(features, features))
+        self.top = nn.Parameter(torch.randn(2, features))
+        self.bottom = nn.Parameter(torch.randn(2, features))
+        self.register_buffer("offset", torch.randn(features))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        a = torch.addcmul(self.shift, self.gain, x)  # the activation is the third operand
+        h = nn.functional.linear(a, self.mix.t())  # a weight through a transpose
+        g = self.offset - h  # the constant first; the case passes h as the keyword ``other``
+        out = nn.functional.linear(g, torch.cat([self.top, self.bottom]))  # a weight through cat
+        return out + nn.functional.linear(x, y)  # y sits where a weight goes, and is an activation
+
+
+def case_operands(ns: Namespace, seed: int) -> Any:
+    features = seed_size(seed, 3, 6)
+    gm = qat_graph(Operands(features), seeded_inputs(seed, (2, features), (4, features)))
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target == torch.ops.aten.sub.Tensor:
+            node.kwargs = {"other": node.args[1]}  # sub(offset, other=h): h is no positional argument
+            node.args = (node.args[0],)
+    gm.graph.lint()
+    gm.recompile()
+    return describe_answers(ns, gm)
 
 
 def case_conv_bn(ns: Namespace, seed: int) -> Any:
@@ -101,6 +139,7 @@ EXERCISES = {
         "fake_quant_roles",
         TITLE,
         ("fake_quant_roles", "fake_quant_instances"),
-        {"conv_bn": case_conv_bn, "computed": case_computed, "inserted": case_inserted},
+        {"conv_bn": case_conv_bn, "computed": case_computed, "inserted": case_inserted, "operands": case_operands},
+        case_seconds=QAT_CASE_SECONDS,
     ),
 }

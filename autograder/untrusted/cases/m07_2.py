@@ -25,8 +25,8 @@ from torch import nn
 from torch.fx import GraphModule
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
-from selfcheck.public.m07_1 import qat_graph
-from selfcheck.public.m07_2 import TITLE, describe_frozen, export_train
+from selfcheck.public.m07_1 import QAT_CASE_SECONDS, qat_graph
+from selfcheck.public.m07_2 import TITLE, describe_frozen, export_train, freeze
 
 NOTEBOOK = "M07-2"
 
@@ -41,6 +41,16 @@ class ConvBn(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))))
+
+
+class LinearBn(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.bn = nn.BatchNorm1d(3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(self.fc(x))
 
 
 class Mixed(nn.Module):
@@ -77,6 +87,9 @@ def _qat_graph(seed: int) -> GraphModule:
 
 
 def case_qat(ns: Namespace, seed: int) -> Any:
+    # First a small training graph: an edited copy coming back instead of the graph is refused
+    # there, in one sentence, before the QAT graph (whose fake-quants a copy would carry) is handed over.
+    freeze(ns, export_train(LinearBn().train(), seeded_inputs(seed, (4, 3))))
     gm = copy.deepcopy(_qat_graph(seed))
     return describe_frozen(ns, gm, _batches(seed, (4, 3, 4, 4)))
 
@@ -88,14 +101,20 @@ def case_mixed(ns: Namespace, seed: int) -> Any:
     shapes = ((4, 3, 5, 5), (4, 6))
     gm = export_train(model, seeded_inputs(seed, *shapes))
     result = describe_frozen(ns, gm, _batches(seed, *shapes))
-    with torch.no_grad():  # dropout still active: the same input twice gives different outputs
-        x = seeded_inputs(seed + 7, *shapes)
-        result["dropout_active"] = not torch.equal(gm(*x), gm(*x))
+    if result["run_error"] is None:
+        with torch.no_grad():  # dropout still active: the same input twice gives different outputs
+            x = seeded_inputs(seed + 7, *shapes)
+            result["dropout_active"] = not torch.equal(gm(*x), gm(*x))
     return result
 
 
 EXERCISES = {
     "freeze_bn_stats": Exercise(
-        NOTEBOOK, "freeze_bn_stats", TITLE, ("freeze_bn_stats",), {"qat": case_qat, "mixed": case_mixed}
+        NOTEBOOK,
+        "freeze_bn_stats",
+        TITLE,
+        ("freeze_bn_stats",),
+        {"qat": case_qat, "mixed": case_mixed},
+        case_seconds=QAT_CASE_SECONDS,
     ),
 }

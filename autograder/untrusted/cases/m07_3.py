@@ -5,9 +5,11 @@ recorded as data and the grader prepares, calibrates and converts on its own sid
 a conv with bias → relu → a conv without bias → flatten → linear, a linear whose input is
 called ``linear`` (a placeholder named like the op) and an add with a scalar; and a model run
 through three Quantizers in a row: one that claims a linear first (``_annotated=True``) and
-labels a conv without claiming it (``_annotated=False``), the student's, and one after it that
-labels every conv / linear still unclaimed with int8 weights (so it shows which nodes the
-student's Quantizer marked as its own).
+labels a conv without claiming it (``_annotated=False``: a spec on its bias edge, its output,
+``allow_implicit_sharing=False``), the student's, and one after it that labels every conv /
+linear still unclaimed with int8 weights (so it shows which nodes the student's Quantizer
+marked as its own). The exercise expects an unclaimed label to be replaced as a whole: what
+the earlier Quantizer wrote there (the bias spec, the flag) must not survive.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from torch.fx import GraphModule
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
 from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer
 from common.qspecs import act_spec, weight_spec
-from selfcheck.public.m07_3 import TITLE, quantize_with
+from selfcheck.public.m07_3 import TITLE, annotate_in_place, quantize_with
 
 NOTEBOOK = "M07-3"
 
@@ -57,17 +59,25 @@ class Lookalike(nn.Module):
 
 class Claimer(Quantizer):
     """Runs before the student's: claims the last linear (int8, ``_annotated=True``) and labels the
-    first conv without claiming it (``_annotated=False``)."""
+    first conv without claiming it (``_annotated=False``): a spec on its bias edge and on its
+    output, and ``allow_implicit_sharing=False``. Replacing that label keeps none of it; updating
+    it in place keeps the bias spec and the flag."""
 
     def annotate(self, model: GraphModule) -> GraphModule:
         weighted = [n for n in model.graph.nodes if n.op == "call_function" and n.target in WEIGHTED]
         last, first = weighted[-1], weighted[0]
+        self.claimed = [last.name]
         last.meta[ANNOTATION_KEY] = QuantizationAnnotation(
             input_qspec_map={last.args[0]: act_spec(), last.args[1]: weight_spec(True)},
             output_qspec=act_spec(),
             _annotated=True,
         )
-        first.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=act_spec(), _annotated=False)
+        first.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+            input_qspec_map={first.args[2]: act_spec()},  # ConvStack's first conv has a bias
+            output_qspec=act_spec(),
+            allow_implicit_sharing=False,
+            _annotated=False,
+        )
         return model
 
     def validate(self, model: GraphModule) -> None:
@@ -103,7 +113,7 @@ class InOrder(Quantizer):
 
     def annotate(self, model: GraphModule) -> GraphModule:
         for quantizer in self.quantizers:
-            quantizer.annotate(model)
+            annotate_in_place(quantizer, model)
         return model
 
     def validate(self, model: GraphModule) -> None:
@@ -122,9 +132,12 @@ def case_lookalike(ns: Namespace, seed: int) -> Any:
 
 
 def case_between(ns: Namespace, seed: int) -> Any:
-    quantizer = InOrder(Claimer(), ns["Int4WeightQuantizer"](), Sweeper())
+    claimer = Claimer()
+    quantizer = InOrder(claimer, ns["Int4WeightQuantizer"](), Sweeper())
     model = ConvStack(seed_size(seed, 3, 6))
-    return quantize_with(quantizer, model, seeded_inputs(seed, (2, 3, 4, 4)), seed)
+    result = quantize_with(quantizer, model, seeded_inputs(seed, (2, 3, 4, 4)), seed)
+    result["claimed"] = getattr(claimer, "claimed", [])
+    return result
 
 
 EXERCISES = {
