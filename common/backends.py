@@ -22,6 +22,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -37,13 +38,21 @@ DELEGATE = "executorch_call_delegate"
 """The call_function that stands for one subgraph handed to a backend in a lowered ExecuTorch graph."""
 
 
+_CAPTURING = False
+"""True while ``captured_native_stderr`` holds file descriptor 2: ``quiet_native_stderr`` then leaves it alone."""
+
+
 @contextlib.contextmanager
 def quiet_native_stderr() -> Iterator[None]:
     """Keep what native code writes on stderr (ExecuTorch's cpuinfo lines) out of the output.
 
     For the duration of the block, file descriptor 2 points at ``/dev/null`` and Python's
-    ``sys.stderr`` writes into a buffer that is dropped.
+    ``sys.stderr`` writes into a buffer that is dropped. Inside ``captured_native_stderr`` it
+    does nothing: the capture keeps the lines.
     """
+    if _CAPTURING:
+        yield
+        return
     try:
         saved = os.dup(2)
     except OSError:
@@ -59,6 +68,30 @@ def quiet_native_stderr() -> Iterator[None]:
         if saved >= 0:
             os.dup2(saved, 2)
             os.close(saved)
+
+
+@contextlib.contextmanager
+def captured_native_stderr() -> Iterator[list[str]]:
+    """Collect what native code writes on stderr during the block (ExecuTorch's runtime and backends log there).
+
+    Yields a list that holds the lines once the block is over; nothing reaches the notebook.
+    """
+    global _CAPTURING
+    lines: list[str] = []
+    with tempfile.TemporaryFile() as sink:
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        _CAPTURING = True
+        try:
+            with contextlib.redirect_stderr(io.StringIO()) as python_lines:
+                yield lines
+        finally:
+            _CAPTURING = False
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            lines += sink.read().decode("utf-8", "replace").splitlines()
+            lines += python_lines.getvalue().splitlines()
 
 
 def executorch_available() -> bool:
@@ -485,7 +518,9 @@ def _xnnpack_graph(blob: bytes) -> dict[str, Any]:
         command = [_get_flatc_path(), "--json", "--strict-json", "--defaults-json", "--raw-binary", "-o", folder]
         subprocess.run([*command, schema, "--", data], check=True, capture_output=True)
         with open(os.path.join(folder, "graph.json"), encoding="utf-8") as f:
-            return json.load(f)
+            text = f.read()
+    # flatc writes an unbounded clamp (relu) as inf, which JSON spells Infinity
+    return json.loads(re.sub(r"(?<=[:\s\[,])(-?)inf\b", r"\1Infinity", text))
 
 
 def xnnpack_nodes(edge: Any) -> list[list[tuple[str, str]]]:
@@ -529,6 +564,7 @@ __all__ = [
     "Kernel",
     "OneDnnRun",
     "PteProgram",
+    "captured_native_stderr",
     "delegation",
     "executorch_available",
     "executorch_xnnpack_quantizer",

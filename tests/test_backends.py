@@ -287,3 +287,30 @@ def test_m08_2_answer_key_predicts_what_lower_x86_does_on_the_public_models(case
     example = next(n for n in converted.graph.nodes if n.op == "placeholder").meta["val"]
     inputs = (torch.randn(tuple(example.shape)),)
     assert _predicted(converted, predict_kernels(converted)) == _lowered(backends.lower_x86(converted, inputs))
+
+
+def test_captured_native_stderr_keeps_the_lines_that_quiet_native_stderr_would_drop() -> None:
+    code = (
+        "import os, sys\n"
+        "from common.backends import captured_native_stderr, quiet_native_stderr\n"
+        "with captured_native_stderr() as log:\n"
+        "    with quiet_native_stderr():\n"
+        "        os.write(2, b'native line\\n')\n"
+        "    print('python line', file=sys.stderr)\n"
+        "print(log)\n"
+        "os.write(2, b'after\\n')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": ""}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert run.stdout.strip() == "['native line', 'python line']" and run.stderr == "after\n"
+
+
+def test_xnnpack_nodes_reads_an_fp32_relu_whose_clamp_is_unbounded() -> None:
+    """flatc writes the clamp of an fp32 relu as ``inf``, which plain JSON does not allow."""
+
+    class ReluAdd(nn.Module):  # a relu XNNPACK cannot fuse into an op before it
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x) + x
+
+    nodes = backends.xnnpack_nodes(backends.lower_to_xnnpack(ReluAdd().eval(), (torch.randn(2, 4),)))
+    assert ("Clamp", "fp32") in [node for graph in nodes for node in graph], nodes
