@@ -254,7 +254,7 @@ def _fusion_positions(want: dict[str, Any], fused: set[str]) -> Any:
 # --- runtime --------------------------------------------------------------------------------------
 
 STAGES = {
-    "lower": "to_edge_transform_and_lower（降到 XNNPACK）",
+    "lower": "to_edge_transform_and_lower（lower 到 XNNPACK）",
     "pte": "to_executorch（存成 .pte）",
     "load": "ExecuTorch runtime 載入 .pte",
     "run": "ExecuTorch runtime 執行",
@@ -435,7 +435,7 @@ def test_claimed(seen, expected):
 @check(
     "backend_quantizer",
     2,
-    f"降到 XNNPACK、存成 .pte、在 ExecuTorch runtime 載入並執行；runtime 的輸出與 convert 後的 PyTorch 模型一致"
+    f"lower 到 XNNPACK、存成 .pte、在 ExecuTorch runtime 載入並執行；runtime 的輸出與 convert 後的 PyTorch 模型一致"
     f"（SQNR ≥ {RUNTIME_MATCH_DB:g} dB）",
 )
 def test_runtime(seen, expected):

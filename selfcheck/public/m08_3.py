@@ -36,7 +36,7 @@ from selfcheck.evidence import describe_annotations, getattr_value, qdq_kind, sa
 
 NOTEBOOK = "M08-3"
 
-TITLE = "BackendQuantizer：自己的後端 Quantizer，降到 XNNPACK、在 ExecuTorch runtime 執行"
+TITLE = "BackendQuantizer：自己的後端 Quantizer，lower 到 XNNPACK、在 ExecuTorch runtime 執行"
 
 CONV = torch.ops.aten.conv2d.default
 LINEAR = torch.ops.aten.linear.default

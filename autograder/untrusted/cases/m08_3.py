@@ -252,7 +252,7 @@ EXERCISES = {
     "backend_quantizer": Exercise(
         NOTEBOOK,
         "backend_quantizer",
-        "BackendQuantizer：自己的後端 Quantizer，降到 XNNPACK、在 ExecuTorch runtime 執行",
+        "BackendQuantizer：自己的後端 Quantizer，lower 到 XNNPACK、在 ExecuTorch runtime 執行",
         ("BackendQuantizer",),
         {"lowered": lowered, "reference": reference, "crowded": crowded, "claimed": claimed},
         case_seconds=90,  # a case lowers a program and runs it in ExecuTorch: seconds, more under load
