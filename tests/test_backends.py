@@ -1,7 +1,9 @@
-"""common.backends (M08): ExecuTorch's quantizer, XNNPACK lowering and runtime, x86 lowering."""
+"""common.backends (M08): ExecuTorch's quantizer, XNNPACK lowering and runtime, x86 lowering and what it makes;
+M08-2's answer key against the real lowering."""
 
 from __future__ import annotations
 
+import collections
 import os
 import subprocess
 import sys
@@ -138,3 +140,177 @@ def test_without_its_qat_patterns_executorchs_quantizer_labels_a_bn_model_alike(
     assert all(not p.is_qat for p in lean.SUPPORTED_PATTERNS)
     codes = [prepare_pt2e(export_module(model, inputs), q).code for q in (full, lean)]
     assert codes[0] == codes[1] and "activation_post_process" in codes[0]
+
+
+# --- x86: lower_x86, its kernels, and M08-2's answer key against the real lowering ----------------
+
+
+def test_lower_x86_makes_views_reshapes_before_freezing_so_a_3d_linear_is_an_int8_kernel() -> None:
+    """torchao's own function leaves a linear on a 3-D input (with or without bias) as fp32 matmuls."""
+    from torchao.quantization.pt2e.lowering import lower_pt2e_quantized_to_x86
+
+    class ThreeD(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(6, 6)
+            self.b = nn.Linear(6, 4, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(torch.relu(self.a(x)))
+
+    torch.manual_seed(0)
+    inputs = (torch.randn(2, 3, 6),)
+    converted = quantized(ThreeD().eval(), inputs, backends.x86_quantizer())
+    with torch.no_grad():
+        raw = lower_pt2e_quantized_to_x86(converted, inputs)
+    ours = backends.lower_x86(converted, inputs)
+    assert [k.kind for k in backends.x86_kernels(raw)] == ["dequantize", "dequantize"]
+    assert [(k.kind, k.post_ops) for k in backends.x86_kernels(ours)] == [("int8", ("relu",)), ("int8", ())]
+    with torch.no_grad():
+        assert torch.allclose(ours(*inputs), converted(*inputs), atol=1e-4)
+
+
+def test_lower_x86_of_an_fp32_model_prepacks_and_fuses_nothing() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3)).eval()
+    inputs = (torch.randn(2, 3, 8, 8),)
+    lowered = backends.lower_x86(model, inputs)
+    kernels = backends.x86_kernels(lowered)
+    assert [(k.op, k.kind, k.post_ops) for k in kernels] == [
+        ("mkldnn._convolution_pointwise", "fp32", ()),
+        ("mkl._mkl_linear", "fp32", ()),
+    ]
+    with torch.no_grad():
+        assert torch.allclose(lowered(*inputs), model(*inputs), atol=1e-5)
+
+
+def test_lower_x86_bf16_gives_int8_kernels_with_bfloat16_outputs(model_and_inputs) -> None:
+    model, inputs = model_and_inputs
+    converted = quantized(model, inputs, backends.x86_quantizer())
+    lowered = backends.lower_x86(converted, inputs, bf16=True)
+    kernels = backends.x86_kernels(lowered)
+    assert {k.kind for k in kernels} == {"int8"}
+    assert "bfloat16" in {k.output for k in kernels}
+    with torch.no_grad():
+        out = lowered(*inputs)
+    assert out.dtype == torch.bfloat16
+    assert torch.allclose(out.float(), converted(*inputs), atol=0.05)
+
+
+def test_onednn_run_names_the_isa_and_the_implementations_and_prints_nothing() -> None:
+    code = (
+        "import torch\n"
+        "from common.backends import onednn_run, has_int8_fast_path\n"
+        "conv = torch.nn.Conv2d(16, 16, 3).eval()\n"
+        "x = torch.randn(8, 16, 32, 32)\n"
+        "with torch.no_grad():\n"
+        "    run = onednn_run(conv, x)\n"
+        "print('ISA', bool(run.isa) and run.isa != '?')\n"
+        "print('CONV', bool(run.implementations('convolution')))\n"
+        "print('FAST', has_int8_fast_path('brg_conv_fwd:avx512_core_vnni'), has_int8_fast_path('jit_uni_int8:avx2'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": ""}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert done.stdout.splitlines() == ["ISA True", "CONV True", "FAST True False"], done.stdout
+
+
+def test_value_shape_reads_through_quantize_and_dequantize() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU()).eval()
+    inputs = (torch.randn(2, 3, 5, 5),)
+    converted = quantized(model, inputs, backends.x86_quantizer())
+    shapes = {n.name: backends.value_shape(converted, n) for n in converted.graph.nodes if n.op == "call_function"}
+    dequantize = next(
+        n for n in converted.graph.nodes if n.target == torch.ops.quantized_decomposed.dequantize_per_tensor.default
+    )
+    assert "val" not in dequantize.meta and shapes[dequantize.name] == (2, 3, 5, 5)
+    weight = next(
+        n for n in converted.graph.nodes if n.target == torch.ops.quantized_decomposed.dequantize_per_channel.default
+    )
+    assert shapes[weight.name] == (4, 3, 3, 3)
+    assert backends.value_shape(converted, 1.5) is None
+
+
+def _predicted(converted: torch.fx.GraphModule, table: dict) -> collections.Counter:
+    """The answer key's table as what ``x86_kernels`` reports: (layer, kind, post-ops, output dtype)."""
+    nodes = {n.name: n for n in converted.graph.nodes}
+    counted: collections.Counter = collections.Counter()
+    for name, record in table.items():
+        layer = "linear" if nodes[name].target == torch.ops.aten.linear.default else "conv"
+        fused = [nodes[f].target for f in record["fuses"]]
+        post = tuple("add" if t == torch.ops.aten.add.Tensor else "relu" for t in fused if "quantize" not in str(t))
+        output = "uint8" if any("quantize" in str(t) for t in fused) else "float32"
+        counted[(layer, record["kernel"], post, output)] += 1
+    return counted
+
+
+def _lowered(lowered: torch.fx.GraphModule) -> collections.Counter:
+    return collections.Counter((k.layer, k.kind, k.post_ops, k.output) for k in backends.x86_kernels(lowered))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2_147_483_646])
+@pytest.mark.parametrize("kind", ["convs", "linears", "dynamic", "skipped", "per_tensor"])
+def test_m08_2_answer_key_predicts_what_lower_x86_does_on_the_hidden_models(kind: str, seed: int) -> None:
+    """The hidden checks compare a student's predictions with the key's; the key is right when
+    ``lower_x86`` makes exactly the kernels it predicts, and the lowered graph computes what the
+    converted one does."""
+    from autograder.keys.m08_2 import predict_kernels
+    from autograder.untrusted.cases.m08_2 import hidden_graph
+
+    converted, inputs = hidden_graph(kind, seed)
+    table = predict_kernels(converted)
+    lowered = backends.lower_x86(converted, inputs)
+    assert _predicted(converted, table) == _lowered(lowered)
+    assert {record["kernel"] for record in table.values()} >= ({"int8"} if kind != "skipped" else {"int8", "fp32"})
+    first = inputs[0]
+    x = first.contiguous(memory_format=torch.channels_last) if first.dim() == 4 else first
+    with torch.no_grad():
+        assert torch.allclose(lowered(x), converted(*inputs), atol=1e-3)
+
+
+@pytest.mark.parametrize("case", ["net", "net_skip_conv2", "block"])
+def test_m08_2_answer_key_predicts_what_lower_x86_does_on_the_public_models(case: str) -> None:
+    from autograder.keys.m08_2 import predict_kernels
+    from selfcheck.public import m08_2
+
+    graphs: dict = {}
+
+    def record(ns, gm, nodes=True):  # what the public case hands the student, kept
+        graphs["converted"] = gm
+        return {}
+
+    original = m08_2.describe_predictions
+    m08_2.describe_predictions = record
+    try:
+        m08_2.PUBLIC["predict_kernels"].cases[case]({"predict_kernels": predict_kernels}, 0)
+    finally:
+        m08_2.describe_predictions = original
+    converted = graphs["converted"]
+    example = next(n for n in converted.graph.nodes if n.op == "placeholder").meta["val"]
+    inputs = (torch.randn(tuple(example.shape)),)
+    assert _predicted(converted, predict_kernels(converted)) == _lowered(backends.lower_x86(converted, inputs))
+
+
+def test_captured_native_stderr_keeps_the_lines_that_quiet_native_stderr_would_drop() -> None:
+    code = (
+        "import os, sys\n"
+        "from common.backends import captured_native_stderr, quiet_native_stderr\n"
+        "with captured_native_stderr() as log:\n"
+        "    with quiet_native_stderr():\n"
+        "        os.write(2, b'native line\\n')\n"
+        "    print('python line', file=sys.stderr)\n"
+        "print(log)\n"
+        "os.write(2, b'after\\n')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": ""}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert run.stdout.strip() == "['native line', 'python line']" and run.stderr == "after\n"
+
+
+def test_xnnpack_nodes_reads_an_fp32_relu_whose_clamp_is_unbounded() -> None:
+    """flatc writes the clamp of an fp32 relu as ``inf``, which plain JSON does not allow."""
+
+    class ReluAdd(nn.Module):  # a relu XNNPACK cannot fuse into an op before it
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x) + x
+
+    nodes = backends.xnnpack_nodes(backends.lower_to_xnnpack(ReluAdd().eval(), (torch.randn(2, 4),)))
+    assert ("Clamp", "fp32") in [node for graph in nodes for node in graph], nodes

@@ -5,6 +5,30 @@ The labels are read right after the student's ``annotate`` with sharing resolved
 they wrote it; a derived spec is compared by what matters (int32, its range, per channel or not,
 the set of edges it derives from), a fixed spec by its numbers. Each check looks at the labels
 of one kind of op, then at what prepare / convert / the runtime made of them.
+
+Assumptions a half-understanding can bake in, and the hidden input that refutes each:
+
+- "an op is found by its name": the input of ``crowded`` is called ``cat``;
+- "every conv-like op is a conv2d": a ConvTranspose2d (``crowded``);
+- "a conv's only consumer is the relu after it": the conv of ``crowded`` is read by a relu and an
+  add (no fusion), and a relu alone is not labelled;
+- "a relu after a conv can always be fused": the stem's relu of ``claimed`` is claimed by another
+  Quantizer: the conv labels its own output and leaves the relu alone;
+- "a label on a node means it is taken": ``add_1`` of ``claimed`` carries a label with
+  ``_annotated`` False and must be labelled by the rules;
+- "claimed nodes can be relabelled" / "``_annotated`` needs not be set": the claimed add and cat
+  of ``claimed``, and ``_annotated`` on every node the student labels;
+- "a bias is always there" / "a bias is args[2] as a Node": linears without bias, a BN folded into
+  a conv without bias (``crowded``, ``lowered``);
+- "every input of add / cat is an activation": a buffer and a Python scalar added, a cat reading
+  the same node twice (``crowded``);
+- "the same spec object means one observer" / "equal specs are shared": sharing is checked on the
+  observer instances after prepare (``lowered``, ``crowded``);
+- "bias scale is the activation's": per-channel weight scales make each channel's bias scale
+  differ (``lowered``, ``crowded``: convert's int32 bias against s_x · s_w[c]);
+- "sigmoid needs only an observer": the quantize after it must be 1/256, −128 (``lowered``);
+- "labels that prepare accepts also lower": the program is lowered, saved as a ``.pte`` and run
+  (``lowered``), against ExecuTorch's own XNNPACKQuantizer (``reference``).
 """
 
 from __future__ import annotations
@@ -28,7 +52,7 @@ NOTEBOOK = "M08-3"
 WHERE = {
     "lowered": "隱藏的 backbone（conv → relu、add、sigmoid、cat、max_pool2d、flatten、linear → relu、linear）",
     "crowded": "滿是陷阱的模型（輸入叫 cat、讀兩次的 conv、常數與純量、重複的 cat 輸入、ConvTranspose2d、折進 BN 的 conv）",
-    "claimed": "add 與 cat 已被別人認領、另一個 add 有沒認領的標籤的模型",
+    "claimed": "add、cat 與 stem 的 relu 已被別人認領、另一個 add 有沒認領的標籤的模型",
 }
 
 RUNTIME_MATCH_DB = 40.0
@@ -230,7 +254,7 @@ def _fusion_positions(want: dict[str, Any], fused: set[str]) -> Any:
 # --- runtime --------------------------------------------------------------------------------------
 
 STAGES = {
-    "lower": "to_edge_transform_and_lower（降到 XNNPACK）",
+    "lower": "to_edge_transform_and_lower（lower 到 XNNPACK）",
     "pte": "to_executorch（存成 .pte）",
     "load": "ExecuTorch runtime 載入 .pte",
     "run": "ExecuTorch runtime 執行",
@@ -376,14 +400,16 @@ def test_fusion(seen, expected):
                         )
 
 
-CLAIMED = ("add", "cat")
-"""The nodes of the ``claimed`` model an earlier Quantizer claimed; ``add_1`` carries a label it did not claim."""
+CLAIMED = ("add", "cat", "relu", "conv2d")
+"""The nodes of the ``claimed`` model an earlier Quantizer claimed (``conv2d``: the stem conv, whose only
+consumer ``relu`` is claimed, so it labels its own output); ``add_1`` carries a label nobody claimed."""
 
 
 @check(
     "backend_quantizer",
     2,
-    "尊重 _annotated：別人認領的 add / cat 不動，有標籤但沒認領的 add 照規則重貼，自己標過的 node 都設 _annotated = True",
+    "尊重 _annotated：別人認領的 add / cat / relu 不動（relu 被認領時 conv 不融合、自己量化輸出），"
+    "有標籤但沒認領的 add 照規則重貼，自己標過的 node 都設 _annotated = True",
 )
 def test_claimed(seen, expected):
     got, want = _case(seen, expected, "claimed")
@@ -409,7 +435,7 @@ def test_claimed(seen, expected):
 @check(
     "backend_quantizer",
     2,
-    f"降到 XNNPACK、存成 .pte、在 ExecuTorch runtime 載入並執行；runtime 的輸出與 convert 後的 PyTorch 模型一致"
+    f"lower 到 XNNPACK、存成 .pte、在 ExecuTorch runtime 載入並執行；runtime 的輸出與 convert 後的 PyTorch 模型一致"
     f"（SQNR ≥ {RUNTIME_MATCH_DB:g} dB）",
 )
 def test_runtime(seen, expected):

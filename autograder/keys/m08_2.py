@@ -1,4 +1,18 @@
-"""Answer key of M08-2: which conv / linear kernels of a graph lowered for x86 compute in int8."""
+"""Answer key of M08-2: predict, from a converted (q/dq) graph, which conv / linear nodes ``lower_x86`` makes
+into oneDNN int8 kernels and which nodes after each one the kernel takes in.
+
+The rules are those of Inductor's x86 quantization patterns (torch/_inductor/fx_passes/quantization.py,
+torchao/quantization/pt2e/inductor_passes/x86.py) for the graphs X86InductorQuantizer gives:
+
+- an int8 kernel needs a per-channel int8 weight (``dequantize_per_channel`` of a constant) and an
+  activation dequantized per tensor (``.default``; a linear also takes the dynamic ``.tensor``);
+- a weight dequantized from a constant in any other way (per tensor, or a conv with a dynamic
+  activation) leaves an fp32 conv / matmul that dequantizes the weight on every call;
+- an fp32 weight gives oneDNN's / MKL's fp32 kernel, which the lowering fuses nothing into;
+- after an int8 kernel: an add that is its only consumer (the other operand a tensor of the same
+  shape; for a conv a ``dequantize_per_tensor``, an int8 value it adds in place), then a relu that is
+  the only consumer, then a ``quantize_per_tensor.default`` that is the only consumer (uint8 output).
+"""
 
 from __future__ import annotations
 
@@ -7,71 +21,64 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
+from common.backends import value_shape
 
-def named_args(node: Node) -> dict[str, Any]:
-    """The node's arguments by the names in its op's schema."""
-    target = node.target
-    if isinstance(target, torch._ops.OpOverloadPacket):
-        target = target.default
-    names = [argument.name for argument in target._schema.arguments]
-    return {**dict(zip(names, node.args, strict=False)), **node.kwargs}
+aten = torch.ops.aten
+qd = torch.ops.quantized_decomposed
+
+CONVS = (aten.conv1d.default, aten.conv2d.default, aten.conv_transpose1d.default, aten.conv_transpose2d.input)
+LINEAR = aten.linear.default
+DEQUANTIZE_WEIGHT = (
+    qd.dequantize_per_channel.default,
+    qd.dequantize_per_tensor.default,
+    qd.dequantize_per_tensor.tensor,
+)
 
 
-def classify_kernels(lowered: GraphModule) -> dict[str, dict[str, Any]]:
-    int8_ops = {
-        torch.ops.onednn.qconv_pointwise: "conv",
-        torch.ops.onednn.qconv2d_pointwise: "conv",
-        torch.ops.onednn.qlinear_pointwise: "linear",
-    }
-    fp32_ops = {
-        torch.ops.aten.convolution: "conv",
-        torch.ops.mkldnn._convolution_pointwise: "conv",
-        torch.ops.mkldnn._convolution_transpose_pointwise: "conv",
-        torch.ops.aten.addmm: "linear",
-        torch.ops.aten.mm: "linear",
-        torch.ops.mkl._mkl_linear: "linear",
-        torch.ops.mkldnn._linear_pointwise: "linear",
-    }
-    shape_ops = {
-        torch.ops.aten.permute,
-        torch.ops.aten.t,
-        torch.ops.aten.reshape,
-        torch.ops.aten.view,
-        torch.ops.aten._unsafe_view,
-    }
-    dequantize_ops = {
-        torch.ops.quantized_decomposed.dequantize_per_channel,
-        torch.ops.quantized_decomposed.dequantize_per_tensor,
-    }
-    post_op_names = ("attr", "binary_attr", "unary_attr", "post_op_name", "binary_post_op", "unary_post_op")
+def _only_consumer(node: Node) -> Node | None:
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
 
-    def packet(node):
-        if node.op != "call_function":
-            return None
-        if isinstance(node.target, torch._ops.OpOverload):
-            return node.target.overloadpacket
-        return node.target if isinstance(node.target, torch._ops.OpOverloadPacket) else None
 
-    def reads_int8_weight(node):
-        for arg in node.all_input_nodes:
-            while packet(arg) in shape_ops:
-                arg = arg.args[0]
-            if packet(arg) in dequantize_ops and arg.args[0].op == "get_attr":
-                return True
-        return False
+def _calls(node: Any, *targets: Any) -> bool:
+    return isinstance(node, Node) and node.op == "call_function" and node.target in targets
 
-    table = {}
-    for node in lowered.graph.nodes:
-        op = packet(node)
-        if op not in int8_ops and op not in fp32_ops:
+
+def predict_kernels(converted: GraphModule) -> dict[str, dict[str, Any]]:
+    table: dict[str, dict[str, Any]] = {}
+    for node in converted.graph.nodes:
+        if not _calls(node, *CONVS, LINEAR):
             continue
-        args = named_args(node)
-        fused = [
-            args[name] for name in post_op_names if isinstance(args.get(name), str) and args[name] not in ("", "none")
-        ]
-        if op in int8_ops:
-            table[node.name] = {"layer": int8_ops[op], "int8": True, "fused": fused, "reason": None}
-        else:
-            reason = "not_fused" if reads_int8_weight(node) else "not_quantized"
-            table[node.name] = {"layer": fp32_ops[op], "int8": False, "fused": fused, "reason": reason}
+        x, weight = node.args[0], node.args[1]
+        linear = node.target == LINEAR
+        int8_weight = _calls(weight, *DEQUANTIZE_WEIGHT) and weight.args[0].op == "get_attr"
+        activation = (
+            (qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor)
+            if linear
+            else (qd.dequantize_per_tensor.default,)
+        )
+        if not int8_weight:
+            table[node.name] = {"kernel": "fp32", "fuses": []}
+            continue
+        if not (_calls(weight, qd.dequantize_per_channel.default) and _calls(x, *activation)):
+            table[node.name] = {"kernel": "dequantize", "fuses": []}
+            continue
+        fuses: list[str] = []
+        current = node
+        add = _only_consumer(current)
+        if _calls(add, aten.add.Tensor) and len(add.args) == 2:
+            other = add.args[1] if add.args[0] is current else add.args[0]
+            same_shape = value_shape(converted, other) == value_shape(converted, current)
+            int8_other = _calls(other, qd.dequantize_per_tensor.default)  # a conv adds an int8 value in place
+            if isinstance(other, Node) and same_shape and (linear or int8_other):
+                fuses.append(add.name)
+                current = add
+        relu = _only_consumer(current)
+        if _calls(relu, aten.relu.default):
+            fuses.append(relu.name)
+            current = relu
+        quantize = _only_consumer(current)
+        if _calls(quantize, qd.quantize_per_tensor.default):
+            fuses.append(quantize.name)
+        table[node.name] = {"kernel": "int8", "fuses": fuses}
     return table

@@ -36,7 +36,7 @@ from selfcheck.evidence import describe_annotations, getattr_value, qdq_kind, sa
 
 NOTEBOOK = "M08-3"
 
-TITLE = "BackendQuantizer：自己的後端 Quantizer，降到 XNNPACK、在 ExecuTorch runtime 執行"
+TITLE = "BackendQuantizer：自己的後端 Quantizer，lower 到 XNNPACK、在 ExecuTorch runtime 執行"
 
 CONV = torch.ops.aten.conv2d.default
 LINEAR = torch.ops.aten.linear.default
@@ -223,14 +223,16 @@ def backend_run(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> BackendRu
     shapes, save it as a ``.pte``, load it in the ExecuTorch runtime and run it on ``inputs``.
 
     Lowering costs seconds; a GraphModule with the same code and constants, run on the same
-    inputs, gives the same program, so the last few results are kept (a copy is returned).
+    inputs, gives the same program, so the last few results that ran are kept (a copy is
+    returned). A failure is not kept: whether a stage fails can depend on what was imported
+    since (``import executorch.kernels.quantized`` registers out variants).
     """
     key = _run_key(model, inputs)
     if key is not None and key in _runs:
         _runs.move_to_end(key)
         return _copy_run(_runs[key])
     run = _backend_run(model, inputs)
-    if key is not None:
+    if key is not None and run.ok:  # a failure can depend on what is imported (M08-3 E: out variants)
         _runs[key] = _copy_run(run)
         while len(_runs) > RUN_CACHE_SIZE:
             _runs.popitem(last=False)
@@ -536,6 +538,8 @@ PUBLIC = {
         TITLE,
         ("BackendQuantizer",),
         {"gate_net": gate_net_case, "small_cnn": small_cnn_case},
-        case_seconds=90,  # a case lowers a program and runs it in ExecuTorch: seconds, more under load
+        # gate_net lowers two programs and runs them in ExecuTorch (the student's and the reference):
+        # seconds each, a minute or more on a slow or busy machine
+        case_seconds=180,
     ),
 }

@@ -4,8 +4,9 @@ Every case hands the student's ``quantizer_report`` a hidden model and a fresh Q
 testing XNNPACKQuantizer and ExecuTorch's, per-channel; ExecuTorch's per-tensor once) and keeps
 what it returned, names sorted (``selfcheck.public.m08_1.report``). The models: a cat whose inputs
 are a list (two ``getitem`` of a split, a conv without bias, the model input) followed by
-max_pool2d; conv → relu → max_pool2d → conv → reshape / flatten → transpose; mean, sigmoid,
-softmax and tanh (nobody annotates the last three); adds (add → relu, a residual add, linear →
+max_pool2d; conv → relu → max_pool2d → conv → reshape / flatten → transpose; abs, mean, sigmoid,
+softmax and tanh (nobody annotates abs, sigmoid, softmax and tanh; abs and sigmoid feed a conv and a
+linear, whose labels quantize the edge from them); adds (add → relu, a residual add, linear →
 relu, a scalar add); and a conv → BN → relu model whose cat and one conv are kept in fp32 by claimed
 labels without a spec (cat's names each input edge with ``None``) while sigmoid gets a label with
 ``_annotated`` left False. Every model is built on
@@ -65,7 +66,9 @@ class PoolChain(nn.Module):
 
 
 class Nobody(nn.Module):
-    """conv → mean → sigmoid → linear → softmax, and tanh of the mean: sigmoid, softmax, tanh stay unlabelled."""
+    """abs(x) → conv → mean → sigmoid → linear → softmax, and tanh of the mean: abs, sigmoid, softmax and tanh
+    stay unlabelled; abs and sigmoid are quantized all the same, by the input edge of their consumer
+    (the conv, the linear), which is labelled on the consumer, not on them."""
 
     def __init__(self, channels: int, classes: int) -> None:
         super().__init__()
@@ -73,7 +76,7 @@ class Nobody(nn.Module):
         self.fc = nn.Linear(channels, classes)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.conv(x).mean((2, 3))
+        h = self.conv(torch.abs(x)).mean((2, 3))
         return torch.softmax(self.fc(torch.sigmoid(h)), dim=-1), torch.tanh(h)
 
 
@@ -191,6 +194,7 @@ EXERCISES = {
         TITLE,
         ("quantizer_report",),
         {"cat_inputs": cat_inputs, "pool_chain": pool_chain, "nobody": nobody, "adds": adds, "kept": kept},
+        case_seconds=90,  # the first case imports ExecuTorch (seconds, more on a busy machine)
     ),
 }
 

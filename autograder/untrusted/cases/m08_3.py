@@ -10,8 +10,9 @@
 - ``crowded``: what is not one of the backend's ops, or not where it looks (an input called
   ``cat``, a conv read twice, constants and scalars, a repeated cat input, a ConvTranspose2d, a
   folded BN, a linear without bias): labels, observers, paths and biases; no lowering.
-- ``claimed``: an add and a cat claimed before the student's Quantizer, and an add labelled but not
-  claimed; the labels right after the student's ``annotate``.
+- ``claimed``: an add, a cat and the stem's relu claimed before the student's Quantizer, and an add
+  labelled but not claimed; the labels right after the student's ``annotate`` (the stem conv, whose
+  only consumer is the claimed relu, must label its own output: no fusion over a claimed relu).
 
 Models are built inside a forked RNG from the seed, so the student's run and the reference see
 the same weights. ExecuTorch is imported only when a case lowers a model.
@@ -120,9 +121,9 @@ class Crowded(nn.Module):
 
 
 class ClaimedAdds(nn.Module):
-    """conv → relu; two convs added (``add``, claimed before the student), the sum added to the relu
-    (``add_1``, labelled but not claimed); a cat of the two sums (``cat``, claimed) and a cat of that
-    with the relu; max_pool2d; flatten."""
+    """conv → relu (``relu``, claimed before the student); two convs added (``add``, claimed), the sum
+    added to the relu (``add_1``, labelled but not claimed); a cat of the two sums (``cat``, claimed)
+    and a cat of that with the relu; max_pool2d; flatten."""
 
     def __init__(self, channels: int) -> None:
         super().__init__()
@@ -240,6 +241,7 @@ def claimed(ns: Namespace, seed: int) -> Any:
     before = (
         Claimer((ADD,), 100, first=True),
         Claimer((CAT,), 90, first=True),
+        Claimer((RELU,), 80, first=True),
         TableLabels({"add_1": Label({"add": symmetric_spec(30)}, symmetric_spec(30), annotated=False)}),
     )
     evidence, _ = run_student(ns, model, calibration, before)
@@ -250,7 +252,7 @@ EXERCISES = {
     "backend_quantizer": Exercise(
         NOTEBOOK,
         "backend_quantizer",
-        "BackendQuantizer：自己的後端 Quantizer，降到 XNNPACK、在 ExecuTorch runtime 執行",
+        "BackendQuantizer：自己的後端 Quantizer，lower 到 XNNPACK、在 ExecuTorch runtime 執行",
         ("BackendQuantizer",),
         {"lowered": lowered, "reference": reference, "crowded": crowded, "claimed": claimed},
         case_seconds=90,  # a case lowers a program and runs it in ExecuTorch: seconds, more under load
