@@ -400,6 +400,51 @@ def describe_spec(spec: Any) -> Any:
     return {"kind": "unsupported", "type": kind.__name__}
 
 
+def edge_text(edge: Any) -> str:
+    """An edge of ``describe_spec``'s evidence as a student reads it: ``a → b`` or ``a 的輸出``."""
+    if isinstance(edge, dict) and isinstance(edge.get("edge"), list):
+        return " → ".join(map(str, edge["edge"]))
+    if isinstance(edge, dict) and "node" in edge:
+        return f"{edge['node']} 的輸出"
+    return repr(edge)
+
+
+def derived_edges(spec: dict[str, Any]) -> list[str]:
+    """The ``derived_from`` of a described derived spec, as sorted text."""
+    return sorted(edge_text(edge) for edge in spec.get("from") or [])
+
+
+def spec_text(spec: Any, none: str = "不量化（沒有標籤）") -> str:
+    """A spec described by ``describe_spec``, in one line in the student's words:
+    ``int8 [-128,127] per_tensor_affine MinMaxObserver``, ``SharedQuantizationSpec(a → b)``,
+    ``DerivedQuantizationSpec(int32 [...] …，derived_from …)``. ``none`` is what ``None`` reads as."""
+    if spec is None:
+        return none
+    if not isinstance(spec, dict):
+        return repr(spec)
+
+    def field(key: str) -> Any:
+        value = spec.get(key)
+        return value.get(key) if isinstance(value, dict) and key in value else value
+
+    kind = spec.get("kind")
+    if kind == "shared":
+        return f"SharedQuantizationSpec({edge_text(spec.get('of'))})"
+    head = f"{field('dtype')} [{spec.get('qmin')},{spec.get('qmax')}] {field('qscheme')}"
+    if kind == "spec":
+        observer = spec.get("observer") if isinstance(spec.get("observer"), dict) else {}
+        name = str(observer.get("class")).rsplit(".", 1)[-1]
+        kwargs = observer.get("kwargs") if isinstance(observer.get("kwargs"), dict) else {}
+        extra = f"({', '.join(f'{k}={v}' for k, v in kwargs.items())})" if kwargs else ""
+        axis = f" ch_axis={spec.get('ch_axis')}" if "channel" in head else ""
+        return f"{head}{axis} {name}{extra}"
+    if kind == "derived":
+        return f"DerivedQuantizationSpec({head}，derived_from {'、'.join(derived_edges(spec))})"
+    if kind == "fixed":
+        return f"FixedQParamsQuantizationSpec({head}，scale={spec.get('scale')}，zero_point={spec.get('zero_point')})"
+    return str(kind)
+
+
 def describe_annotation(annotation: Any) -> Any:
     """A node's ``quantization_annotation`` as data, or ``{"kind": "unsupported"}`` for anything else."""
     from torchao.quantization.pt2e.quantizer import QuantizationAnnotation

@@ -14,6 +14,10 @@ from typing import Any
 
 import pytest
 
+from selfcheck.evidence import derived_edges, spec_text
+
+__all__ = ["derived_edges", "spec_text"]  # spec helpers live beside describe_spec; the checks import them from here
+
 CHECKS: dict[tuple[str, str], list[CheckInfo]] = {}
 
 
@@ -155,19 +159,6 @@ def instances_reading(prepared: dict[str, Any], consumer: str) -> set[int]:
 
 
 # --- converted graphs -----------------------------------------------------------------------------
-
-
-def derived_edges(spec: dict[str, Any]) -> list[str]:
-    """The ``derived_from`` of a derived spec's evidence, as sorted text (``a → b``, ``a 的輸出``)."""
-    out = []
-    for edge in spec.get("from") or []:
-        if isinstance(edge, dict) and isinstance(edge.get("edge"), list):
-            out.append(" → ".join(map(str, edge["edge"])))
-        elif isinstance(edge, dict) and "node" in edge:
-            out.append(f"{edge['node']} 的輸出")
-        else:
-            out.append(repr(edge))
-    return sorted(out)
 
 
 def step_text(step: list[Any]) -> str:

@@ -34,19 +34,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from autograder.checks.support import Fail, check, compare_observers, expect, expect_equal, expect_unchanged, value
+from autograder.checks.support import (
+    Fail,
+    check,
+    compare_observers,
+    expect,
+    expect_equal,
+    expect_unchanged,
+    spec_text,
+    value,
+)
 
 NOTEBOOK = "M03-1"
 
 
 def _spec_text(spec: Any) -> str:
-    if not isinstance(spec, dict):
-        return "不量化（None）" if spec is None else str(spec)
-    observer = str((spec.get("observer") or {}).get("class")).rsplit(".", 1)[-1]
-    return (
-        f"{(spec.get('dtype') or {}).get('dtype')} [{spec.get('qmin')},{spec.get('qmax')}] "
-        f"{(spec.get('qscheme') or {}).get('qscheme')} {observer}"
-    )
+    return spec_text(spec, none="不量化（None）")
 
 
 def compare_labels(got: dict[str, Any], want: dict[str, Any], where: str) -> None:

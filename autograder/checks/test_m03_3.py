@@ -41,26 +41,16 @@ from __future__ import annotations
 from typing import Any
 
 from autograder.checks.support import Fail, _relabel, check, compare_edges, expect, value
+from autograder.checks.support import spec_text as _spec_text
 
 NOTEBOOK = "M03-3"
 
 
-# --- comparisons (the same reading of labels as test_m03_4) ---------------------------------------
-
-
 def spec_text(spec: Any) -> str:
-    """A described spec in one line: ``int8 [-127,127] per_channel_symmetric ch_axis=0 PerChannelMinMaxObserver``."""
-    if spec is None:
-        return "（共用的位置沒有規格）"
-    if not isinstance(spec, dict):
-        return str(spec)
-    if spec.get("kind") != "spec":
-        return str(spec.get("kind"))
-    scheme = (spec.get("qscheme") or {}).get("qscheme")
-    dtype = (spec.get("dtype") or {}).get("dtype")
-    observer = str((spec.get("observer") or {}).get("class")).rsplit(".", 1)[-1]
-    axis = f" ch_axis={spec.get('ch_axis')}" if "channel" in str(scheme) else ""
-    return f"{dtype} [{spec.get('qmin')},{spec.get('qmax')}] {scheme}{axis} {observer}"
+    return _spec_text(spec, none="（共用的位置沒有規格）")
+
+
+# --- comparisons (the same reading of labels as test_m03_4) ---------------------------------------
 
 
 def _group_text(positions: dict[str, Any], group: Any) -> str:

@@ -31,33 +31,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from autograder.checks.support import Fail, check, compare_paths, path_text, value
+from autograder.checks.support import Fail, check, compare_paths, path_text, spec_text, value
 
 NOTEBOOK = "M04-3"
 
 
 # --- annotations ----------------------------------------------------------------------------------
-
-
-def spec_text(spec: Any) -> str:
-    """A spec as the student would write it: ``int8 [-128,127] per_tensor_affine MinMaxObserver``."""
-    if spec is None:
-        return "不量化（沒有標籤）"
-    if not isinstance(spec, dict):
-        return repr(spec)
-    kind = spec.get("kind")
-    if kind == "shared":
-        return f"SharedQuantizationSpec({spec.get('of')})"
-    if kind != "spec":
-        return f"{kind} {spec}"
-    dtype = (spec.get("dtype") or {}).get("dtype") if isinstance(spec.get("dtype"), dict) else spec.get("dtype")
-    scheme = spec.get("qscheme")
-    scheme = scheme.get("qscheme") if isinstance(scheme, dict) else scheme
-    observer = spec.get("observer") or {}
-    name = str(observer.get("class")).rsplit(".", 1)[-1]
-    kwargs = observer.get("kwargs") or {}
-    extra = f"({', '.join(f'{k}={v}' for k, v in kwargs.items())})" if kwargs else ""
-    return f"{dtype} [{spec.get('qmin')},{spec.get('qmax')}] {scheme} {name}{extra}"
 
 
 def normalize(annotations: Any, where: str) -> dict[str, dict[str, Any]]:

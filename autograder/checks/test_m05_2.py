@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autograder.checks.support import Fail, check, compare_paths, derived_edges, expect, value
+from autograder.checks.support import Fail, check, compare_paths, derived_edges, expect, spec_text, value
 
 NOTEBOOK = "M05-2"
 
@@ -182,22 +182,6 @@ def _name(value: Any) -> Any:
 
 def _scheme(value: Any) -> Any:
     return value.get("qscheme") if isinstance(value, dict) and "qscheme" in value else value
-
-
-def spec_text(spec: Any) -> str:
-    """A spec in a student's words: ``int8 [-128,127] per_tensor_affine MinMaxObserver`` or the derived one."""
-    if spec is None:
-        return "不量化（沒有標籤）"
-    if not isinstance(spec, dict):
-        return repr(spec)
-    kind = spec.get("kind")
-    head = f"{_name(spec.get('dtype'))} [{spec.get('qmin')},{spec.get('qmax')}] {_scheme(spec.get('qscheme'))}"
-    if kind == "derived":
-        return f"DerivedQuantizationSpec({head}，derived_from {derived_edges(spec)})"
-    if kind == "spec":
-        observer = spec.get("observer") or {}
-        return f"{head} {str(observer.get('class')).rsplit('.', 1)[-1]}"
-    return f"{kind} {head}"
 
 
 def spec_key(spec: Any) -> Any:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from autograder.checks.support import Fail, check, expect, value
+from autograder.checks.support import spec_text as _spec_text
 
 NOTEBOOK = "M07-3"
 
@@ -29,24 +30,14 @@ WHERE = {
 }
 
 
+def spec_text(spec: Any) -> str:
+    return _spec_text(spec, none="不量化（None）")
+
+
 LEFTOVER = (
     "：這個 node 原本有一張前一個 Quantizer 沒認領（_annotated=False）的標籤，"
     "練習要的是整張換成你的新標籤，不是在舊標籤上補 spec（舊的 bias spec、旗標都不該留下）"
 )
-
-
-def spec_text(spec: Any) -> str:
-    if spec is None:
-        return "不量化（None）"
-    if not isinstance(spec, dict):
-        return repr(spec)
-    if spec.get("kind") != "spec":
-        return str(spec.get("kind"))
-    dtype = (spec.get("dtype") or {}).get("dtype")
-    qscheme = (spec.get("qscheme") or {}).get("qscheme")
-    observer = str((spec.get("observer") or {}).get("class")).rsplit(".", 1)[-1]
-    axis = f" ch_axis={spec.get('ch_axis')}" if "channel" in str(qscheme) else ""
-    return f"{dtype} [{spec.get('qmin')},{spec.get('qmax')}] {qscheme}{axis} {observer}"
 
 
 def _result(evidence: Any, case: str) -> dict[str, Any]:

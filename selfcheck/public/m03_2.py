@@ -13,31 +13,12 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from common.pt2e import Quantizer
 from selfcheck.casekit import Exercise, Namespace
 from selfcheck.evidence import EvidenceError, plain
+from selfcheck.probes import CaptureLabels
 from selfcheck.public.m03_1 import export
 
 NOTEBOOK = "M03-2"
-
-
-class CaptureLabels(Quantizer):
-    """Runs an inner Quantizer and keeps a copy of the graph right after annotate (the chapter's)."""
-
-    def __init__(self, inner: Quantizer) -> None:
-        self.inner = inner
-        self.annotated: GraphModule | None = None
-
-    def transform_for_annotation(self, model: GraphModule) -> GraphModule:
-        return self.inner.transform_for_annotation(model)
-
-    def annotate(self, model: GraphModule) -> GraphModule:
-        self.inner.annotate(model)
-        self.annotated = copy.deepcopy(model)
-        return model
-
-    def validate(self, model: GraphModule) -> None:
-        self.inner.validate(model)
 
 
 def labelled(name: str) -> GraphModule:

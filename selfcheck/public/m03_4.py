@@ -15,28 +15,13 @@ from torch.fx import GraphModule
 
 from common.pt2e import ANNOTATION_KEY, MinMaxObserver, QuantizationAnnotation, QuantizationSpec, Quantizer
 from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.probes import ChainQuantizer as Chain
 from selfcheck.public.m03_1 import labels, observers
 
 NOTEBOOK = "M03-4"
 
 ADD = torch.ops.aten.add.Tensor
 CAT = torch.ops.aten.cat.default
-
-
-class Chain(Quantizer):
-    """Runs several Quantizers one after another (like ComposableQuantizer)."""
-
-    def __init__(self, quantizers: list[Quantizer]) -> None:
-        self.quantizers = quantizers
-
-    def annotate(self, model: GraphModule) -> GraphModule:
-        for quantizer in self.quantizers:
-            quantizer.annotate(model)
-        return model
-
-    def validate(self, model: GraphModule) -> None:
-        for quantizer in self.quantizers:
-            quantizer.validate(model)
 
 
 class ClaimsFirst(Quantizer):

@@ -31,31 +31,10 @@ from common.pt2e import (
 )
 from common.qspecs import act_spec, weight_spec
 from selfcheck.evidence import EvidenceError, plain
+from selfcheck.probes import CaptureLabels
 from selfcheck.public.m01_1 import graph_changes, graph_state
 
 NOTEBOOK = "M03-2"
-
-
-class CaptureLabels(Quantizer):
-    """Runs an inner Quantizer and keeps a copy of the graph right after annotate."""
-
-    def __init__(self, inner: Quantizer) -> None:
-        self.inner = inner
-        self.annotated: GraphModule | None = None
-
-    def transform_for_annotation(self, model: GraphModule) -> GraphModule:
-        return self.inner.transform_for_annotation(model)
-
-    def annotate(self, model: GraphModule) -> GraphModule:
-        self.inner.annotate(model)
-        self.annotated = copy.deepcopy(model)
-        return model
-
-    def validate(self, model: GraphModule) -> None:
-        self.inner.validate(model)
-
-
-# --- hidden models ------------------------------------------------------------------------------
 
 
 class SigmoidMlp(nn.Module):

@@ -30,7 +30,8 @@ from common.pt2e import (
     prepare_pt2e,
 )
 from common.qspecs import act_spec
-from selfcheck.evidence import describe_annotations, describe_converted, describe_prepared
+from selfcheck.evidence import describe_converted, describe_prepared
+from selfcheck.probes import AnnotationSnapshot as Snapshot
 
 NOTEBOOK = "M04-3"
 
@@ -251,23 +252,6 @@ class EarlyClaims(Quantizer):
 
     def validate(self, model: GraphModule) -> None:
         pass
-
-
-class Snapshot(Quantizer):
-    """Keeps ``describe_annotations`` of the graph at the moment it runs (right after the student's Quantizer)."""
-
-    def __init__(self) -> None:
-        self.annotations: dict[str, Any] = {}
-
-    def annotate(self, model: GraphModule) -> GraphModule:
-        self.annotations = describe_annotations(model)
-        return model
-
-    def validate(self, model: GraphModule) -> None:
-        pass
-
-
-# --- evidence -----------------------------------------------------------------------------------
 
 
 def fuse(

@@ -28,7 +28,8 @@ from common.pt2e import (
     QuantizationSpec,
     Quantizer,
 )
-from selfcheck.evidence import describe_annotations, describe_converted, getattr_value, qdq_kind
+from selfcheck.evidence import describe_converted, getattr_value, qdq_kind
+from selfcheck.probes import AnnotationSnapshot as Snapshot
 
 NOTEBOOK = "M05-2"
 
@@ -157,23 +158,6 @@ class LateOutputClaimer(Quantizer):
 
     def validate(self, model: GraphModule) -> None:
         pass
-
-
-class Snapshot(Quantizer):
-    """Keeps ``describe_annotations`` of the graph at the moment it runs (right after the student's Quantizer)."""
-
-    def __init__(self) -> None:
-        self.annotations: dict[str, Any] = {}
-
-    def annotate(self, model: GraphModule) -> GraphModule:
-        self.annotations = describe_annotations(model)
-        return model
-
-    def validate(self, model: GraphModule) -> None:
-        pass
-
-
-# --- evidence -----------------------------------------------------------------------------------
 
 
 def _qdq_chain(node: Node) -> tuple[Node, list[Node]]:

@@ -11,6 +11,7 @@ from torch.fx import GraphModule, Node
 
 from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
 from selfcheck.evidence import EvidenceError, getattr_value, plain
+from selfcheck.public.m05_3 import reference
 
 NOTEBOOK = "M05-3"
 
@@ -71,28 +72,7 @@ def reference_output(layer: dict[str, Any]) -> torch.Tensor:
     exactly this function (torchao's ``_reference_quantized_linear``); calling it directly gives the
     same integers without the seconds the graph rewrite takes.
     """
-    from torchao.quantization.pt2e.reference_representation_rewrite import _reference_quantized_linear
-
-    p = layer["params"]
-    with torch.no_grad():
-        out = _reference_quantized_linear(
-            layer["x_q"],
-            torch.tensor(p["x_scale"]),
-            torch.tensor(p["x_zp"]),
-            -128,
-            127,
-            layer["w_q"],
-            torch.tensor(p["w_scale"]),
-            torch.tensor(0),
-            -127,
-            127,
-            layer["bias"],
-            torch.tensor(p["out_scale"]),
-            torch.tensor(p["out_zp"]),
-            -128,
-            127,
-        )
-    return out.to(torch.int32)
+    return reference(layer, layer["x_q"])
 
 
 @functools.cache

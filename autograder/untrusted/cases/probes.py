@@ -37,6 +37,9 @@ from common.pt2e import (
 )
 from selfcheck.casekit import seeded_inputs
 from selfcheck.evidence import describe_annotations, describe_converted, describe_prepared
+from selfcheck.probes import ChainQuantizer
+
+__all__ = ["ChainQuantizer"]  # the cases import it from here with the other probes
 
 ADD = torch.ops.aten.add.Tensor
 CAT = torch.ops.aten.cat.default
@@ -99,22 +102,6 @@ class Claimer(Quantizer):
 
     def validate(self, model: GraphModule) -> None:
         pass
-
-
-class ChainQuantizer(Quantizer):
-    """Runs several Quantizers' annotate / validate in order (like ComposableQuantizer)."""
-
-    def __init__(self, quantizers: list[Quantizer]) -> None:
-        self.quantizers = quantizers
-
-    def annotate(self, model: GraphModule) -> GraphModule:
-        for quantizer in self.quantizers:
-            quantizer.annotate(model)
-        return model
-
-    def validate(self, model: GraphModule) -> None:
-        for quantizer in self.quantizers:
-            quantizer.validate(model)
 
 
 class NoLabels(Quantizer):
