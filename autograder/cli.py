@@ -60,9 +60,10 @@ def _limits(args: argparse.Namespace):
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    from autograder.grading import class_folders, grade_class
+    from autograder.grading import grade_class
     from autograder.progress import Progress
     from autograder.results import gradebook_table, write_csv, write_student
+    from autograder.submission import class_folders
 
     if not (ROOT / "source" / args.module).is_dir():
         print(f"沒有這個模組：source/{args.module} 不存在（有的模組：{'、'.join(modules())}）", file=sys.stderr)

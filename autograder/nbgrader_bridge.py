@@ -64,7 +64,7 @@ def _grade_id(cell: Any) -> str:
 def _source_notebook(notebook: str) -> NotebookNode | None:
     import nbformat
 
-    from autograder.grading import source_path
+    from autograder.submission import source_path
 
     path = source_path(notebook)
     return nbformat.read(path, as_version=4) if path.is_file() else None

@@ -1,9 +1,10 @@
-"""Reading a submitted notebook and rebuilding the notebook that is actually run.
+"""Finding a student's notebooks, reading them, and rebuilding the notebook that is actually run.
 
-A submission is untrusted: it may not be JSON, may be the wrong nbformat, may have had
-its locked cells edited or deleted, its points changed, or be renamed. Loading never
-raises for such input; it returns what could be read and notes (in Chinese, for the
-student) about what was wrong and what the grader did about it.
+A submission is untrusted: its folder may hold links, FIFOs or folders named like notebooks, or be
+very deep; a notebook may not be JSON, may be the wrong nbformat, may have had its locked cells
+edited or deleted, its points changed, or be renamed. Finding and loading never raise for such
+input; they return what could be read and notes (in Chinese, for the student) about what was wrong
+and what the grader did about it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+
+from autograder.course import SOURCE, notebook_id
 
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
 
@@ -222,3 +225,154 @@ def prepare(student: nbformat.NotebookNode, source: nbformat.NotebookNode) -> Pr
             prepared.cells.append(RunCell("code", _source(cell), f"第 {index} 格"))
     put_back_missing(None)
     return prepared
+
+
+# --- finding a student's notebooks ------------------------------------------------------------------
+
+
+MAX_DEPTH = 8
+"""Folders below a student's module folder that are searched for notebooks."""
+MAX_ENTRIES = 5000
+"""Entries (files and folders) looked at in one student's module folder."""
+MAX_LEFTOVERS = 20
+"""Notebooks with unexpected names that are opened to see whether one is a renamed copy."""
+
+
+def _shown(name: str) -> str:
+    """A file name from a submission, safe and short enough for a note."""
+    name = name.encode("utf-8", "replace").decode("utf-8")
+    return name if len(name) <= 60 else name[:59] + "…"
+
+
+def is_link(path: Path) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def scan_notebooks(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """The regular ``.ipynb`` files under ``folder``, and (name, note) for what was refused.
+
+    Never follows a symbolic link; refuses links, FIFOs, devices, sockets and folders named
+    ``*.ipynb``; looks at most ``MAX_DEPTH`` folders deep and at ``MAX_ENTRIES`` entries.
+    """
+    files: list[Path] = []
+    refused: list[tuple[str, str]] = []
+    stack: list[tuple[Path, int]] = [(folder, 0)]
+    seen, too_deep = 0, False
+    while stack:
+        current, depth = stack.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > MAX_ENTRIES:
+                        refused.append(("", f"資料夾裡的檔案超過 {MAX_ENTRIES} 個，其餘的沒有看"))
+                        return sorted(files), refused
+                    try:
+                        mode = entry.stat(follow_symlinks=False).st_mode
+                    except OSError:
+                        continue
+                    name = entry.name
+                    notebook = name.endswith(".ipynb")
+                    if stat.S_ISLNK(mode):
+                        if notebook:
+                            refused.append((name, f"{_shown(name)} 是捷徑（symlink），不會被讀取：請交檔案本身"))
+                    elif stat.S_ISDIR(mode):
+                        if notebook:
+                            refused.append((name, f"{_shown(name)} 是資料夾，不是 notebook，不會被讀取"))
+                        elif name.startswith("."):
+                            continue  # .ipynb_checkpoints, .git: copies, never the submission
+                        elif depth + 1 > MAX_DEPTH:
+                            too_deep = True
+                        else:
+                            stack.append((Path(entry.path), depth + 1))
+                    elif notebook and stat.S_ISREG(mode):
+                        files.append(Path(entry.path))
+                    elif notebook:
+                        refused.append((name, f"{_shown(name)} 不是一般檔案（FIFO、裝置或 socket），不會被讀取"))
+        except OSError:
+            continue
+    if too_deep:
+        refused.append(("", f"資料夾超過 {MAX_DEPTH} 層，更深的地方沒有找"))
+    return sorted(files), refused
+
+
+def find_notebooks(folder: Path | None, module: str) -> tuple[dict[str, Path | None], dict[str, list[str]]]:
+    """Map each notebook of ``module`` to the student's file for it; notes per notebook.
+
+    A file with the expected name wins; otherwise a leftover .ipynb whose nbgrader cell
+    ids match the notebook's (a renamed copy) is used, and the note says so. Files are
+    untrusted: see ``scan_notebooks``; a module folder (or student folder) that is a
+    symbolic link is not read at all.
+    """
+    expected = [notebook_id(p) for p in sorted((SOURCE / module).glob("*.ipynb"))]
+    found: dict[str, Path | None] = dict.fromkeys(expected)
+    notes: dict[str, list[str]] = {nb: [] for nb in expected}
+    if folder is None:
+        return found, notes
+    linked = next((p for p in (folder, folder.parent) if is_link(p)), None)
+    if linked is not None:
+        for nb in expected:
+            notes[nb].append(f"{_shown(linked.name)} 是捷徑（symlink），不會被讀取：請交資料夾本身")
+        return found, notes
+    if not stat.S_ISDIR(_mode(folder)):
+        return found, notes
+    files, refused = scan_notebooks(folder)
+    for name, note in refused:
+        stem = name.removesuffix(".ipynb")
+        notes[stem if stem in notes else expected[0]].append(note)
+    leftovers = []
+    for path in files:
+        if path.stem in found and found[path.stem] is None:
+            found[path.stem] = path
+        else:
+            leftovers.append(path)
+    wanted = {nb: grade_ids(nbformat.read(source_path(nb), as_version=4)) for nb in expected if found[nb] is None}
+    for path in leftovers[:MAX_LEFTOVERS] if wanted else []:
+        try:
+            ids = grade_ids(load_notebook(path)[0])
+        except UnreadableNotebook:
+            continue
+        notebook = best_match(ids, {nb: w for nb, w in wanted.items() if found[nb] is None})
+        if notebook is not None:
+            found[notebook] = path
+            notes[notebook].append(f"找不到 {notebook}.ipynb；改用檔名不同、內容相符的 {_shown(path.name)}")
+    return found, notes
+
+
+def _mode(path: Path) -> int:
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return 0
+
+
+def class_folders(submitted: Path, module: str) -> dict[str, Path | None]:
+    """nbgrader's layout: ``submitted/<student>/<module>/``; students in name order.
+
+    Never follows a link: a student folder or module folder that is a symbolic link is still
+    listed (``find_notebooks`` refuses it with a note), anything else that is not a folder is not.
+    """
+    folders: dict[str, Path | None] = {}
+    if not stat.S_ISDIR(_mode(submitted)):
+        return folders
+    try:
+        with os.scandir(submitted) as entries:
+            students = sorted(
+                e.name
+                for e in entries
+                if not e.name.startswith(".") and (e.is_dir(follow_symlinks=False) or e.is_symlink())
+            )
+    except OSError:
+        return folders
+    for student in students:
+        folder = submitted / student / module
+        mode = _mode(folder) if not is_link(submitted / student) else stat.S_IFLNK
+        folders[student] = folder if stat.S_ISDIR(mode) or stat.S_ISLNK(mode) else None
+    return folders
+
+
+def source_path(notebook: str) -> Path:
+    return SOURCE / notebook.split("-")[0] / f"{notebook}.ipynb"

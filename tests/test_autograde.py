@@ -309,7 +309,8 @@ def test_a_fresh_clone_needs_no_generate_assignment(graded: Graded) -> None:
 
 def test_grade_gives_the_scores_nbgrader_gives(graded: Graded) -> None:
     """The sandboxed grader and nbgrader's sandboxed autograde give the same scores on the same seed."""
-    from autograder.grading import class_folders, grade_class
+    from autograder.grading import grade_class
+    from autograder.submission import class_folders
 
     folders = class_folders(graded.course / "submitted", graded.module)
     # grading twice costs: the attack modules compare attackers and wrong students too; the later modules

@@ -34,7 +34,8 @@ from conftest import FIXTURES, ROOT
 from submissions import solved, write
 
 from autograder.answers import answered, cell_with_id, insert_after, release_notebook, source_answers
-from autograder.grading import NotebookResult, StudentResult, class_folders, grade_class
+from autograder.grading import NotebookResult, StudentResult, grade_class
+from autograder.submission import class_folders
 from autograder.untrusted import confine
 from autograder.untrusted.limits import Limits
 

@@ -22,7 +22,8 @@ from submissions import solved, write
 
 from autograder.answers import answered, source_answers
 from autograder.course import ROOT
-from autograder.grading import NotebookResult, StudentResult, class_folders, grade_class
+from autograder.grading import NotebookResult, StudentResult, grade_class
+from autograder.submission import class_folders
 from autograder.untrusted.limits import Limits
 
 LIMITS = Limits(cell_seconds=60, notebook_seconds=240, memory_mb=2048)

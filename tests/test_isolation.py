@@ -30,8 +30,8 @@ import torch
 from conftest import ROOT
 
 from autograder import sandbox as sb
-from autograder.grading import RunOutcome, find_notebooks, read_outcome, scan_notebooks
-from autograder.submission import UnreadableNotebook, read_untrusted
+from autograder.grading import RunOutcome, read_outcome
+from autograder.submission import UnreadableNotebook, find_notebooks, read_untrusted, scan_notebooks
 from autograder.untrusted import confine, memory, protocol
 from autograder.untrusted.limits import Limits
 from autograder.untrusted.runner import Cell, Job

@@ -18,8 +18,7 @@ import pytest
 
 from autograder import sandbox as sb
 from autograder.course import SOURCE, notebook_id
-from autograder.grading import source_path
-from autograder.submission import load_notebook, prepare
+from autograder.submission import load_notebook, prepare, source_path
 from autograder.untrusted.cases.base import exercises_of, module_name
 from autograder.untrusted.limits import Limits
 from autograder.untrusted.record import record_exercise
