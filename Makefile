@@ -49,6 +49,7 @@ wheel: $(READY)
 bench: $(READY)
 	$(BIN)/python bench/notebooks.py
 	$(BIN)/python bench/grading.py
+	$(BIN)/python bench/threads.py
 
 clean:
 	rm -rf autograded feedback graded submitted gradebook.db .pytest_cache build dist _site
