@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
+import common.pt2e  # noqa: F401  (imports torchao's PT2E, which registers torch.ops.quantized_decomposed)
 from common.backends import value_shape
 
 aten = torch.ops.aten
@@ -35,23 +36,23 @@ DEQUANTIZE_WEIGHT = (
 )
 
 
-def _only_consumer(node: Node) -> Node | None:
+def only_consumer(node: Node) -> Node | None:
     users = list(node.users)
     return users[0] if len(users) == 1 else None
 
 
-def _calls(node: Any, *targets: Any) -> bool:
+def calls(node: Any, *targets: Any) -> bool:
     return isinstance(node, Node) and node.op == "call_function" and node.target in targets
 
 
 def predict_kernels(converted: GraphModule) -> dict[str, dict[str, Any]]:
     table: dict[str, dict[str, Any]] = {}
     for node in converted.graph.nodes:
-        if not _calls(node, *CONVS, LINEAR):
+        if not calls(node, *CONVS, LINEAR):
             continue
         x, weight = node.args[0], node.args[1]
         linear = node.target == LINEAR
-        int8_weight = _calls(weight, *DEQUANTIZE_WEIGHT) and weight.args[0].op == "get_attr"
+        int8_weight = calls(weight, *DEQUANTIZE_WEIGHT) and weight.args[0].op == "get_attr"
         activation = (
             (qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor)
             if linear
@@ -60,25 +61,25 @@ def predict_kernels(converted: GraphModule) -> dict[str, dict[str, Any]]:
         if not int8_weight:
             table[node.name] = {"kernel": "fp32", "fuses": []}
             continue
-        if not (_calls(weight, qd.dequantize_per_channel.default) and _calls(x, *activation)):
+        if not (calls(weight, qd.dequantize_per_channel.default) and calls(x, *activation)):
             table[node.name] = {"kernel": "dequantize", "fuses": []}
             continue
         fuses: list[str] = []
         current = node
-        add = _only_consumer(current)
-        if _calls(add, aten.add.Tensor) and len(add.args) == 2:
+        add = only_consumer(current)
+        if calls(add, aten.add.Tensor) and len(add.args) == 2:
             other = add.args[1] if add.args[0] is current else add.args[0]
             same_shape = value_shape(converted, other) == value_shape(converted, current)
-            int8_other = _calls(other, qd.dequantize_per_tensor.default)  # a conv adds an int8 value in place
+            int8_other = calls(other, qd.dequantize_per_tensor.default)  # a conv adds an int8 value in place
             if isinstance(other, Node) and same_shape and (linear or int8_other):
                 fuses.append(add.name)
                 current = add
-        relu = _only_consumer(current)
-        if _calls(relu, aten.relu.default):
+        relu = only_consumer(current)
+        if calls(relu, aten.relu.default):
             fuses.append(relu.name)
             current = relu
-        quantize = _only_consumer(current)
-        if _calls(quantize, qd.quantize_per_tensor.default):
+        quantize = only_consumer(current)
+        if calls(quantize, qd.quantize_per_tensor.default):
             fuses.append(quantize.name)
         table[node.name] = {"kernel": "int8", "fuses": fuses}
     return table
