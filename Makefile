@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 JOBS ?= 2
 
-.PHONY: setup grade release site test lint lab bench wheel clean
+.PHONY: setup grade release site test test-fast lint lab bench wheel clean
 
 $(READY): pyproject.toml scripts/bootstrap.sh
 	VENV=$(VENV) bash scripts/bootstrap.sh
@@ -33,6 +33,13 @@ test: $(READY)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup --durations=20
+
+## make test-fast: between commits: lint, then every test but whole notebooks, nbgrader classes, the
+## site and the instruction-set profiles, and the hidden checks on seed 0 only (tests/conftest.py SLOW_FILES)
+test-fast: $(READY)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -n $(JOBS) -m "not slow" --durations=10
 
 lint: $(READY)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

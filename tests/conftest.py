@@ -169,6 +169,31 @@ def read_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+SLOW_FILES = frozenset(
+    {
+        "test_autograde.py",  # an nbgrader class per module, graded twice
+        "test_hostile.py",  # a hostile class, graded in the sandbox
+        "test_hostile_replay.py",
+        "test_grading.py",  # the sample class, graded
+        "test_isa.py",  # every preview under every instruction-set profile
+        "test_notebooks.py",  # every source notebook, executed
+        "test_site.py",  # the site, built and opened in Chromium
+        "test_unanswered.py",  # every release notebook, executed unanswered
+    }
+)
+"""Test files whose every test needs minutes of notebooks, classes or profiles: ``make test`` runs them,
+``make test-fast`` (``-m "not slow"``) leaves them out."""
+
+
+def is_slow(item: pytest.Item) -> bool:
+    """A test ``make test-fast`` leaves out: one of ``SLOW_FILES``, or a hidden check on a seed other than 0
+    (``make test-fast`` judges every fixture on seed 0 only)."""
+    if item.path.name in SLOW_FILES:
+        return True
+    callspec = getattr(item, "callspec", None)
+    return item.path.name == "test_checks.py" and callspec is not None and callspec.params.get("seed", 0) != 0
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
     """Keep the tests of one module-scoped, parametrized course on one xdist worker.
@@ -182,6 +207,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         if callspec is not None and item.path.name == "test_autograde.py" and "graded" in callspec.params:
             item.add_marker(pytest.mark.xdist_group(f"autograde-{callspec.params['graded']}"))
+        if is_slow(item):
+            item.add_marker(pytest.mark.slow)
     result = yield
     if config.getoption("loadgroup", default=False):
         ungrouped = [i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
