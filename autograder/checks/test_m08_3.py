@@ -44,6 +44,7 @@ from autograder.checks.support import (
     expect,
     instance_text,
     path_text,
+    spec_text,
     value,
 )
 
@@ -69,28 +70,6 @@ SHARING_OPS = ("add", "cat", "max_pool2d", "flatten")
 
 def _name(value: Any, key: str) -> Any:
     return value.get(key) if isinstance(value, dict) and key in value else value
-
-
-def spec_text(spec: Any) -> str:
-    """A spec in a student's words: ``int8 [-128,127] per_tensor_affine MinMaxObserver`` and the like."""
-    if spec is None:
-        return "不量化（沒有標籤）"
-    if not isinstance(spec, dict):
-        return repr(spec)
-    kind = spec.get("kind")
-    head = f"{_name(spec.get('dtype'), 'dtype')} [{spec.get('qmin')},{spec.get('qmax')}] {_name(spec.get('qscheme'), 'qscheme')}"
-    if kind == "spec":
-        observer = str((spec.get("observer") or {}).get("class")).rsplit(".", 1)[-1]
-        axis = f" ch_axis={spec.get('ch_axis')}" if "channel" in head else ""
-        kwargs = (spec.get("observer") or {}).get("kwargs") or {}
-        extra = f"({', '.join(f'{k}={v}' for k, v in kwargs.items())})" if kwargs else ""
-        return f"{head}{axis} {observer}{extra}"
-    if kind == "derived":
-        edges = "、".join(derived_edges(spec))
-        return f"DerivedQuantizationSpec({head}，derived_from {edges})"
-    if kind == "fixed":
-        return f"FixedQParamsQuantizationSpec({head}，scale={spec.get('scale')}，zero_point={spec.get('zero_point')})"
-    return f"{kind}"
 
 
 def spec_key(spec: Any) -> Any:
