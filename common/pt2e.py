@@ -39,7 +39,9 @@ with quiet_imports():
     )
     from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
-    from common.export_cache import export_through
+    from common.export_cache import export_through, remember_torchao_patterns
+
+    remember_torchao_patterns()
 
 ANNOTATION_KEY: str = Q_ANNOTATION_KEY
 """The ``node.meta`` key under which a Quantizer stores a ``QuantizationAnnotation``."""

@@ -83,8 +83,8 @@ def wrong_solutions() -> list[WrongSolution]:
 
     ``# wrong: what is wrong``, ``# exercise: key``, ``# expect-fail: test_a test_b``, and
     optionally ``# via-nbgrader: yes`` for the fixtures that are also graded by a full
-    ``nbgrader autograde`` run (every fixture is graded by the checks directly and by
-    ``pt2e-course grade``).
+    ``nbgrader autograde`` run (``test_autograde``; every fixture is judged by the checks directly,
+    ``test_checks``).
     """
     found = []
     for path in sorted((FIXTURES / "wrong").glob("*/*.py")):

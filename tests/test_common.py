@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import subprocess
 import sys
+from unittest import mock
 
 import pytest
 import torch
@@ -360,3 +362,97 @@ def test_a_case_stops_at_its_exercises_limit_and_says_which() -> None:
     evidence = collect(slow, {}, 0)
     assert time.monotonic() - started < 4
     assert evidence["cases"]["sleeps"] == {"error": "Timeout", "message": "超過 1 秒沒有結束"}
+
+
+# --- torchao's pattern graphs: traced once per process, the same graphs as torchao's own -----------
+
+
+class _ConvBn(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 2, 3)
+        self.bn = torch.nn.BatchNorm2d(2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.bn(self.conv(x)))
+
+
+def _qat_then_convert(model: torch.nn.Module, x: tuple[torch.Tensor, ...]) -> tuple[str, str, torch.Tensor]:
+    from torchao.quantization.pt2e import move_exported_model_to_eval
+    from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+
+    from common.pt2e import convert_pt2e, prepare_qat_pt2e
+
+    gm = torch.export.export(copy.deepcopy(model), x).module()  # training updates BN's buffers in place
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True, is_qat=True))
+    prepared = prepare_qat_pt2e(gm, quantizer)
+    prepared(*x)
+    prepared_code = prepared.code
+    move_exported_model_to_eval(prepared)
+    converted = convert_pt2e(prepared)
+    with torch.no_grad():
+        return prepared_code, converted.code, converted(*x)
+
+
+def _torchao_own_tracing() -> contextlib.AbstractContextManager:
+    """Every torchao module that took the remembering wrapper gets torchao's own function back."""
+    from torchao.quantization.pt2e import utils as pt2e_utils
+
+    remembered = pt2e_utils._get_aten_graph_module_for_pattern
+    stack = contextlib.ExitStack()
+    for name, module in list(sys.modules.items()):
+        if name.startswith("torchao.") and getattr(module, "_get_aten_graph_module_for_pattern", None) is remembered:
+            stack.enter_context(mock.patch.object(module, "_get_aten_graph_module_for_pattern", remembered.__wrapped__))
+    return stack
+
+
+def test_torchao_pattern_graphs_are_traced_once_and_are_the_same_graphs() -> None:
+    from torchao.quantization.pt2e import qat_utils
+    from torchao.quantization.pt2e import utils as pt2e_utils
+
+    from common import export_cache
+
+    assert hasattr(pt2e_utils._get_aten_graph_module_for_pattern, "__wrapped__"), "common.pt2e routes the traces"
+    assert qat_utils._get_aten_graph_module_for_pattern is pt2e_utils._get_aten_graph_module_for_pattern
+    torch.manual_seed(0)
+    model, x = _ConvBn(), (torch.randn(2, 1, 6, 6),)
+    with mock.patch.object(export_cache, "_patterns", export_cache.OrderedDict()):
+        with mock.patch("torch.export.export", wraps=torch.export.export) as traced:
+            first = _qat_then_convert(model, x)
+            traced_first = traced.call_count
+            second = _qat_then_convert(model, x)
+            assert traced.call_count - traced_first == 1, "the second run traces the model only, no pattern"
+            with _torchao_own_tracing():
+                before = traced.call_count
+                torchao_own = _qat_then_convert(model, x)
+                assert traced.call_count - before == traced_first, "torchao's own function traces every pattern"
+    assert first[:2] == second[:2] == torchao_own[:2], "the same prepared and converted graphs"
+    assert torch.equal(first[2], torchao_own[2]) and torch.equal(second[2], torchao_own[2])
+
+
+def test_a_pattern_whose_trace_could_differ_is_never_remembered() -> None:
+    from common.export_cache import Unkeyable, pattern_key
+
+    class Scale(torch.nn.Module):
+        def __init__(self, factor: float) -> None:
+            super().__init__()
+            self.factor = factor
+
+        def pattern(self, x: torch.Tensor) -> torch.Tensor:
+            return x * self.factor
+
+    x = (torch.randn(1, 3),)
+    for pattern in (Scale(2.0).pattern, Scale(2.0), torch.nn.Linear(3, 3)):  # bound method, module state
+        with pytest.raises(Unkeyable):
+            pattern_key(pattern, x, False, {})
+
+    def make(factor: float):
+        def pattern(x: torch.Tensor) -> torch.Tensor:
+            return x * factor
+
+        return pattern
+
+    assert pattern_key(make(2.0), x, False, {}) == pattern_key(make(2.0), x, False, {})
+    assert pattern_key(make(2.0), x, False, {}) != pattern_key(make(3.0), x, False, {})  # what the closure holds
+    assert pattern_key(make(2.0), x, False, {}) != pattern_key(make(2.0), (torch.randn(2, 3),), False, {})
+    assert pattern_key(make(2.0), x, False, {}) == pattern_key(make(2.0), (torch.randn(1, 3),), False, {})
