@@ -24,17 +24,17 @@ c.ClearSolutions.code_stub = {"python": "# 請在這裡寫你的程式碼\nraise
 c.ClearSolutions.text_stub = "請在這裡寫你的答案。"
 
 # `nbgrader autograde` runs no Jupyter kernel: the autograde step that would (Execute) is
-# replaced by autograder.nbgrader_bridge.SandboxedExecute, which runs each submission in the
+# replaced by autograder.integrations.nbgrader_bridge.SandboxedExecute, which runs each submission in the
 # same sandbox as `pt2e-course grade` (no answer key reachable, a crash keeps what was earned)
 # and judges it here. A fresh clone has no gradebook: the assignment is registered first
 # (generate_assignment into a temporary folder; release/ is left alone). Set PT2E_SEED to
 # fix the hidden cases' seed (it is otherwise new on every run and printed in the log).
 try:
     try:
-        from autograder.nbgrader_bridge import configure
+        from autograder.integrations.nbgrader_bridge import configure
     except ImportError:
         sys.path.insert(0, ROOT)  # a checkout that is not installed
-        from autograder.nbgrader_bridge import configure
+        from autograder.integrations.nbgrader_bridge import configure
     configure(c, ROOT, c.CourseDirectory.db_url)
 except Exception as exc:
     if sys.argv[1:2] == ["autograde"]:

@@ -23,7 +23,7 @@ from autograder.course import ROOT, CourseNotFound, modules, notebook_id, requir
 
 
 def cmd_execute(args: argparse.Namespace) -> int:
-    from autograder.execute import execute_in_place
+    from autograder.maintenance.execute import execute_in_place
 
     paths = [Path(p) for p in args.notebooks] or source_notebooks()
     for path in paths:
@@ -33,8 +33,8 @@ def cmd_execute(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from autograder.colab import update_readme
-    from autograder.release import finish_release, generate_release, validate_release, write_expected
+    from autograder.maintenance.colab import update_readme
+    from autograder.maintenance.release import finish_release, generate_release, validate_release, write_expected
 
     for module in args.modules or modules():
         write_expected(module)
@@ -60,10 +60,10 @@ def _limits(args: argparse.Namespace):
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    from autograder.grading import grade_class
-    from autograder.progress import Progress
-    from autograder.results import gradebook_table, write_csv, write_student
-    from autograder.submission import class_folders
+    from autograder.engine.grading import grade_class
+    from autograder.engine.submission import class_folders
+    from autograder.reports.progress import Progress
+    from autograder.reports.results import gradebook_table, write_csv, write_student
 
     if not (ROOT / "source" / args.module).is_dir():
         print(f"沒有這個模組：source/{args.module} 不存在（有的模組：{'、'.join(modules())}）", file=sys.stderr)
@@ -103,10 +103,10 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from autograder.grading import fork_context, grade_notebook, new_seed
-    from autograder.hygiene import clean
-    from autograder.report import exercise_report, points_text
-    from autograder.submission import UnreadableNotebook, best_match, grade_ids, load_notebook
+    from autograder.engine.grading import fork_context, grade_notebook, new_seed
+    from autograder.engine.submission import UnreadableNotebook, best_match, grade_ids, load_notebook
+    from autograder.reports.hygiene import clean
+    from autograder.reports.report import exercise_report, points_text
     from autograder.untrusted.cases.base import exercises_of
 
     path = Path(args.notebook)
@@ -145,7 +145,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_gradescope(args: argparse.Namespace) -> int:
-    from autograder.gradescope import build_bundle
+    from autograder.reports.gradescope import build_bundle
 
     try:
         path = build_bundle(args.module, Path(args.output))
@@ -157,8 +157,8 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
 
 
 def cmd_isa(args: argparse.Namespace) -> int:
-    from autograder import isa
     from autograder.course import ROOT
+    from autograder.maintenance import isa
 
     profiles = args.profile or isa.available()
     print(f"這台機器：torch 選的是 {isa.native_capability()}；要檢查的 profile：{'、'.join(profiles)}")
@@ -182,7 +182,7 @@ def cmd_isa(args: argparse.Namespace) -> int:
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
-    from autograder.workspace import open_lab
+    from autograder.maintenance.workspace import open_lab
 
     return open_lab(solutions=args.solutions, extra=args.extra)
 

@@ -6,7 +6,7 @@ copy) it then runs ``grade("M03-4", "add_quantizer", globals())``: the hidden ca
 notebook seed, judged by the hidden checks, with one line printed per check. This runs only
 where the checks are, in the instructor's checkout (``pt2e-course execute``, ``nbgrader
 validate`` of ``source/``). A student's submission never reaches it: ``pt2e-course grade``
-and ``nbgrader autograde`` (``autograder.nbgrader_bridge``) replace the hidden part by a
+and ``nbgrader autograde`` (``autograder.integrations.nbgrader_bridge``) replace the hidden part by a
 recording point in the sandbox and judge on the trusted side.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from autograder.judge import judge
-from autograder.report import exercise_report
+from autograder.engine.judge import judge
+from autograder.reports.report import exercise_report
 from autograder.untrusted.cases.base import collect, exercises_of
 
 NOTEBOOK_SEED = 0

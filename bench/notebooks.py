@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 def run_one(path: str) -> None:
     """Child mode: execute one notebook, print seconds and the kernel's peak RSS as JSON."""
-    from autograder.execute import execute
+    from autograder.maintenance.execute import execute
 
     nb = nbformat.read(path, as_version=4) if path != "-" else floor_notebook()
     start = time.perf_counter()

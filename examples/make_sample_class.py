@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.answers import answered, cell_with_id, insert_after, release_notebook, source_answers
+from autograder.maintenance.answers import answered, cell_with_id, insert_after, release_notebook, source_answers
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "examples" / "submitted"

@@ -3,7 +3,7 @@
     python scripts/train_digits.py
 
 Trains ``common.data.train_digits_model()`` under the ``default`` instruction-set profile (the
-plainest kernels, see ``autograder/isa.py``), saves the weights, and writes their SHA-256 into
+plainest kernels, see ``autograder/maintenance/isa.py``), saves the weights, and writes their SHA-256 into
 ``common/data.py``. Only on purpose: every number of M06–M08 follows from these weights, so
 re-execute those chapters (``pt2e-course execute``) and release them afterwards.
 """
@@ -22,7 +22,7 @@ PROFILE = "default"
 
 def main() -> int:
     sys.path.insert(0, str(ROOT))
-    from autograder.isa import PROFILES, environment
+    from autograder.maintenance.isa import PROFILES, environment
 
     if any(os.environ.get(k) != v for k, v in PROFILES[PROFILE].items()):  # start again, capped
         return subprocess.call([sys.executable, __file__], env=environment(PROFILE))

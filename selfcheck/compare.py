@@ -8,7 +8,7 @@ expected and what was seen, ready for a one-line message.
 Why floats need a tolerance at all: the expected evidence was computed on the machine that
 released the course, the student's on their own. Torch, oneDNN and MKL choose kernels by the
 CPU's instruction set and sum in different orders, so a float32 result differs in its last
-bits from one CPU to the next (``autograder/isa.py`` runs the course as other CPUs would).
+bits from one CPU to the next (``autograder/maintenance/isa.py`` runs the course as other CPUs would).
 Integers (counts, shapes, node names, quantized values that are compared as such) never
 get a tolerance.
 """

@@ -26,7 +26,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # The hidden checks' plugin (--evidence, the seen / expected fixtures), loaded explicitly:
 # the package students install has no pytest entry point, and autograder is not in it.
-pytest_plugins = ("autograder.pytest_plugin",)
+pytest_plugins = ("autograder.integrations.pytest_plugin",)
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
@@ -116,7 +116,7 @@ import pytest  # noqa: E402
 
 def text_outputs(nb: nbformat.NotebookNode) -> list[list[tuple[str, str]]]:
     """Per code cell, its outputs as (kind, text): streams by name, results by their text/plain."""
-    from autograder.outputs import plain
+    from autograder.maintenance.outputs import plain
 
     return plain(nb)
 
@@ -135,8 +135,8 @@ def solution_lines(cell_source: str) -> list[str]:
 
 
 def tool_env(gradebook: Path) -> dict[str, str]:
-    """The environment nbgrader needs (autograder.release.tool_env), with its own gradebook."""
-    from autograder.release import tool_env as release_env
+    """The environment nbgrader needs (autograder.maintenance.release.tool_env), with its own gradebook."""
+    from autograder.maintenance.release import tool_env as release_env
 
     return {**release_env(), "PT2E_GRADEBOOK": str(gradebook)}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 from conftest import WrongSolution, wrong_solutions
 
-from autograder.answers import answered, release_notebook, source_answers  # noqa: F401 (re-exported)
+from autograder.maintenance.answers import answered, release_notebook, source_answers  # noqa: F401 (re-exported)
 
 
 def solved(notebook: str) -> nbformat.NotebookNode:

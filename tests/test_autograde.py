@@ -1,7 +1,7 @@
 """nbgrader autograde grades the sample submissions with the hidden checks, in our sandbox.
 
 ``nbgrader_config.py`` replaces nbgrader's kernel (``Execute``) by
-``autograder.nbgrader_bridge.SandboxedExecute``: the workflow is nbgrader's (autograde with
+``autograder.integrations.nbgrader_bridge.SandboxedExecute``: the workflow is nbgrader's (autograde with
 its gradebook, generate_feedback, export), the student's code runs where ``pt2e-course grade``
 runs it. For every module, one real ``nbgrader autograde`` on a fresh course (no gradebook yet,
 as in a fresh clone) grades: solutions (full marks), untouched release notebooks (zero), every
@@ -30,9 +30,9 @@ from conftest import make_course, tool_env
 from nbgrader.api import Gradebook
 from submissions import release_notebook, solved, with_wrong, write, wrong_packs
 
-from autograder import isa
-from autograder.answers import answered, insert_after, source_answers
 from autograder.course import modules, notebook_id, source_notebooks
+from autograder.maintenance import isa
+from autograder.maintenance.answers import answered, insert_after, source_answers
 from autograder.untrusted.cases.base import exercises_of, module_name
 
 SEED = 3
@@ -322,8 +322,8 @@ def test_a_fresh_clone_needs_no_generate_assignment(graded: Graded) -> None:
 
 def test_grade_gives_the_scores_nbgrader_gives(graded: Graded, tmp_path: Path) -> None:
     """The sandboxed grader and nbgrader's sandboxed autograde give the same scores on the same seed."""
-    from autograder.grading import grade_class
-    from autograder.submission import class_folders
+    from autograder.engine.grading import grade_class
+    from autograder.engine.submission import class_folders
 
     folders = class_folders(graded.course / "submitted", graded.module)
     # grading twice costs: the attack modules compare attackers and wrong students too; a later module
@@ -411,7 +411,7 @@ def test_without_the_sandbox_nbgrader_autograde_refuses_to_run(tmp_path: Path) -
 
 
 def test_the_assignment_is_read_from_nbgrader_arguments() -> None:
-    from autograder.nbgrader_bridge import autograde_arguments
+    from autograder.integrations.nbgrader_bridge import autograde_arguments
 
     assert autograde_arguments(["nbgrader", "autograde", "M03", "--force"]) == {"assignment": "M03"}
     assert autograde_arguments(["nbgrader", "autograde", "--student", "bob", "M03"]) == {"assignment": "M03"}
@@ -429,7 +429,7 @@ def test_a_graded_cell_never_keeps_an_output_or_stays_empty() -> None:
     from nbgrader.utils import determine_grade, is_grade
     from traitlets.config import Config
 
-    from autograder.nbgrader_bridge import SandboxedExecute
+    from autograder.integrations.nbgrader_bridge import SandboxedExecute
 
     nb = solved("M03-4")
     graded = [c for c in nb.cells if c.cell_type == "code" and is_grade(c)]

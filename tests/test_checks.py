@@ -14,8 +14,8 @@ import pytest
 from conftest import RightSolution, WrongSolution, right_solutions, wrong_solutions
 
 from autograder.checks.support import CHECKS
-from autograder.judge import judge
-from autograder.reference_evidence import reference_evidence
+from autograder.engine.judge import judge
+from autograder.engine.reference_evidence import reference_evidence
 from autograder.untrusted.cases.base import exercises_of, module_name
 from autograder.untrusted.record import record_exercise
 from autograder.untrusted.replay import derive

@@ -22,7 +22,8 @@ from typing import Any
 import nbformat
 import pytest
 
-from autograder.colab import (
+from autograder.course import RELEASE, ROOT
+from autograder.maintenance.colab import (
     README_END,
     README_START,
     SETUP_CELL_ID,
@@ -38,8 +39,7 @@ from autograder.colab import (
     setup_source,
     site_url,
 )
-from autograder.course import RELEASE, ROOT
-from autograder.gradescope import setup_script
+from autograder.reports.gradescope import setup_script
 
 NOISE = 150
 """Lines a real step prints: ``apt-get install`` of graphviz and fonts-noto-cjk prints about this many
@@ -230,8 +230,8 @@ def test_readme_links_every_release_notebook_to_colab_and_the_site() -> None:
 
 def test_the_addresses_live_only_in_pyproject() -> None:
     paths = [
-        ROOT / "autograder" / "colab.py",
-        ROOT / "autograder" / "gradescope.py",
+        ROOT / "autograder" / "maintenance" / "colab.py",
+        ROOT / "autograder" / "reports" / "gradescope.py",
         *Path(ROOT, "scripts").glob("*"),
         *Path(ROOT, "docs", "site").rglob("*.py"),
         *Path(ROOT, ".github").rglob("*.yml"),

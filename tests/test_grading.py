@@ -26,7 +26,7 @@ SEED = "0"
 
 
 def points(notebook: str, exercise: str | None = None) -> float:
-    import autograder.grading as grading
+    import autograder.engine.grading as grading
 
     return sum(i.points for ex, infos in grading.checks_of(notebook).items() if exercise in (None, ex) for i in infos)
 
@@ -140,7 +140,7 @@ def test_results_json_follows_gradescope_schema(sample_grades) -> None:
     report = results_json(out, "partial")
     assert {"score", "tests", "output"} <= set(report)
     from autograder.course import notebook_id, source_notebooks
-    from autograder.grading import checks_of
+    from autograder.engine.grading import checks_of
 
     notebooks = [notebook_id(p) for p in source_notebooks(MODULE)]
     assert len(report["tests"]) == sum(len(infos) for nb in notebooks for infos in checks_of(nb).values())
@@ -192,7 +192,7 @@ def test_gradescope_bundle_grades_like_grade(tmp_path: Path, sample_grades) -> N
     with zipfile.ZipFile(bundle) as archive:
         names = archive.namelist()
         assert {"setup.sh", "run_autograder"} <= set(names)
-        assert any(n.startswith("course/source/M03/") for n in names) and "course/autograder/grading.py" in names
+        assert any(n.startswith("course/source/M03/") for n in names) and "course/autograder/engine/grading.py" in names
         archive.extractall(root / "source")
     os.chmod(root / "source" / "run_autograder", 0o755)
     for student in ("tampered", "partial"):

@@ -33,9 +33,9 @@ import pytest
 from conftest import FIXTURES, ROOT
 from submissions import solved, write
 
-from autograder.answers import answered, cell_with_id, insert_after, release_notebook, source_answers
-from autograder.grading import NotebookResult, StudentResult, grade_class
-from autograder.submission import class_folders
+from autograder.engine.grading import NotebookResult, StudentResult, grade_class
+from autograder.engine.submission import class_folders
+from autograder.maintenance.answers import answered, cell_with_id, insert_after, release_notebook, source_answers
 from autograder.untrusted import confine
 from autograder.untrusted.limits import Limits
 
@@ -634,7 +634,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory):
         os.unlink(path)
     remove_nested(submitted / "deep_folders" / MODULE)  # pytest's own cleanup would recurse too deep
     shutil.rmtree(shared, ignore_errors=True)
-    from autograder.results import write_student
+    from autograder.reports.results import write_student
 
     for student in students:
         write_student(out, student, 0)
@@ -891,7 +891,7 @@ def test_no_submission_can_signal_the_grader(graded) -> None:
 
 
 def test_student_text_in_feedback_is_bounded(graded) -> None:
-    from autograder.grading import CELL_ERROR_CHARS, MAX_CELL_ERRORS, STUDENT_TEXT_CHARS
+    from autograder.engine.grading import CELL_ERROR_CHARS, MAX_CELL_ERRORS, STUDENT_TEXT_CHARS
 
     _, _, _, out = graded
     result = nb(graded, "error_flood")

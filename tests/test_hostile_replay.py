@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from submissions import solved, write
 
-from autograder.answers import answered, source_answers
 from autograder.course import ROOT
-from autograder.grading import NotebookResult, StudentResult, grade_class
-from autograder.submission import class_folders
+from autograder.engine.grading import NotebookResult, StudentResult, grade_class
+from autograder.engine.submission import class_folders
+from autograder.maintenance.answers import answered, source_answers
 from autograder.untrusted.limits import Limits
 
 LIMITS = Limits(cell_seconds=60, notebook_seconds=240, memory_mb=2048)
@@ -132,7 +132,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     for module in ("M01", "M02"):
         folders = {s: f for s, f in class_folders(submitted, module).items() if f is not None}
         results, _ = grade_class(module, folders, jobs=2, seed=4, limits=LIMITS)
-        from autograder.results import write_csv, write_student
+        from autograder.reports.results import write_csv, write_student
 
         for student in results:
             write_student(out, student, 4)

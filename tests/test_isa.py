@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from conftest import FIXTURES, wrong_solutions
 
-from autograder import isa
+from autograder.maintenance import isa
 from selfcheck.compare import Tolerance, first_difference
 from selfcheck.preview import ChecksFailed, expected_evidence, public_exercises
 

@@ -29,9 +29,9 @@ import pytest
 import torch
 from conftest import ROOT
 
-from autograder import sandbox as sb
-from autograder.grading import RunOutcome, read_outcome
-from autograder.submission import UnreadableNotebook, find_notebooks, read_untrusted, scan_notebooks
+from autograder.engine import sandbox as sb
+from autograder.engine.grading import RunOutcome, read_outcome
+from autograder.engine.submission import UnreadableNotebook, find_notebooks, read_untrusted, scan_notebooks
 from autograder.untrusted import confine, memory, protocol
 from autograder.untrusted.limits import Limits
 from autograder.untrusted.runner import Cell, Job
@@ -148,7 +148,7 @@ def test_no_answer_key_hidden_check_or_course_file_is_reachable(sandbox: sb.Sand
         "autograder.keys.m03_4",
         "autograder.checks.test_m03_4",
         "autograder.checks.support",
-        "autograder.grading",
+        "autograder.engine.grading",
         "autograder.untrusted.cases.m03_4",  # what must be there: the test could fail
         "selfcheck.evidence",
         "common.pt2e",
@@ -364,7 +364,7 @@ def test_a_partial_frame_with_alarms_ignored_cannot_hang_the_grader(machine: sb.
 
 
 def test_a_job_that_closes_its_pipe_is_stopped_and_named(machine: sb.Sandbox) -> None:
-    from autograder.grading import ENDINGS, run_sandboxed
+    from autograder.engine.grading import ENDINGS, run_sandboxed
 
     limits = Limits(cell_seconds=60, notebook_seconds=60)
     cells = (Cell("code", "import os, time\nos.close(3)\ntime.sleep(60)", "c0"),)
@@ -385,7 +385,7 @@ def test_a_server_that_died_is_replaced(machine: sb.Sandbox) -> None:
 def test_the_missing_measures_reach_the_feedback(tmp_path: Path) -> None:
     from submissions import solved, write
 
-    from autograder.grading import grade_notebook
+    from autograder.engine.grading import grade_notebook
 
     box = sb.Sandbox(disable={"bwrap"})
     box.start()
@@ -497,7 +497,7 @@ def test_frames_are_read_with_bounds_and_a_deadline() -> None:
 
 
 def test_feedback_from_a_flood_of_bad_messages_and_errors_is_bounded() -> None:
-    from autograder.grading import CELL_ERROR_CHARS, MAX_CELL_ERRORS, STUDENT_TEXT_CHARS, NotebookResult
+    from autograder.engine.grading import CELL_ERROR_CHARS, MAX_CELL_ERRORS, STUDENT_TEXT_CHARS, NotebookResult
 
     cells = [{"type": "cell", "index": i, "label": "L" * 500, "error": "E" * 5000} for i in range(500)]
     outcome = RunOutcome(messages=[START, *cells], ended="done", malformed=10_000, out_of_order=90_000)
@@ -662,7 +662,7 @@ def test_the_run_cgroup_is_removed_with_the_sandbox() -> None:
 
 def test_each_replay_starts_from_the_same_torch_state(machine: sb.Sandbox) -> None:
     """A fresh fork per submission: what one job did to torch's global state never reaches the next."""
-    from autograder.sandbox import run_replay
+    from autograder.engine.sandbox import run_replay
     from autograder.untrusted.replay_job import ReplayJob
 
     states = []

@@ -1,4 +1,4 @@
-"""Judging without pytest gives exactly the verdicts pytest gives (``autograder.judge``)."""
+"""Judging without pytest gives exactly the verdicts pytest gives (``autograder.engine.judge``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import wrong_solutions
 
-from autograder.judge import judge, judge_with_pytest
-from autograder.reference_evidence import reference_evidence
+from autograder.engine.judge import judge, judge_with_pytest
+from autograder.engine.reference_evidence import reference_evidence
 from autograder.untrusted.cases.base import exercises_of
 from autograder.untrusted.record import record_exercise
 from autograder.untrusted.replay import derive
@@ -63,7 +63,7 @@ def test_judging_notebooks_on_threads_while_their_checks_import(tmp_path: Path) 
 
     script = (
         "import threading\n"
-        "from autograder.judge import judge\n"
+        "from autograder.engine.judge import judge\n"
         "from autograder.course import source_notebooks\n"
         "errors = []\n"
         "def run(nb):\n"

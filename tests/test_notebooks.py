@@ -4,7 +4,7 @@ outputs are current. (That an untouched release notebook fails every graded cell
 
 One execution per notebook serves both: nbgrader's Validator executes the notebook and
 we keep the executed copy to compare its outputs with the committed ones, as any CPU may
-print them (``autograder.outputs``: text exactly, numbers within what another CPU changes).
+print them (``autograder.maintenance.outputs``: text exactly, numbers within what another CPU changes).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from nbgrader.validator import Validator
 from traitlets.config import Config
 
 from autograder.course import source_notebooks
-from autograder.outputs import errors_and_noise, notebook_difference
+from autograder.maintenance.outputs import errors_and_noise, notebook_difference
 
 
 class RecordingValidator(Validator):

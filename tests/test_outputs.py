@@ -1,11 +1,11 @@
-"""autograder.outputs: two runs show the same thing on any CPU, and a stale output is still caught."""
+"""autograder.maintenance.outputs: two runs show the same thing on any CPU, and a stale output is still caught."""
 
 from __future__ import annotations
 
 import nbformat
 import pytest
 
-from autograder.outputs import MACHINE, notebook_difference, same_number, text_difference
+from autograder.maintenance.outputs import MACHINE, notebook_difference, same_number, text_difference
 from selfcheck.compare import FLOAT32
 
 
@@ -73,7 +73,7 @@ def test_pictures_are_compared_by_kind_and_the_text_beside_them() -> None:
 
 def test_float32_rounding_noise_only_needs_to_stay_noise() -> None:
     """A difference that should be zero prints the CPU's rounding: any two such values agree, a real value does not."""
-    from autograder.outputs import same_number
+    from autograder.maintenance.outputs import same_number
 
     assert same_number("3.6e-07", "4.8e-07") and same_number("3.0e-08", "1.5e-08")
     assert not same_number("3.6e-07", "2.0e-04") and not same_number("1.2e-05", "3.0e-05")

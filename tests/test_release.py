@@ -8,9 +8,9 @@ import nbformat
 import pytest
 from conftest import ROOT, make_course, nbgrader, read_json, solution_lines
 
-from autograder.colab import add_setup_cell
 from autograder.course import modules, notebook_id, source_notebooks
-from autograder.release import EXPECTED, expected_evidence
+from autograder.maintenance.colab import add_setup_cell
+from autograder.maintenance.release import EXPECTED, expected_evidence
 from selfcheck.compare import first_difference
 from selfcheck.preview import public_exercises
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from autograder.judge import judge
+from autograder.engine.judge import judge
 from autograder.untrusted.cases.base import collect, exercises_of, module_name
 from autograder.untrusted.record import record_exercise
 from autograder.untrusted.replay import derive

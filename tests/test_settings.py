@@ -51,7 +51,7 @@ def test_a_restated_default_is_found() -> None:
 
 def test_the_command_line_and_nbgrader_read_every_limit() -> None:
     from autograder.cli import build_parser
-    from autograder.nbgrader_bridge import SandboxedExecute
+    from autograder.integrations.nbgrader_bridge import SandboxedExecute
 
     parser = build_parser()
     grade = next(a for a in parser._subparsers._actions if a.dest == "command").choices["grade"]

@@ -26,8 +26,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.colab import colab_url
 from autograder.course import ROOT
+from autograder.maintenance.colab import colab_url
 
 sys.path.insert(0, str(ROOT / "docs" / "site"))
 

@@ -19,14 +19,14 @@ import nbformat
 import pytest
 
 from autograder.course import RELEASE
-from autograder.outputs import notebook_difference
-from autograder.release import run_unanswered, without_answers_outputs
+from autograder.maintenance.outputs import notebook_difference
+from autograder.maintenance.release import run_unanswered, without_answers_outputs
 from common.exercises import ExerciseNotDone, after_exercise
 
 ALLOWED = {"NotImplementedError", "ChecksFailed", "ExerciseNotDone"}
 RELEASED = sorted(RELEASE.glob("M*/*.ipynb"))
 PROFILE = "default"
-"""Students' CPUs are not this one: the unanswered run is on the plainest kernels (``autograder.isa``)."""
+"""Students' CPUs are not this one: the unanswered run is on the plainest kernels (``autograder.maintenance.isa``)."""
 
 
 def errors_of(nb: nbformat.NotebookNode) -> list[tuple[int, str, str]]:

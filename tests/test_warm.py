@@ -16,9 +16,9 @@ from collections import OrderedDict
 import nbformat
 import pytest
 
-from autograder import sandbox as sb
 from autograder.course import SOURCE, notebook_id
-from autograder.submission import load_notebook, prepare, source_path
+from autograder.engine import sandbox as sb
+from autograder.engine.submission import load_notebook, prepare, source_path
 from autograder.untrusted.cases.base import exercises_of, module_name
 from autograder.untrusted.limits import Limits
 from autograder.untrusted.record import record_exercise

@@ -25,8 +25,8 @@ import nbformat
 import pytest
 from conftest import ROOT, solution_lines, text_outputs
 
-from autograder.answers import answered, source_answers
 from autograder.course import notebook_id, source_notebooks
+from autograder.maintenance.answers import answered, source_answers
 from selfcheck.casekit import module_name
 from selfcheck.compare import case_difference, first_difference
 from selfcheck.preview import ChecksFailed, expected_evidence, preview, public_exercises

@@ -7,8 +7,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import cli, workspace
+from autograder import cli
 from autograder.course import RELEASE
+from autograder.maintenance import workspace
 
 
 def test_working_copy_is_made_once_and_never_overwritten(tmp_path: Path) -> None:

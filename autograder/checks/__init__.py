@@ -2,6 +2,6 @@
 
 Each test judges evidence through the fixtures ``seen`` (the student's) and
 ``expected`` (the answer key's, computed in the judging process). Run them with
-``pytest -p autograder.pytest_plugin --pyargs autograder.checks`` (without ``--evidence`` they judge the answer
-key against itself) or through ``autograder.judge``.
+``pytest -p autograder.integrations.pytest_plugin --pyargs autograder.checks`` (without ``--evidence`` they judge the answer
+key against itself) or through ``autograder.engine.judge``.
 """

@@ -12,7 +12,7 @@ Three conversations use it:
   recordings) or ``{"warm": …}``, each answered (a job by passing the pipe's file descriptors,
   ``warm`` by ``warmed``).
 - **job** (student process → grader; the student's code can write on the same pipe, so every
-  message is checked, ``autograder.sandbox.Conversation``): ``start`` first, then per cell in
+  message is checked, ``autograder.engine.sandbox.Conversation``): ``start`` first, then per cell in
   order ``cell`` (a code cell raised) or ``evidence`` (an exercise's *recording*, see
   ``record.py``), then ``done`` last.
 - **replay** (replay worker → grader; no student code runs there, but it reads recordings a

@@ -7,7 +7,7 @@ an IPython shell with a time limit per cell, records each exercise's evidence wh
 hidden test cell stood, and writes messages up a pipe as frames: a 4-byte big-endian
 length, then UTF-8 JSON. The student's code can write on that pipe too, so the parent
 trusts none of it: it checks that each message fits the order of the prepared cells
-(``autograder.sandbox``) and judges only plain data.
+(``autograder.engine.sandbox``) and judges only plain data.
 """
 
 from __future__ import annotations

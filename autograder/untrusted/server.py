@@ -1,6 +1,6 @@
 """The fork server: runs inside the sandbox, preloads once, forks a confined process per job.
 
-Started once per grading run by ``autograder.sandbox`` (under bubblewrap where it can be),
+Started once per grading run by ``autograder.engine.sandbox`` (under bubblewrap where it can be),
 with one end of a UNIX socket pair as its only link to the grader. It imports torch,
 IPython, ``common``, ``selfcheck`` and ``autograder.untrusted`` once (never an answer key
 or a hidden check: they are not even in its file system), then for each job request:

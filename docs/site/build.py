@@ -18,7 +18,7 @@ drawing and table as the notebook shows it) and the syllabus into the navigation
 
 Modules are whatever ``source/M*/`` holds when the site is built; a module's caption comes from the
 README's syllabus table (``| M03 Quantizer | …``), or is the module's name when the table has no row
-for it. The addresses come from ``pyproject.toml`` ``[project.urls]`` (``autograder.colab``). The
+for it. The addresses come from ``pyproject.toml`` ``[project.urls]`` (``autograder.maintenance.colab``). The
 build fails on any Sphinx warning (``-W``).
 """
 
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from autograder.colab import README_END, README_START, colab_url, repository  # noqa: E402
+from autograder.maintenance.colab import README_END, README_START, colab_url, repository  # noqa: E402
 
 CONF = Path(__file__).resolve().parent
 """Sphinx's configuration folder (``conf.py``, ``_static/``), kept apart from the staged sources."""

@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograder.colab import repository, site_url  # noqa: E402
+from autograder.maintenance.colab import repository, site_url  # noqa: E402
 
 with warnings.catch_warnings():  # jieba 0.42 has invalid escapes in its regexes (SyntaxWarning on 3.12+)
     warnings.simplefilter("ignore")

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.course import ROOT
-from autograder.isa import VARIABLES
+from autograder.maintenance.isa import VARIABLES
 from autograder.untrusted import confine, memory, protocol
 from autograder.untrusted.limits import Limits
 from autograder.untrusted.protocol import HEADER, MAX_FRAME_BYTES
@@ -99,7 +99,7 @@ ENVIRONMENT = {
 }
 PASSED_ENVIRONMENT = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TZ", confine.DISABLE_ENV, *VARIABLES)
 """Passed on when set: thread counts, the time zone, measures disabled on purpose, and the instruction-set
-caps of ``autograder.isa`` (so that a grading run can compute as another CPU would, on both sides)."""
+caps of ``autograder.maintenance.isa`` (so that a grading run can compute as another CPU would, on both sides)."""
 
 
 class SandboxError(RuntimeError):

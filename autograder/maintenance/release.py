@@ -78,7 +78,7 @@ def generate_release(module: str) -> None:
 
 def without_answers_outputs(nb: Any) -> Any:
     """Keep only the outputs a student may see before answering (see ``run_unanswered``)."""
-    from autograder.colab import SETUP_CELL_ID
+    from autograder.maintenance.colab import SETUP_CELL_ID
 
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -100,10 +100,10 @@ def without_answers_outputs(nb: Any) -> Any:
 
 def run_unanswered(nb: Any, profile: str = "native") -> Any:
     """Run ``nb`` as handed out (nothing answered) in a scratch folder, errors allowed, on a CPU capped
-    to ``profile`` (``autograder.isa``; ``native``: this machine as it is)."""
+    to ``profile`` (``autograder.maintenance.isa``; ``native``: this machine as it is)."""
     import tempfile
 
-    from autograder.isa import execute_under
+    from autograder.maintenance.isa import execute_under
 
     with tempfile.TemporaryDirectory(prefix="pt2e-unanswered-") as folder:
         execute_under(nb, Path(folder), profile, allow_errors=True)
@@ -112,10 +112,10 @@ def run_unanswered(nb: Any, profile: str = "native") -> Any:
 
 def finish_release(module: str) -> None:
     """Give each release notebook of ``module`` its Colab setup cell (right after the chapter's title:
-    ``autograder.colab.add_setup_cell``) and the outputs of an unanswered run."""
+    ``autograder.maintenance.colab.add_setup_cell``) and the outputs of an unanswered run."""
     import nbformat
 
-    from autograder.colab import add_setup_cell
+    from autograder.maintenance.colab import add_setup_cell
 
     for path in sorted((RELEASE / module).glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)

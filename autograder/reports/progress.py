@@ -6,9 +6,9 @@ import sys
 import threading
 from typing import TextIO
 
-from autograder.grading import NotebookResult
-from autograder.hygiene import clean_name
-from autograder.report import points_text
+from autograder.engine.grading import NotebookResult
+from autograder.reports.hygiene import clean_name
+from autograder.reports.report import points_text
 
 
 class Progress:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from autograder.hygiene import clean
+from autograder.reports.hygiene import clean
 
 
 def points_text(points: float) -> str:

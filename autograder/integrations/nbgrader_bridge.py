@@ -8,7 +8,7 @@ nbgrader's workflow stays (``nbgrader autograde M03`` with its gradebook, then
   deleted locked cells, changed points) before nbgrader quietly restores those cells.
 - ``SandboxedExecute`` replaces nbgrader's ``Execute`` among the *autograde* preprocessors. It
   never starts a Jupyter kernel. It grades the notebook nbgrader prepared the way
-  ``pt2e-course grade`` grades a file (``autograder.grading.grade_notebook_node``): cells rebuilt
+  ``pt2e-course grade`` grades a file (``autograder.engine.grading.grade_notebook_node``): cells rebuilt
   against the course's source notebook, run in a confined child that sees no answer key, evidence
   judged by the hidden checks in this process (which never runs student code). Then it writes
   what nbgrader reads: on each graded cell a report (stdout) and an ``execute_result`` holding
@@ -50,7 +50,7 @@ def run_seed() -> int:
     """The seed of the hidden cases for this nbgrader run: ``$PT2E_SEED``, else one fresh seed per process."""
     global _seed
     if _seed is None:
-        from autograder.grading import new_seed
+        from autograder.engine.grading import new_seed
 
         text = os.environ.get(SEED_ENV, "").strip()
         _seed = int(text) if text else new_seed()
@@ -64,7 +64,7 @@ def _grade_id(cell: Any) -> str:
 def _source_notebook(notebook: str) -> NotebookNode | None:
     import nbformat
 
-    from autograder.submission import source_path
+    from autograder.engine.submission import source_path
 
     path = source_path(notebook)
     return nbformat.read(path, as_version=4) if path.is_file() else None
@@ -84,7 +84,7 @@ class RecordSubmission(NbGraderPreprocessor):
     """
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
-        from autograder.submission import prepare
+        from autograder.engine.submission import prepare
 
         nb.metadata.pop(META_KEY, None)  # only this step writes it
         try:
@@ -168,8 +168,8 @@ class SandboxedExecute(NbGraderPreprocessor):
     def _grade(
         self, notebook: str, nb: NotebookNode, source: NotebookNode, seed: int, limits: Any, recorded: Any
     ) -> Any:
-        from autograder.grading import grade_notebook_node
-        from autograder.submission import prepare
+        from autograder.engine.grading import grade_notebook_node
+        from autograder.engine.submission import prepare
 
         result = grade_notebook_node(notebook, nb, seed, limits)
         if isinstance(recorded, dict):
@@ -189,7 +189,7 @@ def _stream(text: str) -> NotebookNode:
 
 
 def _score(points: float) -> NotebookNode:
-    from autograder.report import points_text
+    from autograder.reports.report import points_text
 
     return new_output("execute_result", data={"text/plain": points_text(points)}, metadata={}, execution_count=None)
 
@@ -237,8 +237,8 @@ def _error_output(text: str) -> NotebookNode:
 
 def write_results(nb: NotebookNode, source: NotebookNode, result: Any, seed: int) -> None:
     """Write a ``NotebookResult`` into the cells nbgrader reads: reports and scores, errors, notes."""
-    from autograder.hygiene import clean
-    from autograder.report import exercise_report
+    from autograder.reports.hygiene import clean
+    from autograder.reports.report import exercise_report
     from autograder.untrusted.cases.base import exercises_of
 
     # errors where they happened: the student's own cells are labelled by their position in ``nb`` as graded

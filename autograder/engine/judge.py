@@ -4,9 +4,9 @@
 ``autograder/checks``, each taking ``seen`` and ``expected``) directly, in the calling process;
 the grading commands call it in a process that never ran the student's code.
 ``judge_with_pytest`` runs the same checks through pytest and the plugin
-(``autograder.pytest_plugin``), as ``pytest --pyargs autograder.checks`` does: the two give the
+(``autograder.integrations.pytest_plugin``), as ``pytest --pyargs autograder.checks`` does: the two give the
 same verdicts (``tests/test_judge.py``), the first without pytest's start-up on every notebook.
-``python -m autograder.judge < evidence.json`` prints the verdicts as JSON.
+``python -m autograder.engine.judge < evidence.json`` prints the verdicts as JSON.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def judge(evidence: dict[str, Any], exercises: list[str] | None = None) -> list[
     import importlib
 
     from autograder.checks.support import checks_of
-    from autograder.reference_evidence import reference_evidence
+    from autograder.engine.reference_evidence import reference_evidence
 
     notebook = str(evidence.get("notebook"))
     module = importlib.import_module(checks_module(notebook))
@@ -105,7 +105,7 @@ def judge(evidence: dict[str, Any], exercises: list[str] | None = None) -> list[
 
 
 def judge_with_pytest(evidence: dict[str, Any], exercises: list[str] | None = None) -> list[dict[str, Any]]:
-    """``judge`` through pytest and ``autograder.pytest_plugin`` (how ``pytest --pyargs autograder.checks`` runs)."""
+    """``judge`` through pytest and ``autograder.integrations.pytest_plugin`` (how ``pytest --pyargs autograder.checks`` runs)."""
     import pytest
 
     notebook = str(evidence.get("notebook"))
@@ -115,7 +115,7 @@ def judge_with_pytest(evidence: dict[str, Any], exercises: list[str] | None = No
         evidence_path.write_text(json.dumps(evidence, ensure_ascii=False), encoding="utf-8")
         args = [
             "-p",
-            "autograder.pytest_plugin",
+            "autograder.integrations.pytest_plugin",
             "--pyargs",
             checks_module(notebook),
             "-q",

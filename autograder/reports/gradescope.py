@@ -4,7 +4,7 @@
 else one installed from the image's package lists; torch 2.13.0 CPU, graphviz and this course),
 ``run_autograder`` and the course itself (packages and the module's source notebooks, which
 the grader needs to restore locked cells; students never see the bundle). ``run_autograder``
-calls ``python -m autograder.gradescope``, which grades with the same sandbox and checks as
+calls ``python -m autograder.reports.gradescope``, which grades with the same sandbox and checks as
 ``pt2e-course grade`` and writes ``results/results.json``. The roots can be moved with ``AUTOGRADER_ROOT`` (and the
 interpreter with ``PT2E_PYTHON``), which is how the tests run it locally.
 """
@@ -71,7 +71,7 @@ ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{PT2E_PYTHON:-$ROOT/venv/bin/python}}"
 mkdir -p "$ROOT/results"
 export PT2E_COURSE_ROOT="$ROOT/source/course"
-exec "$PYTHON" -m autograder.gradescope --module {module} \\
+exec "$PYTHON" -m autograder.reports.gradescope --module {module} \\
     --submission "$ROOT/submission" --results "$ROOT/results/results.json" ${{PT2E_SEED:+--seed "$PT2E_SEED"}}
 """
 
@@ -86,7 +86,7 @@ def _add_tree(bundle: zipfile.ZipFile, folder: Path, prefix: str) -> None:
 
 def setup_script(module: str) -> str:
     """``setup.sh`` of ``module``'s bundle (its extra installed with the course: M08's ExecuTorch)."""
-    from autograder.colab import MODULE_EXTRAS, TORCH_CPU_INDEX
+    from autograder.maintenance.colab import MODULE_EXTRAS, TORCH_CPU_INDEX
 
     extra = f"[{MODULE_EXTRAS[module]}]" if module in MODULE_EXTRAS else ""
     return SETUP_SH.replace("{extra}", extra).replace("{torch_index}", TORCH_CPU_INDEX)
@@ -116,8 +116,8 @@ def build_bundle(module: str, output: Path) -> Path:
 
 def run(module: str, submission: Path, results: Path, seed: int | None = None) -> dict:
     """Grade the notebooks under ``submission`` (one student) and write Gradescope's results.json."""
-    from autograder.grading import grade_class
-    from autograder.results import gradescope_results
+    from autograder.engine.grading import grade_class
+    from autograder.reports.results import gradescope_results
 
     students, seed = grade_class(module, {"submission": submission}, jobs=2, seed=seed)
     payload = gradescope_results(students[0].notebooks, seed)

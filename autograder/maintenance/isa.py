@@ -118,7 +118,7 @@ def previews_under(profile: str, right_fixtures: Path | None = None, timeout: fl
     """The preview failures of the answer key (and of ``right_fixtures``) in a fresh process under ``profile``."""
     import json
 
-    command = [sys.executable, "-P", "-m", "autograder.isa", "previews"]
+    command = [sys.executable, "-P", "-m", "autograder.maintenance.isa", "previews"]
     if right_fixtures is not None:
         command.append(str(right_fixtures))
     done = subprocess.run(
@@ -142,17 +142,17 @@ def execute_under(
     nb: nbformat.NotebookNode, cwd: Path, profile: str, allow_errors: bool = False
 ) -> nbformat.NotebookNode:
     """Run every cell of ``nb`` in a fresh kernel whose CPU is capped to ``profile``; returns ``nb``."""
-    from autograder.execute import execute
+    from autograder.maintenance.execute import execute
 
     return execute(nb, cwd, allow_errors=allow_errors, env=environment(profile))
 
 
 def notebook_problems(path: Path, profile: str) -> list[str]:
     """What goes wrong when the committed notebook at ``path`` runs under ``profile``: errors, noise on
-    stderr, and outputs that are not what the committed ones show (``autograder.outputs``)."""
+    stderr, and outputs that are not what the committed ones show (``autograder.maintenance.outputs``)."""
     import copy
 
-    from autograder.outputs import errors_and_noise, notebook_difference
+    from autograder.maintenance.outputs import errors_and_noise, notebook_difference
 
     committed = nbformat.read(path, as_version=4)
     fresh = execute_under(copy.deepcopy(committed), path.parent, profile, allow_errors=True)
@@ -164,11 +164,11 @@ def notebook_problems(path: Path, profile: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m autograder.isa previews [RIGHT_FIXTURES]``: preview failures as one JSON line."""
+    """``python -m autograder.maintenance.isa previews [RIGHT_FIXTURES]``: preview failures as one JSON line."""
     import json
 
     if not argv or argv[0] != "previews":
-        print("usage: python -m autograder.isa previews [RIGHT_FIXTURES_FOLDER]", file=sys.stderr)
+        print("usage: python -m autograder.maintenance.isa previews [RIGHT_FIXTURES_FOLDER]", file=sys.stderr)
         return 2
     from common.pt2e import quiet
 

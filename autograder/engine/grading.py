@@ -22,8 +22,8 @@ from typing import Any
 import nbformat
 
 from autograder.checks.support import checks_of
-from autograder.judge import judge
-from autograder.submission import UnreadableNotebook, find_notebooks, load_notebook, prepare, source_path
+from autograder.engine.judge import judge
+from autograder.engine.submission import UnreadableNotebook, find_notebooks, load_notebook, prepare, source_path
 from autograder.untrusted.limits import Limits
 from common.data import one_thread
 
@@ -37,8 +37,8 @@ _judging = threading.Lock()
 
 
 def fork_context() -> Any:
-    """The fork server of this grading run (``autograder.sandbox``), started on first use."""
-    from autograder.sandbox import default_sandbox
+    """The fork server of this grading run (``autograder.engine.sandbox``), started on first use."""
+    from autograder.engine.sandbox import default_sandbox
 
     return default_sandbox()
 
@@ -101,7 +101,7 @@ class RunOutcome:
 
 def run_sandboxed(job: Any, limits: Limits) -> RunOutcome:
     """Run ``job`` in the sandbox under ``limits``; read its frames until every writer is gone."""
-    from autograder.sandbox import run_job
+    from autograder.engine.sandbox import run_job
     from selfcheck.evidence import safe_text
 
     run = run_job(job, startup_seconds=STARTUP_SECONDS)
@@ -219,7 +219,7 @@ def derive_evidence(
     time. Should one exercise's replay end the worker (time, memory), that exercise scores zero and
     the exercises after it are replayed in a new worker.
     """
-    from autograder.sandbox import run_replay
+    from autograder.engine.sandbox import run_replay
     from autograder.untrusted.replay_job import ReplayJob
     from selfcheck.evidence import safe_text
 
@@ -397,7 +397,7 @@ def grade_class(
             notes = {nb: [*n, f"{student} 沒有交 {module} 的任何 notebook"] for nb, n in notes.items()}
         tasks += [(student, nb, path, notes[nb]) for nb, path in found.items()]
     fork_context()
-    from autograder.sandbox import hide_also
+    from autograder.engine.sandbox import hide_also
 
     hide_also({folder.parent.parent.absolute() for folder in folders.values() if folder is not None})
     results: dict[tuple[str, str], NotebookResult] = {}

@@ -1,8 +1,8 @@
 """pytest plugin that feeds evidence to the hidden checks and records their verdicts.
 
-Loaded explicitly (``-p autograder.pytest_plugin``; ``autograder.judge`` and
+Loaded explicitly (``-p autograder.integrations.pytest_plugin``; ``autograder.engine.judge`` and
 ``tests/conftest.py`` do): the package students install has no pytest entry point.
-``pytest -p autograder.pytest_plugin --pyargs autograder.checks`` judges the answer key. Options:
+``pytest -p autograder.integrations.pytest_plugin --pyargs autograder.checks`` judges the answer key. Options:
 
 ``--evidence FILE``  the student's evidence (JSON: notebook, seed, exercises); without it
                      the checks judge the answer key against itself.
@@ -75,7 +75,7 @@ def _info(request: pytest.FixtureRequest) -> CheckInfo:
 @pytest.fixture
 def expected(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The answer key's evidence for this check's exercise (computed here, cached per seed)."""
-    from autograder.reference_evidence import reference_evidence
+    from autograder.engine.reference_evidence import reference_evidence
 
     info = _info(request)
     return reference_evidence(info.notebook, info.exercise, request.config.stash[_STATE].seed)
@@ -84,7 +84,7 @@ def expected(request: pytest.FixtureRequest) -> dict[str, Any]:
 @pytest.fixture
 def seen(request: pytest.FixtureRequest, expected: dict[str, Any]) -> Any:
     """The student's evidence for this check's exercise (the answer key's without --evidence)."""
-    from autograder.judge import seen_evidence
+    from autograder.engine.judge import seen_evidence
 
     state = request.config.stash[_STATE]
     if state.evidence is None:
@@ -102,7 +102,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         return
     state = item.config.stash[_STATE]
     if call.when == "call" or (call.when == "setup" and report.failed):
-        from autograder.judge import verdict_message
+        from autograder.engine.judge import verdict_message
 
         message = verdict_message(call.excinfo.value if call.excinfo is not None else None)
         state.verdicts.append(

@@ -13,13 +13,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from autograder.grading import NotebookResult, StudentResult
-from autograder.hygiene import clean, clean_name
-from autograder.report import points_text
+from autograder.engine.grading import NotebookResult, StudentResult
+from autograder.reports.hygiene import clean, clean_name
+from autograder.reports.report import points_text
 
 
 def notebook_text(result: NotebookResult) -> str:
-    """The notes of a notebook as plain text (tampering first), each cleaned (``autograder.hygiene``)."""
+    """The notes of a notebook as plain text (tampering first), each cleaned (``autograder.reports.hygiene``)."""
     lines = [f"⚠ {clean(t)}" for t in result.tampering] + [f"・{clean(n)}" for n in result.notes]
     if result.cell_errors:
         lines.append("執行時出錯的儲存格：")
@@ -69,7 +69,7 @@ pre { white-space: pre-wrap; margin: .3em 0 0; color: #374151; }
 def feedback_html(student: StudentResult) -> str:
     """One page for one student and module: scores, every check, notes.
 
-    Every string is cleaned (``autograder.hygiene.clean``) and then HTML-escaped, whoever wrote it.
+    Every string is cleaned (``autograder.reports.hygiene.clean``) and then HTML-escaped, whoever wrote it.
     """
 
     def esc(text: object) -> str:
