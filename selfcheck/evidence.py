@@ -9,6 +9,7 @@ described from the FX structure, not from what student objects say about themsel
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import signal
 import traceback
@@ -310,20 +311,19 @@ def describe_converted(gm: GraphModule) -> dict[str, Any]:
 ANNOTATION_KEY = "quantization_annotation"
 
 
-def _observer_ctor(ctor: Any) -> dict[str, Any]:
-    """The observer (or fake-quant) a spec asks for: class path and keyword arguments as data."""
+def observer_ctor(ctor: Any, scalar: Callable[[Any], Any]) -> dict[str, Any]:
+    """The observer (or fake-quant) a spec asks for: class path and keyword arguments (``scalar``-encoded)."""
     func, keywords = ctor, {}
     partial = getattr(ctor, "p", None)  # torchao's with_args() wrapper holds a functools.partial
-    if partial is not None and hasattr(partial, "func"):
+    if isinstance(partial, functools.partial):
         func, keywords = partial.func, dict(partial.keywords or {})
+    elif isinstance(ctor, functools.partial):
+        func, keywords = ctor.func, dict(ctor.keywords or {})
     module = getattr(func, "__module__", None)
     name = getattr(func, "__qualname__", None)
-    kwargs = {}
-    for key, item in sorted(keywords.items()):
-        kwargs[str(key)] = encode_scalar(item)
     return {
         "class": f"{module}.{name}" if isinstance(module, str) and isinstance(name, str) else None,
-        "kwargs": kwargs,
+        "kwargs": {str(key): scalar(item) for key, item in sorted(keywords.items())},
     }
 
 
@@ -342,20 +342,44 @@ def encode_scalar(value: Any) -> Any:
     return {"unsupported": type(value).__name__}
 
 
-def _edge(edge: Any) -> Any:
-    if isinstance(edge, Node):
+def edge_ref(edge: Any) -> Any:
+    """A spec's edge or node by name: ``{"node": n}`` or ``{"edge": [a, b]}`` (only real ``Node`` objects)."""
+    if type(edge) is Node:
         return {"node": edge.name}
-    if isinstance(edge, tuple) and len(edge) == 2 and all(isinstance(e, Node) for e in edge):
+    if type(edge) is tuple and len(edge) == 2 and all(type(e) is Node for e in edge):
         return {"edge": [edge[0].name, edge[1].name]}
     return {"unsupported": type(edge).__name__}
 
 
-def describe_spec(spec: Any) -> Any:
-    """One quantization spec as data (``None`` for "not quantized").
+SPEC_KINDS = ("spec", "shared", "derived", "fixed")
+"""The ``kind`` of an encoded spec: ``QuantizationSpec``, ``SharedQuantizationSpec``,
+``DerivedQuantizationSpec``, ``FixedQParamsQuantizationSpec`` (any other class: ``unsupported``)."""
+SPEC_FIELDS = {
+    "dtype": "dtype",
+    "qmin": "quant_min",
+    "qmax": "quant_max",
+    "qscheme": "qscheme",
+    "is_dynamic": "is_dynamic",
+}
+"""Key of an encoded spec → the torchao attribute it holds (every kind but ``shared`` has them all)."""
+MAX_DERIVED_FROM = 16
+"""Edges of a ``derived_from`` encoded at most."""
 
-    ``kind`` is ``spec`` / ``shared`` / ``derived`` / ``fixed``; dtype, range, scheme and
-    axis are read from the spec itself, and ``observer`` is the class path the spec asks
-    for (with its keyword arguments), so two specs that differ only in observer differ here.
+
+def encode_spec(
+    spec: Any,
+    scalar: Callable[[Any], Any] = encode_scalar,
+    derive_fn: Callable[[Any], int] | None = None,
+) -> Any:
+    """The one encoding of a quantization spec as data (``None`` for "not quantized").
+
+    ``kind`` is one of ``SPEC_KINDS``; the ``SPEC_FIELDS``, ``ch_axis``, ``scale`` and ``zero_point`` are read
+    from the spec and written with ``scalar``; ``observer`` is the class path the spec asks for (with its
+    keyword arguments), so two specs that differ only in observer differ here; ``of`` and ``from`` name edges
+    (``edge_ref``). The evidence (``describe_spec``) and the sandbox's recording (``Recorder.spec`` in
+    ``autograder/untrusted/record.py``, which passes its own value encoder, and ``derive_fn`` that numbers a
+    derived spec's function, written as ``fn``) both use it; ``Replay.spec`` in
+    ``autograder/untrusted/replay.py`` is its one decoder.
     """
     from torchao.quantization.pt2e.quantizer import (
         DerivedQuantizationSpec,
@@ -368,36 +392,29 @@ def describe_spec(spec: Any) -> Any:
         return None
     kind = type(spec)
     if kind is SharedQuantizationSpec:
-        return {"kind": "shared", "of": _edge(spec.edge_or_node)}
-    common = {
-        "dtype": encode_scalar(spec.dtype),
-        "qmin": encode_scalar(spec.quant_min),
-        "qmax": encode_scalar(spec.quant_max),
-        "qscheme": encode_scalar(spec.qscheme),
-        "is_dynamic": encode_scalar(spec.is_dynamic),
-    }
-    if kind is QuantizationSpec:
-        return {
-            "kind": "spec",
-            **common,
-            "ch_axis": encode_scalar(spec.ch_axis),
-            "observer": _observer_ctor(spec.observer_or_fake_quant_ctr),
-        }
-    if kind is DerivedQuantizationSpec:
-        return {
-            "kind": "derived",
-            **common,
-            "ch_axis": encode_scalar(spec.ch_axis),
-            "from": [_edge(e) for e in spec.derived_from],
-        }
+        return {"kind": "shared", "of": edge_ref(spec.edge_or_node)}
+    if kind not in (QuantizationSpec, DerivedQuantizationSpec, FixedQParamsQuantizationSpec):
+        return {"kind": "unsupported", "type": kind.__name__}
+    fields = {key: scalar(getattr(spec, attribute, None)) for key, attribute in SPEC_FIELDS.items()}
     if kind is FixedQParamsQuantizationSpec:
-        return {
-            "kind": "fixed",
-            **common,
-            "scale": encode_scalar(spec.scale),
-            "zero_point": encode_scalar(spec.zero_point),
-        }
-    return {"kind": "unsupported", "type": kind.__name__}
+        return {"kind": "fixed", **fields, "scale": scalar(spec.scale), "zero_point": scalar(spec.zero_point)}
+    if kind is QuantizationSpec:
+        observer = observer_ctor(spec.observer_or_fake_quant_ctr, scalar)
+        return {"kind": "spec", **fields, "ch_axis": scalar(spec.ch_axis), "observer": observer}
+    encoded = {
+        "kind": "derived",
+        **fields,
+        "ch_axis": scalar(spec.ch_axis),
+        "from": [edge_ref(e) for e in list(spec.derived_from)[:MAX_DERIVED_FROM]],
+    }
+    if derive_fn is not None:
+        encoded["fn"] = derive_fn(spec)
+    return encoded
+
+
+def describe_spec(spec: Any) -> Any:
+    """One quantization spec as evidence: ``encode_spec`` with plain scalars (dtypes and qschemes by name)."""
+    return encode_spec(spec)
 
 
 def edge_text(edge: Any) -> str:

@@ -179,3 +179,54 @@ def test_missing_and_garbage_recordings_never_crash_the_grader() -> None:
     ):
         evidence = derive(exercise, garbage, SEED)
         assert all("error" in r for r in evidence["cases"].values())
+
+
+# --- a spec: one encoding (selfcheck.evidence.encode_spec), one decoder (replay.Replay.spec) ------------
+
+
+def test_every_kind_of_spec_survives_the_recording_and_its_replay() -> None:
+    """What the sandbox records of a spec, decoded on the grader's side, is the same spec as evidence; the
+    recording and the evidence use one encoding (the same kinds and keys)."""
+    import torch
+    from torchao.quantization.pt2e.quantizer import (
+        DerivedQuantizationSpec,
+        FixedQParamsQuantizationSpec,
+        QuantizationSpec,
+        SharedQuantizationSpec,
+    )
+
+    from autograder.untrusted.record import Recorder
+    from autograder.untrusted.replay import Replay
+    from common.pt2e import HistogramObserver, PerChannelMinMaxObserver, export_module
+    from common.qspecs import act_spec, weight_spec
+    from selfcheck.evidence import SPEC_FIELDS, describe_spec
+
+    gm = export_module(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU()), (torch.randn(2, 3),))
+    linear, relu = [n for n in gm.graph.nodes if n.op == "call_function"][-2:]
+
+    def derive(observers: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.tensor([0.1]), torch.tensor([0])
+
+    histogram = HistogramObserver.with_args(eps=2**-12)
+    specs = [
+        None,
+        act_spec(),
+        QuantizationSpec(torch.uint8, histogram, quant_min=0, quant_max=255, qscheme=torch.per_tensor_affine),
+        weight_spec(per_channel=True),
+        QuantizationSpec(torch.int8, PerChannelMinMaxObserver, -127, 127, torch.per_channel_symmetric, ch_axis=1),
+        FixedQParamsQuantizationSpec(torch.uint8, 1 / 256, 0, 0, 255, torch.per_tensor_affine),
+        SharedQuantizationSpec(linear),
+        SharedQuantizationSpec((linear, relu)),
+        DerivedQuantizationSpec([(linear, relu)], derive, torch.int32, -(2**31), 2**31 - 1, torch.per_tensor_symmetric),
+    ]
+    replay = Replay({"channels": {}}, {})
+    replay.derive_fn = lambda number: derive  # type: ignore[method-assign]  # the grader's stand-in for a recorded one
+    for spec in specs:
+        recorded = json.loads(json.dumps(Recorder().spec(spec)))
+        described = describe_spec(spec)
+        if spec is None:
+            assert recorded is None and described is None
+            continue
+        assert set(recorded) - {"fn"} == set(described) and recorded["kind"] == described["kind"]
+        assert describe_spec(replay.spec(gm, recorded)) == described, type(spec).__name__
+    assert set(SPEC_FIELDS) <= set(describe_spec(act_spec()))

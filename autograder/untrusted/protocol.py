@@ -14,7 +14,8 @@ Three conversations use it:
 - **job** (student process → grader; the student's code can write on the same pipe, so every
   message is checked, ``autograder.engine.sandbox.Conversation``): ``start`` first, then per cell in
   order ``cell`` (a code cell raised) or ``evidence`` (an exercise's *recording*, see
-  ``record.py``), then ``done`` last.
+  ``record.py``; a quantization spec in it is encoded by ``selfcheck.evidence.encode_spec``, the same
+  encoding the evidence uses, and decoded by ``replay.Replay.spec`` alone), then ``done`` last.
 - **replay** (replay worker → grader; no student code runs there, but it reads recordings a
   student controlled, so it is confined the same way and checked the same way): ``start``,
   then ``derived`` per exercise (the evidence, plain data, or an ``error``), then ``done``.
@@ -26,8 +27,9 @@ import json
 import struct
 from typing import Any
 
-VERSION = 2
-"""Bump when a message changes shape; both sides of one checkout always agree."""
+VERSION = 3
+"""Bump when a message changes shape; both sides of one checkout always agree. (3: a spec inside a recording
+is ``selfcheck.evidence.encode_spec``'s, with the evidence's key names.)"""
 
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 8 * 1024 * 1024

@@ -21,7 +21,6 @@ that patches anything in this process can only change its own answers.
 from __future__ import annotations
 
 import collections
-import functools
 import math
 import types
 from collections.abc import Callable, Mapping
@@ -31,7 +30,7 @@ import torch
 from torch.fx import Graph, GraphModule, Node
 
 from selfcheck.casekit import Exercise, collect
-from selfcheck.evidence import ANNOTATION_KEY, TamperingSuspected, safe_text
+from selfcheck.evidence import ANNOTATION_KEY, TamperingSuspected, encode_spec, safe_text
 
 MAX_EVENTS = 2_000
 MAX_TENSOR_ELEMENTS = 200_000
@@ -62,21 +61,6 @@ def target_text(target: Any) -> dict[str, str]:
     if module == "torch._C._VariableFunctions" or (module == "torch" and not name.startswith("_")):
         module = "torch"
     return {"py": f"{module}.{name}"}
-
-
-def _observer_ctor(ctor: Any) -> dict[str, Any]:
-    func, keywords = ctor, {}
-    partial = getattr(ctor, "p", None)  # torchao's with_args() wrapper holds a functools.partial
-    if isinstance(partial, functools.partial):
-        func, keywords = partial.func, dict(partial.keywords or {})
-    elif isinstance(ctor, functools.partial):
-        func, keywords = ctor.func, dict(ctor.keywords or {})
-    module = getattr(func, "__module__", None)
-    name = getattr(func, "__qualname__", None)
-    return {
-        "class": f"{module}.{name}" if isinstance(module, str) and isinstance(name, str) else None,
-        "kwargs": {str(k): encode(v, None, 1) for k, v in sorted(keywords.items())},
-    }
 
 
 def observer_state(module: Any) -> dict[str, Any]:
@@ -300,55 +284,24 @@ class Recorder:
         }
 
     def spec(self, spec: Any) -> Any:
-        from torchao.quantization.pt2e.quantizer import (
-            DerivedQuantizationSpec,
-            FixedQParamsQuantizationSpec,
-            QuantizationSpec,
-            SharedQuantizationSpec,
-        )
+        """A spec the student's code made, by ``selfcheck.evidence.encode_spec`` (values by ``encode``); a derived
+        spec's function is wrapped so that its calls at convert time are recorded, and numbered."""
+        return encode_spec(spec, scalar=lambda value: encode(value, None, 1), derive_fn=self.derive_number)
 
-        if spec is None:
-            return None
-        kind = type(spec)
-        if kind is SharedQuantizationSpec:
-            return {"kind": "shared", "of": _edge_ref(spec.edge_or_node)}
-        fields = {
-            key: encode(getattr(spec, key, None), None, 1)
-            for key in ("dtype", "quant_min", "quant_max", "qscheme", "is_dynamic")
-        }
-        if kind is QuantizationSpec:
-            return {
-                "kind": "spec",
-                **fields,
-                "ch_axis": encode(spec.ch_axis, None, 1),
-                "observer": _observer_ctor(spec.observer_or_fake_quant_ctr),
-            }
-        if kind is FixedQParamsQuantizationSpec:
-            return {
-                "kind": "fixed",
-                **fields,
-                "scale": encode(spec.scale, None, 1),
-                "zero_point": encode(spec.zero_point, None, 1),
-            }
-        if kind is DerivedQuantizationSpec:
-            fn = spec.derive_qparams_fn
-            if id(fn) not in self.derive_fns:
-                self.derive_fns[id(fn)] = len(self.derive_fns)
-            number = self.derive_fns[id(fn)]
-            if id(fn) not in self.wrappers:
-                recorded = self.wrap_callable(f"derive#{number}", fn)
-                self.keep.append(recorded)
-                self.wrappers.add(id(recorded))
-                self.derive_fns[id(recorded)] = number
-                object.__setattr__(spec, "derive_qparams_fn", recorded)  # torchao calls it at convert time
-            return {
-                "kind": "derived",
-                **fields,
-                "ch_axis": encode(spec.ch_axis, None, 1),
-                "from": [_edge_ref(e) for e in list(spec.derived_from)[:16]],
-                "fn": number,
-            }
-        return {"kind": "unsupported", "type": kind.__name__}
+    def derive_number(self, spec: Any) -> int:
+        """The number of a derived spec's ``derive_qparams_fn``; the first time, the spec gets a wrapper of it
+        that records its calls (torchao calls it at convert time)."""
+        fn = spec.derive_qparams_fn
+        if id(fn) not in self.derive_fns:
+            self.derive_fns[id(fn)] = len(self.derive_fns)
+        number = self.derive_fns[id(fn)]
+        if id(fn) not in self.wrappers:
+            recorded = self.wrap_callable(f"derive#{number}", fn)
+            self.keep.append(recorded)
+            self.wrappers.add(id(recorded))
+            self.derive_fns[id(recorded)] = number
+            object.__setattr__(spec, "derive_qparams_fn", recorded)
+        return number
 
 
 class RecordedInstance:
@@ -406,14 +359,6 @@ def exception_record(exc: BaseException) -> dict[str, str]:
 
 def _node_ref(node: Any) -> str:
     return node.name if type(node) is Node else f"?{type(node).__name__}"
-
-
-def _edge_ref(edge: Any) -> Any:
-    if type(edge) is Node:
-        return {"node": edge.name}
-    if type(edge) is tuple and len(edge) == 2 and all(type(e) is Node for e in edge):
-        return {"edge": [edge[0].name, edge[1].name]}
-    return {"unsupported": type(edge).__name__}
 
 
 def encode(value: Any, recorder: Recorder | None, depth: int = 0) -> Any:

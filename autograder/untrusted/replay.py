@@ -35,7 +35,15 @@ from torch.fx import GraphModule, Node
 from autograder.untrusted import allowed
 from autograder.untrusted.record import reachable_graphs
 from selfcheck.casekit import Exercise, collect
-from selfcheck.evidence import ANNOTATION_KEY, CaseTimeout, EvidenceError, TamperingSuspected, safe_text
+from selfcheck.evidence import (
+    ANNOTATION_KEY,
+    SPEC_FIELDS,
+    SPEC_KINDS,
+    CaseTimeout,
+    EvidenceError,
+    TamperingSuspected,
+    safe_text,
+)
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 EXCEPTIONS = {
@@ -337,6 +345,7 @@ class Replay:
         )
 
     def spec(self, gm: GraphModule, data: Any) -> Any:
+        """The one decoder of ``selfcheck.evidence.encode_spec``: the torchao spec a recording describes."""
         from torchao.quantization.pt2e.quantizer import (
             DerivedQuantizationSpec,
             FixedQParamsQuantizationSpec,
@@ -351,15 +360,11 @@ class Replay:
         kind = data.get("kind")
         if kind == "shared":
             return SharedQuantizationSpec(_edge(gm, data.get("of")))
-        if kind not in ("spec", "fixed", "derived"):
+        if kind not in SPEC_KINDS:
             raise EvidenceError(f"不支援的規格種類 {str(data.get('type', kind))[:40]}")
-        fields = {
-            "dtype": _dtype(data.get("dtype")),
-            "quant_min": _optional_int(data.get("quant_min")),
-            "quant_max": _optional_int(data.get("quant_max")),
-            "qscheme": _qscheme(data["qscheme"]) if data.get("qscheme") is not None else None,
-            "is_dynamic": bool(data.get("is_dynamic")),
-        }
+        decoders = {"dtype": _dtype, "qmin": _optional_int, "qmax": _optional_int, "is_dynamic": bool}
+        decoders["qscheme"] = lambda value: _qscheme(value) if value is not None else None
+        fields = {attribute: decoders[key](data.get(key)) for key, attribute in SPEC_FIELDS.items()}
         try:
             if kind == "spec":
                 return QuantizationSpec(
