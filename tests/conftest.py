@@ -196,7 +196,8 @@ def is_slow(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
-    """Keep the tests of one module-scoped, parametrized course on one xdist worker.
+    """Keep the tests of one module-scoped, parametrized course on one xdist worker (and the hidden checks'
+    tests of one notebook).
 
     A mark on a fixture's ``pytest.param`` does not reach the items, so ``--dist loadgroup``
     would spread them and every worker would build the same course (an nbgrader run of minutes).
@@ -207,6 +208,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         if callspec is not None and item.path.name == "test_autograde.py" and "graded" in callspec.params:
             item.add_marker(pytest.mark.xdist_group(f"autograde-{callspec.params['graded']}"))
+        if callspec is not None and item.path.name == "test_checks.py":
+            # one worker per notebook: the answer key's evidence on each seed is computed once, not on both
+            params = callspec.params
+            fixture = params.get("wrong") or params.get("right")
+            notebook = params.get("notebook") or getattr(fixture, "notebook", None)
+            if notebook is not None:
+                item.add_marker(pytest.mark.xdist_group(f"checks-{notebook}"))
         if is_slow(item):
             item.add_marker(pytest.mark.slow)
     result = yield
