@@ -39,9 +39,10 @@ with quiet_imports():
     )
     from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
-    from common.export_cache import export_through, remember_torchao_patterns
+    from common import torchao_cache
+    from common.export_cache import export_through
 
-    remember_torchao_patterns()
+    torchao_cache.remember()  # torchao's pattern traces and histogram searches, once per process
 
 ANNOTATION_KEY: str = Q_ANNOTATION_KEY
 """The ``node.meta`` key under which a Quantizer stores a ``QuantizationAnnotation``."""

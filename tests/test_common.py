@@ -410,13 +410,13 @@ def test_torchao_pattern_graphs_are_traced_once_and_are_the_same_graphs() -> Non
     from torchao.quantization.pt2e import qat_utils
     from torchao.quantization.pt2e import utils as pt2e_utils
 
-    from common import export_cache
+    from common import torchao_cache
 
     assert hasattr(pt2e_utils._get_aten_graph_module_for_pattern, "__wrapped__"), "common.pt2e routes the traces"
     assert qat_utils._get_aten_graph_module_for_pattern is pt2e_utils._get_aten_graph_module_for_pattern
     torch.manual_seed(0)
     model, x = _ConvBn(), (torch.randn(2, 1, 6, 6),)
-    with mock.patch.object(export_cache, "_patterns", export_cache.OrderedDict()):
+    with mock.patch.object(torchao_cache, "_patterns", torchao_cache.OrderedDict()):
         with mock.patch("torch.export.export", wraps=torch.export.export) as traced:
             first = _qat_then_convert(model, x)
             traced_first = traced.call_count
@@ -431,7 +431,8 @@ def test_torchao_pattern_graphs_are_traced_once_and_are_the_same_graphs() -> Non
 
 
 def test_a_pattern_whose_trace_could_differ_is_never_remembered() -> None:
-    from common.export_cache import Unkeyable, pattern_key
+    from common.export_cache import Unkeyable
+    from common.torchao_cache import pattern_key
 
     class Scale(torch.nn.Module):
         def __init__(self, factor: float) -> None:
@@ -456,3 +457,50 @@ def test_a_pattern_whose_trace_could_differ_is_never_remembered() -> None:
     assert pattern_key(make(2.0), x, False, {}) != pattern_key(make(3.0), x, False, {})  # what the closure holds
     assert pattern_key(make(2.0), x, False, {}) != pattern_key(make(2.0), (torch.randn(2, 3),), False, {})
     assert pattern_key(make(2.0), x, False, {}) == pattern_key(make(2.0), (torch.randn(1, 3),), False, {})
+
+
+def test_histogram_searches_are_remembered_by_what_they_read() -> None:
+    """The same histogram gives the same range without a search; another histogram, a subclass or a replaced
+    helper searches; the result is torchao's own."""
+    from torchao.quantization.pt2e.observer import HistogramObserver
+
+    from common import torchao_cache
+
+    search = HistogramObserver._non_linear_param_search
+    assert hasattr(search, "__wrapped__"), "common.pt2e routes the searches"
+    torch.manual_seed(0)
+    data = torch.randn(4096) * 3
+
+    def observed(cls: type = HistogramObserver, values: torch.Tensor = data) -> HistogramObserver:
+        observer = cls(dtype=torch.int8, quant_min=-128, quant_max=127)
+        observer(values)
+        return observer
+
+    class Mine(HistogramObserver):
+        pass
+
+    with mock.patch.object(torchao_cache, "_searches", torchao_cache.OrderedDict()):
+        with mock.patch.object(
+            HistogramObserver,
+            "_compute_quantization_error",
+            autospec=True,
+            side_effect=HistogramObserver._compute_quantization_error,
+        ) as errors:
+            first = observed().calculate_qparams()
+            searched = errors.call_count
+            again = observed().calculate_qparams()
+            assert errors.call_count == searched > 0, "the same histogram: no search"
+            observed(values=data * 2).calculate_qparams()
+            after_other = errors.call_count
+            assert after_other > searched, "another histogram: a search"
+            observed(Mine).calculate_qparams()
+            assert errors.call_count > after_other, "a subclass: a search"
+        own = observed()
+        low, high = search.__wrapped__(own)
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    remembered = observed()
+    assert torch.equal(remembered._non_linear_param_search()[0], low)
+    assert torch.equal(remembered._non_linear_param_search()[1], high)
+    replaced = observed()
+    replaced._get_norm = lambda *args: torch.zeros(2048)
+    assert torchao_cache.histogram_key(replaced, HistogramObserver) is None
