@@ -109,5 +109,7 @@ def case_mixed(ns: Namespace, seed: int) -> Any:
 EXERCISES = with_hidden_cases(
     PUBLIC,
     freeze_bn_stats={"qat": case_qat, "mixed": case_mixed},
+    # the hidden case qat prepares a QAT graph (prepare_qat_pt2e, as M07-1's cases do): M07's QAT limit; the
+    # public cases only export, within the default
     case_seconds={"freeze_bn_stats": QAT_CASE_SECONDS},
 )
