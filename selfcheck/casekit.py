@@ -1,13 +1,23 @@
 """What every case needs, hidden or public: the Exercise record, seeded sizes and inputs,
 quantizing a model and describing it, and the guarded collection of one exercise's evidence.
 
+An exercise is declared once, in its notebook's public module (``selfcheck/public/m03_4.py``):
+``PUBLIC = declare(__name__, Exercise(key, title, names, public_cases, ...), ...)``, the notebook
+read from the module's name. The hidden cases module (``autograder/untrusted/cases/m03_4.py``)
+imports that record and extends it: ``EXERCISES = with_hidden_cases(PUBLIC, key={hidden cases}, ...)``,
+so the title, the names and the tolerances are the public record's. The checks
+(``autograder/checks/test_m03_4.py``) find their notebook from their module's name too
+(``notebook_of``).
+
 This module is on the student side (it ships in the wheel): it holds no case and no key.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,10 +38,11 @@ class Exercise:
 
     ``names`` are the definitions the student writes (taken from the notebook's
     namespace); ``cases`` map a case name to a function ``(namespace, seed) -> data``
-    that runs those definitions on one hidden input and returns plain data.
+    that runs those definitions on one input and returns plain data. ``notebook`` is
+    filled in by ``declare`` (from the declaring module's name), so a public module never
+    writes it; the hidden record takes it from the public one (``with_hidden_cases``).
     """
 
-    notebook: str
     key: str
     title: str
     names: tuple[str, ...]
@@ -41,11 +52,81 @@ class Exercise:
     tolerances: Mapping[str, Tolerance] = field(default_factory=dict)
     """How the preview compares the floats under a dict key of this name (``selfcheck.compare``;
     every other float is compared as ``FLOAT32``)."""
+    notebook: str = ""
+    """The notebook (``"M03-4"``), set by ``declare``; empty only on an exercise no record holds yet."""
 
 
 def module_name(notebook: str) -> str:
     """``"M03-4"`` → ``"m03_4"``."""
     return notebook.lower().replace("-", "_")
+
+
+_MODULE = re.compile(r"(?:test_)?m(\d{2})_(\d+)")
+
+
+def notebook_of(module: str) -> str:
+    """The notebook of a per-notebook module, the inverse of ``module_name``.
+
+    ``"selfcheck.public.m03_3"``, ``"autograder.untrusted.cases.m03_3"``,
+    ``"autograder.checks.test_m03_3"`` (and ``"m03_3"`` alone) → ``"M03-3"``.
+    Raises ``ValueError`` for a name whose last part is not ``mXX_Y`` or ``test_mXX_Y``.
+    """
+    found = _MODULE.fullmatch(module.rpartition(".")[2])
+    if found is None:
+        raise ValueError(f"{module!r} is not a notebook's module (its last part should be mXX_Y or test_mXX_Y)")
+    return f"M{found[1]}-{found[2]}"
+
+
+def declare(module: str, *exercises: Exercise) -> dict[str, Exercise]:
+    """A notebook's public record: exercise key → ``Exercise``, in the order given.
+
+    ``module`` is the declaring module's ``__name__`` (``selfcheck.public.m03_4``): it names the
+    notebook, which ``declare`` writes into every exercise. Raises ``ValueError`` when two exercises
+    share a key or an exercise already names another notebook.
+    """
+    notebook = notebook_of(module)
+    record: dict[str, Exercise] = {}
+    for exercise in exercises:
+        if exercise.key in record:
+            raise ValueError(f"{notebook}: two exercises are called {exercise.key!r}")
+        if exercise.notebook not in ("", notebook):
+            raise ValueError(f"{notebook}: exercise {exercise.key!r} is declared for {exercise.notebook}")
+        record[exercise.key] = dataclasses.replace(exercise, notebook=notebook)
+    return record
+
+
+def with_hidden_cases(
+    public: Mapping[str, Exercise],
+    /,
+    *,
+    case_seconds: Mapping[str, int] | None = None,
+    **hidden: Mapping[str, CaseFn],
+) -> dict[str, Exercise]:
+    """A notebook's hidden record: its public record (``PUBLIC``) with the hidden cases in place of the public ones.
+
+    ``hidden`` gives, for every key of ``public`` and no other, that exercise's hidden cases
+    (``key={"case": fn, ...}``). Everything else is the public record's (notebook, key, title,
+    names, tolerances, the order of the exercises), so it is declared once, except
+    ``case_seconds``: exercise key → the time limit of one *hidden* case, for an exercise whose
+    hidden cases need another limit than its public ones (M07-2's hidden cases run QAT on models of
+    their own; M08-3's public case lowers two programs, each hidden case one). An exercise not
+    named there keeps its public limit. Raises ``ValueError`` when the keys of ``hidden`` (or of
+    ``case_seconds``) are not exactly (within) the public ones.
+    """
+    seconds = dict(case_seconds or {})
+    missing = [key for key in public if key not in hidden]
+    extra = [key for key in hidden if key not in public] + [key for key in seconds if key not in public]
+    if missing or extra:
+        raise ValueError(
+            f"the hidden cases must extend exactly the public exercises {list(public)}: "
+            f"missing {missing}, not public {extra}"
+        )
+    return {
+        key: dataclasses.replace(
+            exercise, cases=dict(hidden[key]), case_seconds=seconds.get(key, exercise.case_seconds)
+        )
+        for key, exercise in public.items()
+    }
 
 
 class _Sink(io.StringIO):

@@ -357,7 +357,7 @@ def test_a_case_stops_at_its_exercises_limit_and_says_which() -> None:
 
     from selfcheck.casekit import Exercise, collect
 
-    slow = Exercise("M00-0", "slow", "slow", (), {"sleeps": lambda ns, seed: time.sleep(5)}, case_seconds=1)
+    slow = Exercise("slow", "slow", (), {"sleeps": lambda ns, seed: time.sleep(5)}, case_seconds=1)
     started = time.monotonic()
     evidence = collect(slow, {}, 0)
     assert time.monotonic() - started < 4

@@ -7,13 +7,13 @@ student: what was expected and what was seen, in Chinese, with no check source.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from selfcheck.casekit import notebook_of
 from selfcheck.evidence import derived_edges, spec_text
 
 __all__ = ["derived_edges", "spec_text"]  # spec helpers live beside describe_spec; the checks import them from here
@@ -37,10 +37,13 @@ class CheckInfo:
 
 
 def check(exercise: str, points: float, name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Mark a test function as a graded check of ``exercise`` worth ``points``."""
+    """Mark a test function as a graded check of ``exercise`` worth ``points``.
+
+    The notebook is the check module's (``autograder.checks.test_m03_4`` judges M03-4: ``notebook_of``).
+    """
 
     def wrap(fn: Callable[..., None]) -> Callable[..., None]:
-        notebook = sys.modules[fn.__module__].NOTEBOOK
+        notebook = notebook_of(fn.__module__)
         info = CheckInfo(notebook, exercise, fn.__name__, float(points), name)
         fn.check_info = info  # type: ignore[attr-defined]
         CHECKS.setdefault((notebook, exercise), []).append(info)

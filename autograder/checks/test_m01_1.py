@@ -29,8 +29,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, expect_equal, expect_unchanged, value
 
-NOTEBOOK = "M01-1"
-
 TARGET_GRAPHS = {
     "gated": "有兩個輸入、常數、重複 block 與 max.dim（接 getitem）的模型",
     "conv": "conv → cat → pool → linear 的模型",

@@ -24,7 +24,6 @@ from autograder.checks.support import Fail, check, expect_unchanged, value
 
 CASES = ("packets", "overloads", "similar", "order")
 
-NOTEBOOK = "M01-2"
 
 GRAPHS = {
     "mixed": "有兩種 conv2d overload、mean、max 與 max_pool2d 的圖",

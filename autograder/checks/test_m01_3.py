@@ -27,8 +27,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, value
 
-NOTEBOOK = "M01-3"
-
 CASES = {
     "relu6": "relu → hardtanh(0, 6)（一個 relu 有三個 consumer、其中一個在 cat 的 list 裡；一個 relu 是輸出）",
     "sigmoid": "sigmoid → hardsigmoid（沒有額外引數；一個 sigmoid 是輸出之一）",

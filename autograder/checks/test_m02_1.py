@@ -23,7 +23,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, expect_equal, value
 
-NOTEBOOK = "M02-1"
 RELATIVE = 1e-4
 
 

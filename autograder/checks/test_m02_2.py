@@ -22,8 +22,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, expect, value
 
-NOTEBOOK = "M02-2"
-
 
 def _instance_text(records: list[dict[str, Any]], index: int) -> str:
     if not 0 <= index < len(records):

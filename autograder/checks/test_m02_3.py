@@ -29,8 +29,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, value
 
-NOTEBOOK = "M02-3"
-
 
 def _rows(seen: dict[str, Any], expected: dict[str, Any], case: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     got, want = value(seen, case), value(expected, case)

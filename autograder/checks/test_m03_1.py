@@ -45,8 +45,6 @@ from autograder.checks.support import (
     value,
 )
 
-NOTEBOOK = "M03-1"
-
 
 def _spec_text(spec: Any) -> str:
     return spec_text(spec, none="不量化（None）")

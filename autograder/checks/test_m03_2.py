@@ -43,8 +43,6 @@ def _unchanged(seen, cases: tuple[str, ...], function: str) -> None:
                 expect_unchanged({TABLE if model == "table_net" else model: record.get("changed", [])}, function)
 
 
-NOTEBOOK = "M03-2"
-
 TABLE = "手貼標籤的模型（有沒人認領的標籤、None 規格、共用規格、模型輸入上的標籤、圖上已有一個 observer）"
 
 

@@ -37,8 +37,6 @@ from typing import Any
 from autograder.checks.support import Fail, check, compare_observers, compare_paths, expect, value
 from autograder.checks.support import spec_text as _spec_text
 
-NOTEBOOK = "M03-4"
-
 
 def spec_text(spec: Any) -> str:
     return _spec_text(spec, none="（共用的位置沒有規格）")

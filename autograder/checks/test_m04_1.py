@@ -20,8 +20,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, value
 
-NOTEBOOK = "M04-1"
-
 RTOL, ATOL = 1e-4, 1e-5
 
 

@@ -25,7 +25,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, expect_unchanged, value
 
-NOTEBOOK = "M04-2"
 CASES = ("conv_family", "linear_rank", "not_directly_after", "shared_output")
 
 

@@ -33,9 +33,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, compare_paths, path_text, spec_text, value
 
-NOTEBOOK = "M04-3"
-
-
 # --- annotations ----------------------------------------------------------------------------------
 
 

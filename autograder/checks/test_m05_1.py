@@ -30,7 +30,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, expect, expect_unchanged, value
 
-NOTEBOOK = "M05-1"
 PATH_WHERE = {
     "per_tensor": "conv → relu → flatten → linear（per-tensor）",
     "per_channel": "linear → relu → 兩個 linear 相加（per-channel）",

@@ -25,8 +25,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, compare_paths, derived_edges, expect, spec_text, value
 
-NOTEBOOK = "M05-2"
-
 RTOL = 1e-6
 
 WHERE = {

@@ -18,8 +18,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, expect, value
 
-NOTEBOOK = "M05-3"
-
 LSB = 1
 
 WHERE = {

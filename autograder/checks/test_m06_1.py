@@ -30,8 +30,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, expect, value
 
-NOTEBOOK = "M06-1"
-
 RELATIVE = 1e-4
 ABSOLUTE = 1e-4
 """SQNRs agree within 1e-4 relative or 1e-4 dB: float32 and float64 arithmetic both pass."""

@@ -22,8 +22,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, expect, value
 
-NOTEBOOK = "M06-2"
-
 WHERE = {
     "chain": "沒有分支的模型（conv → relu → … → linear）",
     "branches": "兩個分支相加的模型（壞掉的 conv 是 add 的第二個輸入）",

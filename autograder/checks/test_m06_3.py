@@ -38,8 +38,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, expect, value
 
-NOTEBOOK = "M06-3"
-
 # --- may_quantize ---------------------------------------------------------------------------------
 
 FILTER_WHERE = {

@@ -24,8 +24,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, expect, value
 
-NOTEBOOK = "M07-1"
-
 WHERE = {
     "conv_bn": "conv → BN → relu 兩次的模型（QAT 圖裡 conv 的 weight 先乘上 BN 的 γ/σ 才進 fake-quant）",
     "computed": "兩個輸入、add 共用一個 fake-quant、forward 裡算出來的 weight（2·w）、activation 加上 buffer",

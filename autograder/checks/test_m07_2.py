@@ -21,8 +21,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, expect, value
 
-NOTEBOOK = "M07-2"
-
 WHERE = {
     "qat": "prepare_qat_pt2e 之後的 conv → BN 模型",
     "mixed": "conv → BN、linear → BatchNorm1d、一個本來就是 eval 的 BN、max_pool2d(ceil_mode=True)、dropout 的模型",

@@ -21,8 +21,6 @@ from typing import Any
 from autograder.checks.support import Fail, check, expect, value
 from autograder.checks.support import spec_text as _spec_text
 
-NOTEBOOK = "M07-3"
-
 WHERE = {
     "stack": "conv（有 bias）→ relu → conv（沒有 bias）→ flatten → linear",
     "lookalike": "輸入叫 linear、linear → relu → 加上純量 → linear",

@@ -36,8 +36,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, expect, value
 
-NOTEBOOK = "M08-1"
-
 QUANTIZER_WORDS = {
     "torchao": "torchao 測試版",
     "executorch": "ExecuTorch 版",

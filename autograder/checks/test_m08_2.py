@@ -38,8 +38,6 @@ from typing import Any
 
 from autograder.checks.support import Fail, check, expect, value
 
-NOTEBOOK = "M08-2"
-
 CASES = {
     "convs": "conv 模型（depthwise、groups=2、殘差 add → relu、被讀兩次的 conv、conv + conv、broadcast 的 add）",
     "linears": "linear 模型（3-D 輸入、f + linear(f)、被讀兩次的 relu、linear + h → relu）",

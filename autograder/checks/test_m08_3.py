@@ -48,8 +48,6 @@ from autograder.checks.support import (
     value,
 )
 
-NOTEBOOK = "M08-3"
-
 WHERE = {
     "lowered": "隱藏的 backbone（conv → relu、add、sigmoid、cat、max_pool2d、flatten、linear → relu、linear）",
     "crowded": "滿是陷阱的模型（輸入叫 cat、讀兩次的 conv、常數與純量、重複的 cat 輸入、ConvTranspose2d、折進 BN 的 conv）",

@@ -15,10 +15,8 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
-
-NOTEBOOK = "M01-1"
 
 TARGETS_TITLE = "op_targets：依圖上順序列出每個 op 的 target"
 NEIGHBORS_TITLE = "neighbors：一個 node 的 producers 與 consumers"
@@ -203,13 +201,13 @@ def neighbors_max_gate(ns: Namespace, seed: int) -> Any:
     return describe_neighbors(ns, max_gate_graph(seed), ("x", "linear", "getitem", "mul"))
 
 
-PUBLIC = {
-    "op_targets": Exercise(NOTEBOOK, "op_targets", TARGETS_TITLE, ("op_targets",), {"chapter_models": targets_chapter}),
-    "neighbors": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise("op_targets", TARGETS_TITLE, ("op_targets",), {"chapter_models": targets_chapter}),
+    Exercise(
         "neighbors",
         NEIGHBORS_TITLE,
         ("neighbors",),
         {"cat_pool": neighbors_cat_pool, "residual": neighbors_residual, "max_gate": neighbors_max_gate},
     ),
-}
+)

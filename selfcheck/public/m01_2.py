@@ -7,10 +7,8 @@ from typing import Any
 import torch
 from torch.fx import GraphModule
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.public.m01_1 import export, node_labels
-
-NOTEBOOK = "M01-2"
 
 TITLE = "find_nodes：依 node.target 找 op（OpOverloadPacket 與 OpOverload）"
 
@@ -96,12 +94,12 @@ def chapter_models(ns: Namespace, seed: int) -> Any:
     return {"cat_pool": cat_pool, "residual": residual}
 
 
-PUBLIC = {
-    "find_nodes": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "find_nodes",
         TITLE,
         ("find_nodes",),
         {"chapter_models": chapter_models, "two_convs": two_convs, "max_and_pool": max_and_pool},
-    )
-}
+    ),
+)

@@ -18,11 +18,9 @@ from torch import nn
 from torch._ops import OpOverload, OpOverloadPacket
 from torch.fx import GraphModule, Node
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
 from selfcheck.public.m01_1 import export
-
-NOTEBOOK = "M01-3"
 
 REPLACE_TITLE = "replace_op：把每個 old 換成 new"
 CLAMP_TITLE = "insert_clamp：在每個 target 後面插一個 clamp"
@@ -203,19 +201,18 @@ def clamp_fan_out(ns: Namespace, seed: int) -> Any:
     return describe_pass(ns, "insert_clamp", FanOut(), inputs, torch.ops.aten.linear.default, -0.3, 0.4)
 
 
-PUBLIC = {
-    "replace_op": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "replace_op",
         REPLACE_TITLE,
         ("replace_op",),
         {"mlp": replace_mlp, "residual": replace_residual, "fan_out": replace_fan_out},
     ),
-    "insert_clamp": Exercise(
-        NOTEBOOK,
+    Exercise(
         "insert_clamp",
         CLAMP_TITLE,
         ("insert_clamp",),
         {"mlp": clamp_mlp, "cat_pool": clamp_cat_pool, "fan_out": clamp_fan_out},
     ),
-}
+)

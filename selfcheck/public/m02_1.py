@@ -12,10 +12,8 @@ from typing import Any
 
 import torch
 
-from selfcheck.casekit import Exercise, Namespace
+from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import EvidenceError, plain
-
-NOTEBOOK = "M02-1"
 
 TITLE = "observer_errors 與 best_observer：量出每個 observer 的量化誤差"
 
@@ -158,9 +156,9 @@ def conv_weight(ns: Namespace, seed: int) -> Any:
     return run_scenario(ns, "conv weight（channel 在第 0 維）", factories, [weight])
 
 
-PUBLIC = {
-    "observer_errors": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "observer_errors",
         TITLE,
         ("observer_errors", "best_observer"),
@@ -172,4 +170,4 @@ PUBLIC = {
             "conv_weight": conv_weight,
         },
     ),
-}
+)

@@ -13,11 +13,9 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import is_guard, is_observer_node, observer_record
 from selfcheck.public.m01_1 import export
-
-NOTEBOOK = "M02-2"
 
 TITLE = "insert_observer：不用 Quantizer，把 observer 插進圖裡"
 
@@ -133,12 +131,12 @@ def mlp_shared(ns: Namespace, seed: int) -> Any:
     return _run(ns, seed, "mlp", (4, 16), [(("node", "x"), shared), (("node", "relu"), shared)])
 
 
-PUBLIC = {
-    "insert_observer": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "insert_observer",
         TITLE,
         ("insert_observer",),
         {"conv_relu": conv_relu, "cat_pool": cat_pool, "cat_pool_node": cat_pool_node, "mlp_shared": mlp_shared},
     ),
-}
+)

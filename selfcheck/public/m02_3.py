@@ -12,10 +12,8 @@ from typing import Any
 
 import torch
 
-from selfcheck.casekit import Exercise, Namespace
+from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import EvidenceError
-
-NOTEBOOK = "M02-3"
 
 QPARAMS_TITLE = "calculate_qparams：從 min / max 算出 scale 與 zero point"
 QDQ_TITLE = "quantize 與 dequantize：和 convert_pt2e 插的 op 逐位元相同"
@@ -151,15 +149,13 @@ def quantize_chapter(ns: Namespace, seed: int) -> Any:
     return rows
 
 
-PUBLIC = {
-    "calculate_qparams": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "calculate_qparams",
         QPARAMS_TITLE,
         ("calculate_qparams",),
         {"chapter_ranges": qparams_chapter, "eps_and_channels": qparams_eps_and_channels},
     ),
-    "quantize_dequantize": Exercise(
-        NOTEBOOK, "quantize_dequantize", QDQ_TITLE, ("quantize", "dequantize"), {"chapter_data": quantize_chapter}
-    ),
-}
+    Exercise("quantize_dequantize", QDQ_TITLE, ("quantize", "dequantize"), {"chapter_data": quantize_chapter}),
+)

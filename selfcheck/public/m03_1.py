@@ -14,11 +14,8 @@ import torch
 from torch.fx import GraphModule
 
 from common.pt2e import Quantizer
-from selfcheck.casekit import Exercise, Namespace
+from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import describe_annotations, describe_prepared, plain
-
-NOTEBOOK = "M03-1"
-
 
 # --- canonical descriptions (shared by the M03 public cases) ----------------------------------------
 
@@ -204,19 +201,18 @@ def reads_output(ns: Namespace, seed: int) -> Any:
     }
 
 
-PUBLIC = {
-    "add_label": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "add_label",
         "add_label：把一張標籤貼在邊或輸出上",
         ("add_label",),
         {"conv_relu": add_label_conv_relu, "cat_pool": add_label_cat_pool},
     ),
-    "reads_quantized": Exercise(
-        NOTEBOOK,
+    Exercise(
         "reads_quantized",
         "reads_quantized：哪些 consumer 吃到量化後的值",
         ("reads_quantized",),
         {"edge": reads_edge, "output": reads_output},
     ),
-}
+)

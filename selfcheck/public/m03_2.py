@@ -13,12 +13,10 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from selfcheck.casekit import Exercise, Namespace
+from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import EvidenceError, plain
 from selfcheck.probes import CaptureLabels
 from selfcheck.public.m03_1 import export
-
-NOTEBOOK = "M03-2"
 
 
 def labelled(name: str) -> GraphModule:
@@ -133,19 +131,18 @@ def fused_mlp_cat(ns: Namespace, seed: int) -> Any:
     return {name: _pairs(ns, name) for name in ("mlp", "cat_pool")}
 
 
-PUBLIC = {
-    "label_positions": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "label_positions",
         "label_positions：列出會被量化的邊與輸出",
         ("label_positions",),
         {"residual": positions_residual, "cat_pool": positions_cat_pool, "by_hand": positions_by_hand},
     ),
-    "fused_patterns": Exercise(
-        NOTEBOOK,
+    Exercise(
         "fused_patterns",
         "fused_patterns：從標籤找出融合的 pattern",
         ("fused_patterns",),
         {"small_cnn": fused_small_cnn, "mlp_cat_pool": fused_mlp_cat, "by_hand": fused_by_hand},
     ),
-}
+)

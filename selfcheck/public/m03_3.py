@@ -17,12 +17,9 @@ from torch.fx import GraphModule, Node
 
 from common.pt2e import ANNOTATION_KEY, MinMaxObserver, QuantizationAnnotation, QuantizationSpec
 from common.qspecs import act_spec
-from selfcheck.casekit import Exercise, Namespace
+from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import safe_text
 from selfcheck.public.m03_1 import export, labels, observers
-
-NOTEBOOK = "M03-3"
-
 
 # --- RuleQuantizer --------------------------------------------------------------------------------
 
@@ -116,19 +113,18 @@ def validate_spoiled(ns: Namespace, seed: int) -> Any:
     }
 
 
-PUBLIC = {
-    "rule_quantizer": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "rule_quantizer",
         "RuleQuantizer：依 node.target 照規則表貼標籤",
         ("RuleQuantizer",),
         {"small_cnn": rule_small_cnn, "residual_mlp": rule_residual_mlp},
     ),
-    "validate": Exercise(
-        NOTEBOOK,
+    Exercise(
         "validate",
         "validate：擋住錯的標籤",
         ("CheckedRuleQuantizer",),
         {"correct": validate_correct, "spoiled": validate_spoiled},
     ),
-}
+)

@@ -14,11 +14,9 @@ from torch import nn
 from torch.fx import GraphModule
 
 from common.pt2e import ANNOTATION_KEY, MinMaxObserver, QuantizationAnnotation, QuantizationSpec, Quantizer
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.probes import ChainQuantizer as Chain
 from selfcheck.public.m03_1 import labels, observers
-
-NOTEBOOK = "M03-4"
 
 ADD = torch.ops.aten.add.Tensor
 CAT = torch.ops.aten.cat.default
@@ -145,19 +143,18 @@ def cat_three(ns: Namespace, seed: int) -> Any:
     }
 
 
-PUBLIC = {
-    "add_quantizer": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "add_quantizer",
         "AddQuantizer：add 的輸入與輸出共用 qparams",
         ("AddQuantizer",),
         {"residual": add_residual, "self_and_claimed": add_self_and_claimed},
     ),
-    "cat_quantizer": Exercise(
-        NOTEBOOK,
+    Exercise(
         "cat_quantizer",
         "CatQuantizer：cat 的所有輸入與輸出共用 qparams",
         ("CatQuantizer",),
         {"cat_pool": cat_pool, "three_inputs": cat_three},
     ),
-}
+)

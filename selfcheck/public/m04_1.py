@@ -15,10 +15,8 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError
-
-NOTEBOOK = "M04-1"
 
 TITLE = "fold_bn：把 BN 折進 conv 的 weight 與 bias"
 
@@ -135,12 +133,12 @@ def conv1d_eps(ns: Namespace, seed: int) -> Any:
     return judge_fold(ns, model, model.conv, model.bn, "conv1d", seed, (2, 3, 10))
 
 
-PUBLIC = {
-    "fold_bn": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "fold_bn",
         TITLE,
         ("fold_bn",),
         {"residual_conv1": residual_conv1, "conv_bn_relu": conv_bn_relu, "conv1d_eps": conv1d_eps},
     ),
-}
+)

@@ -12,10 +12,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError
-
-NOTEBOOK = "M04-2"
 
 TITLE = "bn_survives：預測哪些 BN 在 prepare_pt2e 之後還在"
 
@@ -99,12 +97,12 @@ def linear_models(ns: Namespace, seed: int) -> Any:
     }
 
 
-PUBLIC = {
-    "bn_survives": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "bn_survives",
         TITLE,
         ("bn_survives",),
         {"conv_models": conv_models, "linear_models": linear_models},
     ),
-}
+)

@@ -14,10 +14,8 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import describe_annotations, describe_prepared
-
-NOTEBOOK = "M04-3"
 
 TITLE = "FusionQuantizer：pattern 的邊界貼標籤，裡面不貼"
 
@@ -135,12 +133,12 @@ def two_users(ns: Namespace, seed: int) -> Any:
     }
 
 
-PUBLIC = {
-    "fusion_quantizer": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "fusion_quantizer",
         TITLE,
         ("FusionQuantizer",),
         {"conv_relu": conv_relu, "residual": residual, "two_users": two_users},
     ),
-}
+)

@@ -13,10 +13,8 @@ from typing import Any
 import torch
 from torch.fx import GraphModule
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import plain, qdq_kind
-
-NOTEBOOK = "M05-1"
 
 
 def calibrated_and_converted(name: str, seed: int, per_channel: bool, fold: bool) -> GraphModule:
@@ -75,19 +73,18 @@ def summary_cat_pool(ns: Namespace, seed: int) -> Any:
     return summary(ns, calibrated_and_converted("cat_pool", seed, True, True))
 
 
-PUBLIC = {
-    "qdq_path": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "qdq_path",
         "qdq_path：每條輸入邊經過的 quantize / dequantize",
         ("qdq_path",),
         {"conv_relu": path_conv_relu, "cat_pool": path_cat_pool},
     ),
-    "qdq_summary": Exercise(
-        NOTEBOOK,
+    Exercise(
         "qdq_summary",
         "qdq_summary：每種 q/dq op 各有幾個",
         ("qdq_summary",),
         {"conv_relu": summary_conv_relu, "cat_pool": summary_cat_pool},
     ),
-}
+)

@@ -15,10 +15,8 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import describe_annotations, getattr_value, qdq_kind
-
-NOTEBOOK = "M05-2"
 
 TITLE = "BiasQuantizer：bias 量化成 int32，scale = s_act · s_w"
 
@@ -137,9 +135,9 @@ def small_cnn_per_channel(ns: Namespace, seed: int) -> Any:
     return quantize(ns, "small_cnn", True, seed)
 
 
-PUBLIC = {
-    "bias_quantizer": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "bias_quantizer",
         TITLE,
         ("BiasQuantizer",),
@@ -149,4 +147,4 @@ PUBLIC = {
             "small_cnn_per_channel": small_cnn_per_channel,
         },
     ),
-}
+)

@@ -15,10 +15,8 @@ from typing import Any
 import torch
 from torch.fx import GraphModule
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError
-
-NOTEBOOK = "M05-3"
 
 LINEAR = torch.ops.aten.linear.default
 
@@ -138,12 +136,12 @@ def full_range_inputs(ns: Namespace, seed: int) -> Any:
     return judge(ns, layer, torch.randint(-128, 128, (32, 16), generator=generator, dtype=torch.int8))
 
 
-PUBLIC = {
-    "int8_linear": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "int8_linear",
         "int8_linear：只用整數運算的 int8 linear",
         ("int8_linear",),
         {"typical_inputs": typical_inputs, "full_range_inputs": full_range_inputs},
     ),
-}
+)

@@ -15,10 +15,8 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
-
-NOTEBOOK = "M06-1"
 
 SQNR_TITLE = "sqnr：整個 tensor 或逐個 channel 的 SQNR（dB）"
 LAYER_TITLE = "layer_sqnr：prepared 與 converted 逐層比較的 SQNR 表"
@@ -211,19 +209,18 @@ def layers_residual(ns: Namespace, seed: int) -> Any:
     return describe_table(ns, prepared, converted, inputs, kinds=False)
 
 
-PUBLIC = {
-    "sqnr": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "sqnr",
         SQNR_TITLE,
         ("sqnr",),
         {"outlier_weight": sqnr_weight, "activation": sqnr_activation, "close": sqnr_close, "types": sqnr_types},
     ),
-    "layer_sqnr": Exercise(
-        NOTEBOOK,
+    Exercise(
         "layer_sqnr",
         LAYER_TITLE,
         ("layer_sqnr",),
         {"small_cnn": layers_small_cnn, "residual": layers_residual},
     ),
-}
+)

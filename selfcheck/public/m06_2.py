@@ -14,11 +14,9 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.compare import DECIBELS
 from selfcheck.evidence import EvidenceError, safe_text
-
-NOTEBOOK = "M06-2"
 
 TITLE = "layer_drops 與 worst_layer：numeric debugger 的表裡，SQNR 掉最多的那一層"
 
@@ -205,13 +203,13 @@ def residual_bad_first(ns: Namespace, seed: int) -> Any:
     return describe_answers(ns, comparison, prepared)
 
 
-PUBLIC = {
-    "worst_layer": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "worst_layer",
         TITLE,
         ("layer_drops", "worst_layer"),
         {"small_cnn": small_cnn_bad_conv, "residual": residual_bad_first},
         tolerances={"drops": DECIBELS},
     ),
-}
+)

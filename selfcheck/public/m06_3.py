@@ -25,10 +25,8 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, describe_annotations, is_observer_node, qdq_kind, safe_text
-
-NOTEBOOK = "M06-3"
 
 FILTER_TITLE = "may_quantize：filter function，skipped 裡的 module 留在 fp32"
 TITLE = "greedy_skip：留最少的層在 fp32，達到目標"
@@ -312,19 +310,18 @@ def case_already(ns: Namespace, seed: int) -> Any:
     return run_search(ns, layers, table_metric(layers, 30.0, {"conv1": 1.0, "conv2": 2.0, "fc": 3.0}), 25.0)
 
 
-PUBLIC = {
-    "may_quantize": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "may_quantize",
         FILTER_TITLE,
         ("may_quantize",),
         {"digits_conv2": filter_digits, "block": filter_block},
     ),
-    "greedy_skip": Exercise(
-        NOTEBOOK,
+    Exercise(
         "greedy_skip",
         TITLE,
         ("greedy_skip",),
         {"three_layers": case_three_layers, "pair": case_pair, "dips": case_dips, "already": case_already},
     ),
-}
+)

@@ -12,10 +12,8 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
-
-NOTEBOOK = "M07-1"
 
 TITLE = "fake_quant_roles 與 fake_quant_instances：QAT 圖上的 fake-quant 量化的是什麼"
 
@@ -182,13 +180,13 @@ def public_mlp(ns: Namespace, seed: int) -> Any:
     return describe_answers(ns, qat_graph(get_model("mlp"), seeded_inputs(seed, (2, 16))))
 
 
-PUBLIC = {
-    "fake_quant_roles": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "fake_quant_roles",
         TITLE,
         ("fake_quant_roles", "fake_quant_instances"),
         {"conv_bn_relu": public_conv_bn, "mlp": public_mlp},
         case_seconds=QAT_CASE_SECONDS,
     ),
-}
+)

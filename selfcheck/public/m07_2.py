@@ -17,10 +17,8 @@ from typing import Any
 import torch
 from torch.fx import GraphModule
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
-
-NOTEBOOK = "M07-2"
 
 TITLE = "freeze_bn_stats：QAT 後段凍結 BN 的統計"
 
@@ -118,12 +116,12 @@ def public_residual(ns: Namespace, seed: int) -> Any:
     return describe_frozen(ns, gm, [seeded_inputs(seed + 1, (4, 3, 16, 16))])
 
 
-PUBLIC = {
-    "freeze_bn_stats": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "freeze_bn_stats",
         TITLE,
         ("freeze_bn_stats",),
         {"conv_bn_relu": public_conv_bn_relu, "residual": public_residual},
     ),
-}
+)

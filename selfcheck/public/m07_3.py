@@ -18,10 +18,8 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import CaseTimeout, EvidenceError, describe_annotations, describe_prepared, safe_text
-
-NOTEBOOK = "M07-3"
 
 TITLE = "Int4WeightQuantizer：4-bit per-channel weight、int8 activation"
 
@@ -133,12 +131,12 @@ def public_mlp(ns: Namespace, seed: int) -> Any:
     return quantize_with(ns["Int4WeightQuantizer"](), get_model("mlp"), seeded_inputs(seed, (2, 16)), seed)
 
 
-PUBLIC = {
-    "int4_quantizer": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "int4_quantizer",
         TITLE,
         ("Int4WeightQuantizer",),
         {"small_cnn": public_small_cnn, "mlp": public_mlp},
     ),
-}
+)

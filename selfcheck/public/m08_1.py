@@ -16,10 +16,8 @@ from torch import nn
 from torch.fx import GraphModule
 
 from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
-
-NOTEBOOK = "M08-1"
 
 TITLE = "quantizer_report：沒標到的 op 與共用的 observer 實例"
 
@@ -118,13 +116,13 @@ def cat_pool_keep_cat(ns: Namespace, seed: int) -> Any:
     return report(ns, get_model("cat_pool"), seeded_inputs(seed, (2, 3, 16, 16)), quantizer)
 
 
-PUBLIC = {
-    "quantizer_report": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "quantizer_report",
         TITLE,
         ("quantizer_report",),
         {"cat_pool": cat_pool, "cat_pool_keep_cat": cat_pool_keep_cat},
         case_seconds=90,  # the first case imports ExecuTorch (seconds, more on a busy machine)
     ),
-}
+)

@@ -17,10 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.fx import GraphModule
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
-
-NOTEBOOK = "M08-2"
 
 TITLE = "predict_kernels：從 convert 之後的圖預測 oneDNN 的 int8 kernel 與它吃掉的 node"
 
@@ -160,12 +158,12 @@ def kernels_block(ns: Namespace, seed: int) -> Any:
     return describe_predictions(ns, graph, nodes=False)
 
 
-PUBLIC = {
-    "predict_kernels": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "predict_kernels",
         TITLE,
         ("predict_kernels",),
         {"net": kernels_net, "net_skip_conv2": kernels_net_skip, "block": kernels_block},
     ),
-}
+)

@@ -31,10 +31,8 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from selfcheck.casekit import Exercise, Namespace, seeded_inputs
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import describe_annotations, getattr_value, qdq_kind, safe_text
-
-NOTEBOOK = "M08-3"
 
 TITLE = "BackendQuantizer：自己的後端 Quantizer，lower 到 XNNPACK、在 ExecuTorch runtime 執行"
 
@@ -531,9 +529,9 @@ def small_cnn_case(ns: Namespace, seed: int) -> Any:
     return {"labels": label_summary(annotations, ops), "observers_per_shared_op": shared_groups(prepared, ops)}
 
 
-PUBLIC = {
-    "backend_quantizer": Exercise(
-        NOTEBOOK,
+PUBLIC = declare(
+    __name__,
+    Exercise(
         "backend_quantizer",
         TITLE,
         ("BackendQuantizer",),
@@ -542,4 +540,4 @@ PUBLIC = {
         # seconds each, a minute or more on a slow or busy machine
         case_seconds=180,
     ),
-}
+)

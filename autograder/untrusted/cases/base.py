@@ -1,4 +1,5 @@
-"""The hidden cases of every notebook: one module per notebook, ``EXERCISES`` in each.
+"""The hidden cases of every notebook: one module per notebook, ``EXERCISES`` in each (its public
+twin's record with the hidden cases in place of the public ones: ``with_hidden_cases``).
 
 The case helpers themselves are on the student side (``selfcheck.casekit``): hidden
 cases differ from public ones only in the models they build, not in how they run.
@@ -18,6 +19,7 @@ from selfcheck.casekit import (
     quantize_model,
     seed_size,
     seeded_inputs,
+    with_hidden_cases,
 )
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "quantize_model",
     "seed_size",
     "seeded_inputs",
+    "with_hidden_cases",
 ]
 
 

@@ -13,10 +13,9 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from selfcheck.public.m01_1 import (
-    NEIGHBORS_TITLE,
-    TARGETS_TITLE,
+    PUBLIC,
     describe_neighbors,
     describe_targets,
     export,
@@ -24,8 +23,6 @@ from selfcheck.public.m01_1 import (
     graph_state,
     node_kinds,
 )
-
-NOTEBOOK = "M01-1"
 
 aten = torch.ops.aten
 
@@ -205,19 +202,8 @@ def neighbors_edited(ns: Namespace, seed: int) -> Any:
     return _neighbors(ns, edited_graph(seed), ("conv2d", "sub_tensor", "y"))
 
 
-EXERCISES = {
-    "op_targets": Exercise(
-        NOTEBOOK,
-        "op_targets",
-        TARGETS_TITLE,
-        ("op_targets",),
-        {"gated": targets_gated, "conv": targets_conv, "mimic": targets_mimic, "edited": targets_edited},
-    ),
-    "neighbors": Exercise(
-        NOTEBOOK,
-        "neighbors",
-        NEIGHBORS_TITLE,
-        ("neighbors",),
-        {"fork": neighbors_fork, "mimic": neighbors_mimic, "edited": neighbors_edited},
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    op_targets={"gated": targets_gated, "conv": targets_conv, "mimic": targets_mimic, "edited": targets_edited},
+    neighbors={"fork": neighbors_fork, "mimic": neighbors_mimic, "edited": neighbors_edited},
+)

@@ -15,11 +15,9 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from selfcheck.public.m01_1 import export, graph_changes, graph_state
-from selfcheck.public.m01_2 import TITLE, find_all
-
-NOTEBOOK = "M01-2"
+from selfcheck.public.m01_2 import PUBLIC, find_all
 
 aten = torch.ops.aten
 
@@ -189,15 +187,10 @@ def order(ns: Namespace, seed: int) -> Any:
     return searched(ns, {"chain": (_chain(seed), {"aten.relu.default": aten.relu.default})})
 
 
-EXERCISES = {
-    "find_nodes": Exercise(
-        NOTEBOOK,
-        "find_nodes",
-        TITLE,
-        ("find_nodes",),
-        {"packets": packets, "overloads": overloads, "similar": similar, "order": order},
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    find_nodes={"packets": packets, "overloads": overloads, "similar": similar, "order": order},
+)
 
 
 STANDINS = {

@@ -14,10 +14,8 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
-from selfcheck.public.m01_3 import CLAMP_TITLE, REPLACE_TITLE, describe_pass
-
-NOTEBOOK = "M01-3"
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
+from selfcheck.public.m01_3 import PUBLIC, describe_pass
 
 aten = torch.ops.aten
 
@@ -247,19 +245,13 @@ def clamp_renamed(ns: Namespace, seed: int) -> Any:
     )
 
 
-EXERCISES = {
-    "replace_op": Exercise(
-        NOTEBOOK,
-        "replace_op",
-        REPLACE_TITLE,
-        ("replace_op",),
-        {"relu6": replace_relu6, "sigmoid": replace_sigmoid, "add": replace_add, "retargeted": replace_renamed},
-    ),
-    "insert_clamp": Exercise(
-        NOTEBOOK,
-        "insert_clamp",
-        CLAMP_TITLE,
-        ("insert_clamp",),
-        {"fan_out": clamp_fan_out, "output": clamp_output, "chain": clamp_chain, "module_names": clamp_renamed},
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    replace_op={"relu6": replace_relu6, "sigmoid": replace_sigmoid, "add": replace_add, "retargeted": replace_renamed},
+    insert_clamp={
+        "fan_out": clamp_fan_out,
+        "output": clamp_output,
+        "chain": clamp_chain,
+        "module_names": clamp_renamed,
+    },
+)

@@ -15,10 +15,8 @@ from typing import Any
 
 import torch
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size
-from selfcheck.public.m02_1 import TITLE, ObserverFactory, observer_factory, run_scenario
-
-NOTEBOOK = "M02-1"
+from autograder.untrusted.cases.base import Namespace, seed_size, with_hidden_cases
+from selfcheck.public.m02_1 import PUBLIC, ObserverFactory, observer_factory, run_scenario
 
 
 def _generator(seed: int, salt: int) -> torch.Generator:
@@ -143,19 +141,14 @@ def case_weight(ns: Namespace, seed: int) -> Any:
     return scenario(ns, seed, title, factories, weight_batches(seed))
 
 
-EXERCISES = {
-    "observer_errors": Exercise(
-        NOTEBOOK,
-        "observer_errors",
-        TITLE,
-        ("observer_errors", "best_observer"),
-        {
-            "channel_outlier": case_channel_outlier,
-            "late_outlier": case_late_outlier,
-            "relu": case_relu,
-            "long_tail": case_long_tail,
-            "configs": case_configs,
-            "weight": case_weight,
-        },
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    observer_errors={
+        "channel_outlier": case_channel_outlier,
+        "late_outlier": case_late_outlier,
+        "relu": case_relu,
+        "long_tail": case_long_tail,
+        "configs": case_configs,
+        "weight": case_weight,
+    },
+)

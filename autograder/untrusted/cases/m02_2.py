@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from common.pt2e import (
     MinMaxObserver,
     MovingAverageMinMaxObserver,
@@ -30,10 +30,7 @@ from common.pt2e import (
     annotate_input_qspec_map,
     annotate_output_qspec,
 )
-from selfcheck.public.m02_2 import TITLE, Position, calibrate, describe_observed, insert_all, position_text
-
-NOTEBOOK = "M02-2"
-
+from selfcheck.public.m02_2 import PUBLIC, Position, calibrate, describe_observed, insert_all, position_text
 
 # --- hidden models ------------------------------------------------------------------------------
 
@@ -289,20 +286,15 @@ def case_prepared(ns: Namespace, seed: int) -> Any:
     return run_positions(ns, seed, TwoStage(), inputs, positions, specs, prepared_first=first)
 
 
-EXERCISES = {
-    "insert_observer": Exercise(
-        NOTEBOOK,
-        "insert_observer",
-        TITLE,
-        ("insert_observer",),
-        {
-            "conv_relu": case_conv_relu,
-            "linear_relu": case_linear_relu,
-            "edges": case_edges,
-            "nodes": case_nodes,
-            "repeated_input": case_repeated_input,
-            "shared": case_shared,
-            "prepared": case_prepared,
-        },
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    insert_observer={
+        "conv_relu": case_conv_relu,
+        "linear_relu": case_linear_relu,
+        "edges": case_edges,
+        "nodes": case_nodes,
+        "repeated_input": case_repeated_input,
+        "shared": case_shared,
+        "prepared": case_prepared,
+    },
+)

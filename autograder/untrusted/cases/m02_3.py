@@ -13,18 +13,15 @@ from typing import Any
 
 import torch
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size
+from autograder.untrusted.cases.base import Namespace, seed_size, with_hidden_cases
 from selfcheck.public.m02_3 import (
     EPS,
-    QDQ_TITLE,
-    QPARAMS_TITLE,
+    PUBLIC,
     XNNPACK_EPS,
     observer,
     student_qparams,
     tensor_values,
 )
-
-NOTEBOOK = "M02-3"
 
 
 def _generator(seed: int, salt: int) -> torch.Generator:
@@ -273,32 +270,21 @@ def dequantize_all(ns: Namespace, seed: int) -> Any:
     return rows
 
 
-EXERCISES = {
-    "calculate_qparams": Exercise(
-        NOTEBOOK,
-        "calculate_qparams",
-        QPARAMS_TITLE,
-        ("calculate_qparams",),
-        {
-            "affine": qparams_affine,
-            "symmetric": qparams_symmetric,
-            "zero_range": qparams_zero_range,
-            "one_sided": qparams_one_sided,
-            "ties": qparams_ties,
-            "per_channel": qparams_per_channel,
-            "eps": qparams_eps,
-        },
-    ),
-    "quantize_dequantize": Exercise(
-        NOTEBOOK,
-        "quantize_dequantize",
-        QDQ_TITLE,
-        ("quantize", "dequantize"),
-        {
-            "seeded": quantize_seeded,
-            "near_ties": quantize_near_ties,
-            "clamp": quantize_clamp,
-            "dequantize": dequantize_all,
-        },
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    calculate_qparams={
+        "affine": qparams_affine,
+        "symmetric": qparams_symmetric,
+        "zero_range": qparams_zero_range,
+        "one_sided": qparams_one_sided,
+        "ties": qparams_ties,
+        "per_channel": qparams_per_channel,
+        "eps": qparams_eps,
+    },
+    quantize_dequantize={
+        "seeded": quantize_seeded,
+        "near_ties": quantize_near_ties,
+        "clamp": quantize_clamp,
+        "dequantize": dequantize_all,
+    },
+)

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from autograder.untrusted.cases.probes import Label, NoLabels, TableLabels, by_name, insert_module, put_labels
 from common.pt2e import (
     ANNOTATION_KEY,
@@ -29,8 +29,7 @@ from common.pt2e import (
 )
 from selfcheck.evidence import EvidenceError, describe_annotations, describe_prepared, plain, safe_text
 from selfcheck.public.m01_1 import graph_changes, graph_state
-
-NOTEBOOK = "M03-1"
+from selfcheck.public.m03_1 import PUBLIC
 
 
 def spec(limit: int = 127) -> QuantizationSpec:
@@ -346,33 +345,22 @@ def reads_graph_output(ns: Namespace, seed: int) -> Any:
     }
 
 
-EXERCISES = {
-    "add_label": Exercise(
-        NOTEBOOK,
-        "add_label",
-        "add_label：把一張標籤貼在邊或輸出上",
-        ("add_label",),
-        {
-            "output_many_users": label_output_many_users,
-            "edge_one_user": label_edge_one_user,
-            "stacked": label_stacked,
-            "keeps_existing": label_keeps_existing_all,
-            "not_an_input": label_not_an_input,
-        },
-    ),
-    "reads_quantized": Exercise(
-        NOTEBOOK,
-        "reads_quantized",
-        "reads_quantized：哪些 consumer 吃到量化後的值",
-        ("reads_quantized",),
-        {
-            "edge": reads_edge,
-            "output": reads_output,
-            "chained": reads_chained,
-            "graph_output": reads_graph_output,
-        },
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    add_label={
+        "output_many_users": label_output_many_users,
+        "edge_one_user": label_edge_one_user,
+        "stacked": label_stacked,
+        "keeps_existing": label_keeps_existing_all,
+        "not_an_input": label_not_an_input,
+    },
+    reads_quantized={
+        "edge": reads_edge,
+        "output": reads_output,
+        "chained": reads_chained,
+        "graph_output": reads_graph_output,
+    },
+)
 
 
 STANDINS = {

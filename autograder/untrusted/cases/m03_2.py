@@ -18,7 +18,7 @@ from torch import nn
 from torch.fx import GraphModule
 
 from autograder.untrusted.cases import m03_3
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from autograder.untrusted.cases.probes import Label, insert_module, put_labels
 from common.pt2e import (
     ANNOTATION_KEY,
@@ -33,8 +33,7 @@ from common.qspecs import act_spec, weight_spec
 from selfcheck.evidence import EvidenceError, plain
 from selfcheck.probes import CaptureLabels
 from selfcheck.public.m01_1 import graph_changes, graph_state
-
-NOTEBOOK = "M03-2"
+from selfcheck.public.m03_2 import PUBLIC
 
 
 class SigmoidMlp(nn.Module):
@@ -203,36 +202,21 @@ def _over(models: tuple[str, ...], fn: Any, tables: tuple[str, ...] = ()) -> Any
     return case
 
 
-EXERCISES = {
-    "label_positions": Exercise(
-        NOTEBOOK,
-        "label_positions",
-        "label_positions：列出會被量化的邊與輸出",
-        ("label_positions",),
-        {
-            "seed_models": _over(("conv_relu", "residual"), _positions),
-            "cnn": _over(("small_cnn", "far_relu"), _positions),
-            "table": _over((), _positions, ("table_net",)),
-            "unseen": _over(("mlp", "sigmoid_mlp", "cat_pool", "constant_adds"), _positions),
-        },
-    ),
-    "fused_patterns": Exercise(
-        NOTEBOOK,
-        "fused_patterns",
-        "fused_patterns：從標籤找出融合的 pattern",
-        ("fused_patterns",),
-        {
-            "conv_relu": _over(("small_cnn", "conv_bn_relu", "far_relu", "claimed"), _pairs),
-            "add_linear_relu": _over(
-                ("residual", "mlp", "linear_add_relu", "constant_adds"), _pairs, ("fused_by_labels",)
-            ),
-            "nothing_fused": _over(
-                ("cat_pool", "sigmoid_mlp", "conv_two_users", "look_alikes"), _pairs, ("not_fused",)
-            ),
-            "half_labelled": lambda ns, seed: _pairs(ns, labelled("conv_relu", seed, HalfLabelled())),
-        },
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    label_positions={
+        "seed_models": _over(("conv_relu", "residual"), _positions),
+        "cnn": _over(("small_cnn", "far_relu"), _positions),
+        "table": _over((), _positions, ("table_net",)),
+        "unseen": _over(("mlp", "sigmoid_mlp", "cat_pool", "constant_adds"), _positions),
+    },
+    fused_patterns={
+        "conv_relu": _over(("small_cnn", "conv_bn_relu", "far_relu", "claimed"), _pairs),
+        "add_linear_relu": _over(("residual", "mlp", "linear_add_relu", "constant_adds"), _pairs, ("fused_by_labels",)),
+        "nothing_fused": _over(("cat_pool", "sigmoid_mlp", "conv_two_users", "look_alikes"), _pairs, ("not_fused",)),
+        "half_labelled": lambda ns, seed: _pairs(ns, labelled("conv_relu", seed, HalfLabelled())),
+    },
+)
 
 
 STANDINS = {

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from autograder.untrusted.cases.m01_3 import swap_names
 from autograder.untrusted.cases.probes import (
     ADD,
@@ -45,9 +45,7 @@ from common.pt2e import (
 )
 from common.qspecs import act_spec, weight_spec
 from selfcheck.evidence import describe_annotations, safe_text
-
-NOTEBOOK = "M03-3"
-
+from selfcheck.public.m03_3 import PUBLIC
 
 # --- hidden models (numeric padding only: padding="same" exports to aten.conv2d.padding) ----------
 
@@ -471,32 +469,21 @@ def validate_bad_range(ns: Namespace, seed: int) -> Any:
     }
 
 
-EXERCISES = {
-    "rule_quantizer": Exercise(
-        NOTEBOOK,
-        "rule_quantizer",
-        "RuleQuantizer：依 node.target 照規則表貼標籤",
-        ("RuleQuantizer",),
-        {
-            "conv_relu": _over(("conv_relu", "conv_bn_relu", "far_relu", "renamed")),
-            "conv_alone": _over(("conv_two_users", "cat_pool", "far_relu", "look_alikes")),
-            "weights": _over(("conv_relu", "mlp", "conv_relu_pool", "look_alikes")),
-            "linear_add": _over(("mlp", "linear_add", "residual", "constant_adds", "look_alikes")),
-            "max_pool": _over(("conv_relu_pool", "cat_pool", "look_alikes")),
-            "claimed": rule_claimed,
-        },
-    ),
-    "validate": Exercise(
-        NOTEBOOK,
-        "validate",
-        "validate：擋住錯的標籤",
-        ("CheckedRuleQuantizer",),
-        {
-            "accepts": validate_accepts,
-            "not_an_input": validate_not_an_input,
-            "asymmetric_weight": validate_asymmetric_weight,
-            "inside_fused": validate_inside_fused,
-            "bad_range": validate_bad_range,
-        },
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    rule_quantizer={
+        "conv_relu": _over(("conv_relu", "conv_bn_relu", "far_relu", "renamed")),
+        "conv_alone": _over(("conv_two_users", "cat_pool", "far_relu", "look_alikes")),
+        "weights": _over(("conv_relu", "mlp", "conv_relu_pool", "look_alikes")),
+        "linear_add": _over(("mlp", "linear_add", "residual", "constant_adds", "look_alikes")),
+        "max_pool": _over(("conv_relu_pool", "cat_pool", "look_alikes")),
+        "claimed": rule_claimed,
+    },
+    validate={
+        "accepts": validate_accepts,
+        "not_an_input": validate_not_an_input,
+        "asymmetric_weight": validate_asymmetric_weight,
+        "inside_fused": validate_inside_fused,
+        "bad_range": validate_bad_range,
+    },
+)

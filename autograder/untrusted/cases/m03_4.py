@@ -14,13 +14,11 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from autograder.untrusted.cases.m01_3 import swap_names
 from autograder.untrusted.cases.probes import ADD, CAT, Claimer, Label, TableLabels, run_quantizer, symmetric_spec
 from common.pt2e import export_module
-
-NOTEBOOK = "M03-4"
-
+from selfcheck.public.m03_4 import PUBLIC
 
 # --- hidden models: add -------------------------------------------------------------------------
 
@@ -273,30 +271,19 @@ def cat_constant_and_repeat(ns: Namespace, seed: int) -> Any:
     }
 
 
-EXERCISES = {
-    "add_quantizer": Exercise(
-        NOTEBOOK,
-        "add_quantizer",
-        "AddQuantizer：add 的輸入與輸出共用 qparams",
-        ("AddQuantizer",),
-        {
-            "separate": add_separate,
-            "shared_residual": add_shared_residual,
-            "shared_branches": add_shared_branches,
-            "constants": add_constants,
-            "self_add": add_self,
-            "pre_annotated": add_pre_annotated,
-        },
-    ),
-    "cat_quantizer": Exercise(
-        NOTEBOOK,
-        "cat_quantizer",
-        "CatQuantizer：cat 的所有輸入與輸出共用 qparams",
-        ("CatQuantizer",),
-        {
-            "cat_pool": cat_pool,
-            "three_way": cat_three_way,
-            "constant_and_repeat": cat_constant_and_repeat,
-        },
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    add_quantizer={
+        "separate": add_separate,
+        "shared_residual": add_shared_residual,
+        "shared_branches": add_shared_branches,
+        "constants": add_constants,
+        "self_add": add_self,
+        "pre_annotated": add_pre_annotated,
+    },
+    cat_quantizer={
+        "cat_pool": cat_pool,
+        "three_way": cat_three_way,
+        "constant_and_repeat": cat_constant_and_repeat,
+    },
+)

@@ -9,12 +9,11 @@ import torch
 from torch import nn
 from torch.fx import Node
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from autograder.untrusted.cases.probes import NoLabels
 from common.pt2e import export_module, prepare_pt2e
 from selfcheck.evidence import EvidenceError, getattr_value, plain
-
-NOTEBOOK = "M04-1"
+from selfcheck.public.m04_1 import PUBLIC
 
 CONV_TARGETS = (
     torch.ops.aten.conv1d.default,
@@ -147,19 +146,14 @@ def not_affine(ns: Namespace, seed: int) -> Any:
     return found
 
 
-EXERCISES = {
-    "fold_bn": Exercise(
-        NOTEBOOK,
-        "fold_bn",
-        "fold_bn：把 BN 折進 conv 的 weight 與 bias",
-        ("fold_bn",),
-        {
-            "conv2d_with_bias": conv2d_with_bias,
-            "conv2d_without_bias": conv2d_without_bias,
-            "conv1d": conv1d,
-            "conv3d": conv3d,
-            "other_eps": other_eps,
-            "not_affine": not_affine,
-        },
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    fold_bn={
+        "conv2d_with_bias": conv2d_with_bias,
+        "conv2d_without_bias": conv2d_without_bias,
+        "conv1d": conv1d,
+        "conv3d": conv3d,
+        "other_eps": other_eps,
+        "not_affine": not_affine,
+    },
+)

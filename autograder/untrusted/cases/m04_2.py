@@ -8,14 +8,13 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from autograder.untrusted.cases.m01_3 import SUFFIX
 from autograder.untrusted.cases.probes import NoLabels
 from common.pt2e import export_module, prepare_pt2e
 from selfcheck.evidence import EvidenceError
 from selfcheck.public.m01_1 import graph_changes, graph_state
-
-NOTEBOOK = "M04-2"
+from selfcheck.public.m04_2 import PUBLIC
 
 BATCH_NORMS = (torch.ops.aten.batch_norm.default, torch.ops.aten._native_batch_norm_legit_no_training.default)
 
@@ -388,20 +387,15 @@ def shared_output(ns: Namespace, seed: int) -> Any:
     )
 
 
-EXERCISES = {
-    "bn_survives": Exercise(
-        NOTEBOOK,
-        "bn_survives",
-        "bn_survives：預測哪些 BN 在 prepare_pt2e 之後還在",
-        ("bn_survives",),
-        {
-            "conv_family": conv_family,
-            "linear_rank": linear_rank,
-            "not_directly_after": not_directly_after,
-            "shared_output": shared_output,
-        },
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    bn_survives={
+        "conv_family": conv_family,
+        "linear_rank": linear_rank,
+        "not_directly_after": not_directly_after,
+        "shared_output": shared_output,
+    },
+)
 
 
 STANDINS = {

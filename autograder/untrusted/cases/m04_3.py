@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from autograder.untrusted.cases.m01_3 import named_after_modules
 from autograder.untrusted.cases.probes import ChainQuantizer
 from common.pt2e import (
@@ -32,8 +32,7 @@ from common.pt2e import (
 from common.qspecs import act_spec
 from selfcheck.evidence import describe_converted, describe_prepared
 from selfcheck.probes import AnnotationSnapshot as Snapshot
-
-NOTEBOOK = "M04-3"
+from selfcheck.public.m04_3 import PUBLIC
 
 CONV = torch.ops.aten.conv2d.default
 RELU = torch.ops.aten.relu.default
@@ -387,12 +386,7 @@ CASES = {
     "marks_boundaries": marks_boundaries,
 }
 
-EXERCISES = {
-    "fusion_quantizer": Exercise(
-        NOTEBOOK,
-        "fusion_quantizer",
-        "FusionQuantizer：pattern 的邊界貼標籤，裡面不貼",
-        ("FusionQuantizer",),
-        CASES,
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    fusion_quantizer=CASES,
+)

@@ -11,12 +11,11 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from autograder.untrusted.cases.m01_3 import SUFFIX
 from selfcheck.evidence import plain, qdq_kind
 from selfcheck.public.m01_1 import graph_changes, graph_state
-
-NOTEBOOK = "M05-1"
+from selfcheck.public.m05_1 import PUBLIC
 
 
 class ConvLinear(nn.Module):
@@ -175,19 +174,8 @@ def _summary(kind: str) -> Any:
 PATH_CASES = ("per_tensor", "per_channel", "unfolded", "fan_out", "cat", "named_like", "renamed")
 SUMMARY_CASES = ("per_tensor", "unfolded", "fan_out", "cat", "named_like", "renamed")
 
-EXERCISES = {
-    "qdq_path": Exercise(
-        NOTEBOOK,
-        "qdq_path",
-        "qdq_path：每條輸入邊經過的 quantize / dequantize",
-        ("qdq_path",),
-        {kind: _paths(kind) for kind in PATH_CASES},
-    ),
-    "qdq_summary": Exercise(
-        NOTEBOOK,
-        "qdq_summary",
-        "qdq_summary：每種 q/dq op 各有幾個",
-        ("qdq_summary",),
-        {kind: _summary(kind) for kind in SUMMARY_CASES},
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    qdq_path={kind: _paths(kind) for kind in PATH_CASES},
+    qdq_summary={kind: _summary(kind) for kind in SUMMARY_CASES},
+)

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from autograder.untrusted.cases.m01_3 import swap_names
 from autograder.untrusted.cases.probes import ChainQuantizer
 from common.pt2e import (
@@ -30,8 +30,7 @@ from common.pt2e import (
 )
 from selfcheck.evidence import describe_converted, getattr_value, qdq_kind
 from selfcheck.probes import AnnotationSnapshot as Snapshot
-
-NOTEBOOK = "M05-2"
+from selfcheck.public.m05_2 import PUBLIC
 
 WEIGHTED_OPS = (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
 RELU = torch.ops.aten.relu.default
@@ -305,21 +304,16 @@ def _case(model_kind: str, per_channel: bool, after: tuple[type[Quantizer], ...]
     return case
 
 
-EXERCISES = {
-    "bias_quantizer": Exercise(
-        NOTEBOOK,
-        "bias_quantizer",
-        "BiasQuantizer：bias 量化成 int32，scale = s_act · s_w",
-        ("BiasQuantizer",),
-        {
-            "conv_per_tensor": _case("conv", False),
-            "conv_per_channel": _case("conv", True),
-            "linear_per_tensor": _case("linear", False),
-            "linear_per_channel": _case("linear", True),
-            "no_bias": _case("mixed", True),
-            "crowded": _case("crowded", True),
-            "renamed": _case("renamed", True),
-            "late_quantizer": _case("linear", False, (LateOutputClaimer,)),
-        },
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    bias_quantizer={
+        "conv_per_tensor": _case("conv", False),
+        "conv_per_channel": _case("conv", True),
+        "linear_per_tensor": _case("linear", False),
+        "linear_per_channel": _case("linear", True),
+        "no_bias": _case("mixed", True),
+        "crowded": _case("crowded", True),
+        "renamed": _case("renamed", True),
+        "late_quantizer": _case("linear", False, (LateOutputClaimer,)),
+    },
+)

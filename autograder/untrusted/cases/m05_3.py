@@ -9,11 +9,9 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from selfcheck.evidence import EvidenceError, getattr_value, plain
-from selfcheck.public.m05_3 import reference
-
-NOTEBOOK = "M05-3"
+from selfcheck.public.m05_3 import PUBLIC, reference
 
 LINEAR = torch.ops.aten.linear.default
 
@@ -175,12 +173,7 @@ def _case(kind: str) -> Any:
     return case
 
 
-EXERCISES = {
-    "int8_linear": Exercise(
-        NOTEBOOK,
-        "int8_linear",
-        "int8_linear：只用整數運算的 int8 linear",
-        ("int8_linear",),
-        {kind: _case(kind) for kind in KINDS},
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    int8_linear={kind: _case(kind) for kind in KINDS},
+)

@@ -21,12 +21,11 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer, get_xnnpack_quantizer
 from common.qspecs import act_spec, weight_spec
 from selfcheck.public.m06_1 import (
-    LAYER_TITLE,
-    SQNR_TITLE,
+    PUBLIC,
     db,
     db_list,
     describe_table,
@@ -35,8 +34,6 @@ from selfcheck.public.m06_1 import (
     outlier_weight,
     quantized_pair,
 )
-
-NOTEBOOK = "M06-1"
 
 
 def _generator(seed: int, salt: int) -> torch.Generator:
@@ -219,27 +216,16 @@ def layers_partial(ns: Namespace, seed: int) -> Any:
     return describe_table(ns, prepared, converted, inputs)
 
 
-EXERCISES = {
-    "sqnr": Exercise(
-        NOTEBOOK,
-        "sqnr",
-        SQNR_TITLE,
-        ("sqnr",),
-        {
-            "noise": sqnr_noise,
-            "offset": sqnr_offset,
-            "scaled": sqnr_scaled,
-            "exact": sqnr_exact,
-            "slices": sqnr_slices,
-            "dtypes": sqnr_dtypes,
-            "types": sqnr_types,
-        },
-    ),
-    "layer_sqnr": Exercise(
-        NOTEBOOK,
-        "layer_sqnr",
-        LAYER_TITLE,
-        ("layer_sqnr",),
-        {"branches": layers_branches, "outlier": layers_outlier, "partial": layers_partial},
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    sqnr={
+        "noise": sqnr_noise,
+        "offset": sqnr_offset,
+        "scaled": sqnr_scaled,
+        "exact": sqnr_exact,
+        "slices": sqnr_slices,
+        "dtypes": sqnr_dtypes,
+        "types": sqnr_types,
+    },
+    layer_sqnr={"branches": layers_branches, "outlier": layers_outlier, "partial": layers_partial},
+)

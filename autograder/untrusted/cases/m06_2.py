@@ -19,10 +19,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size
-from selfcheck.public.m06_2 import TITLE, bits_quantizer, comparison_of, describe_answers, mean_sqnr, seeded_batches
-
-NOTEBOOK = "M06-2"
+from autograder.untrusted.cases.base import Namespace, seed_size, with_hidden_cases
+from selfcheck.public.m06_2 import (
+    PUBLIC,
+    bits_quantizer,
+    comparison_of,
+    describe_answers,
+    mean_sqnr,
+    seeded_batches,
+)
 
 
 class Chain(nn.Module):
@@ -115,12 +120,7 @@ def case_activation(ns: Namespace, seed: int) -> Any:
     return _case(ns, seed, AddCulprit(seed_size(seed, 3, 6)), "add", "linear", output=True)
 
 
-EXERCISES = {
-    "worst_layer": Exercise(
-        NOTEBOOK,
-        "worst_layer",
-        TITLE,
-        ("layer_drops", "worst_layer"),
-        {"chain": case_chain, "branches": case_branches, "split": case_split, "activation": case_activation},
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    worst_layer={"chain": case_chain, "branches": case_branches, "split": case_split, "activation": case_activation},
+)

@@ -32,10 +32,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
-from selfcheck.public.m06_3 import FILTER_TITLE, TITLE, Block, filtered, run_search, table_metric, weight_sqnr_metric
-
-NOTEBOOK = "M06-3"
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
+from selfcheck.public.m06_3 import (
+    PUBLIC,
+    Block,
+    filtered,
+    run_search,
+    table_metric,
+    weight_sqnr_metric,
+)
 
 NAMES = ["features.0", "features.3", "features.6", "classifier.1", "classifier.4"]
 
@@ -239,32 +244,21 @@ def case_model(ns: Namespace, seed: int) -> Any:
     return run_search(ns, layers, evaluate, target)
 
 
-EXERCISES = {
-    "may_quantize": Exercise(
-        NOTEBOOK,
-        "may_quantize",
-        FILTER_TITLE,
-        ("may_quantize",),
-        {"none": filter_none, "leaf": filter_leaf, "names": filter_names, "parent": filter_parent},
-    ),
-    "greedy_skip": Exercise(
-        NOTEBOOK,
-        "greedy_skip",
-        TITLE,
-        ("greedy_skip",),
-        {
-            "interaction": case_interaction,
-            "ties": case_ties,
-            "stops": case_stops,
-            "unreachable": case_unreachable,
-            "worse": case_worse,
-            "negative": case_negative,
-            "reset": case_reset,
-            "arguments": case_arguments,
-            "model": case_model,
-        },
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    may_quantize={"none": filter_none, "leaf": filter_leaf, "names": filter_names, "parent": filter_parent},
+    greedy_skip={
+        "interaction": case_interaction,
+        "ties": case_ties,
+        "stops": case_stops,
+        "unreachable": case_unreachable,
+        "worse": case_worse,
+        "negative": case_negative,
+        "reset": case_reset,
+        "arguments": case_arguments,
+        "model": case_model,
+    },
+)
 
 STANDINS = {
     "may_quantize": lambda node, skipped: True,

@@ -24,10 +24,8 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
-from selfcheck.public.m07_1 import QAT_CASE_SECONDS, TITLE, describe_answers, qat_graph
-
-NOTEBOOK = "M07-1"
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
+from selfcheck.public.m07_1 import PUBLIC, describe_answers, qat_graph
 
 
 class ConvBn(nn.Module):
@@ -133,13 +131,12 @@ def case_inserted(ns: Namespace, seed: int) -> Any:
     return describe_answers(ns, gm)
 
 
-EXERCISES = {
-    "fake_quant_roles": Exercise(
-        NOTEBOOK,
-        "fake_quant_roles",
-        TITLE,
-        ("fake_quant_roles", "fake_quant_instances"),
-        {"conv_bn": case_conv_bn, "computed": case_computed, "inserted": case_inserted, "operands": case_operands},
-        case_seconds=QAT_CASE_SECONDS,
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    fake_quant_roles={
+        "conv_bn": case_conv_bn,
+        "computed": case_computed,
+        "inserted": case_inserted,
+        "operands": case_operands,
+    },
+)

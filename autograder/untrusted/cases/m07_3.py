@@ -20,12 +20,10 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer
 from common.qspecs import act_spec, weight_spec
-from selfcheck.public.m07_3 import TITLE, annotate_in_place, quantize_with
-
-NOTEBOOK = "M07-3"
+from selfcheck.public.m07_3 import PUBLIC, annotate_in_place, quantize_with
 
 WEIGHTED = (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
 
@@ -140,12 +138,7 @@ def case_between(ns: Namespace, seed: int) -> Any:
     return result
 
 
-EXERCISES = {
-    "int4_quantizer": Exercise(
-        NOTEBOOK,
-        "int4_quantizer",
-        TITLE,
-        ("Int4WeightQuantizer",),
-        {"stack": case_stack, "lookalike": case_lookalike, "between": case_between},
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    int4_quantizer={"stack": case_stack, "lookalike": case_lookalike, "between": case_between},
+)

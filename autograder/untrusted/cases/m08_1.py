@@ -24,13 +24,10 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer
 from common.qspecs import act_spec
-from selfcheck.public.m08_1 import TITLE, KeepFp32, both, make_quantizer, report
-
-NOTEBOOK = "M08-1"
-
+from selfcheck.public.m08_1 import PUBLIC, KeepFp32, both, make_quantizer, report
 
 # --- hidden models ------------------------------------------------------------------------------
 
@@ -187,16 +184,10 @@ def kept(ns: Namespace, seed: int) -> Any:
     }
 
 
-EXERCISES = {
-    "quantizer_report": Exercise(
-        NOTEBOOK,
-        "quantizer_report",
-        TITLE,
-        ("quantizer_report",),
-        {"cat_inputs": cat_inputs, "pool_chain": pool_chain, "nobody": nobody, "adds": adds, "kept": kept},
-        case_seconds=90,  # the first case imports ExecuTorch (seconds, more on a busy machine)
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    quantizer_report={"cat_inputs": cat_inputs, "pool_chain": pool_chain, "nobody": nobody, "adds": adds, "kept": kept},
+)
 
 
 def _export_only(model: nn.Module, inputs: tuple[torch.Tensor, ...], quantizer: Any) -> dict[str, list[Any]]:

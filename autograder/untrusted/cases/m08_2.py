@@ -36,10 +36,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.untrusted.cases.base import Exercise, Namespace, seed_size, seeded_inputs
-from selfcheck.public.m08_2 import TITLE, converted_graph, describe_predictions
-
-NOTEBOOK = "M08-2"
+from autograder.untrusted.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
+from selfcheck.public.m08_2 import PUBLIC, converted_graph, describe_predictions
 
 
 class ConvNet(nn.Module):
@@ -236,12 +234,7 @@ def _case(kind: str) -> Any:
 
 CASES = ("convs", "linears", "dynamic", "skipped", "per_tensor")
 
-EXERCISES = {
-    "predict_kernels": Exercise(
-        NOTEBOOK,
-        "predict_kernels",
-        TITLE,
-        ("predict_kernels",),
-        {kind: _case(kind) for kind in CASES},
-    ),
-}
+EXERCISES = with_hidden_cases(
+    PUBLIC,
+    predict_kernels={kind: _case(kind) for kind in CASES},
+)
