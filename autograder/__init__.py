@@ -1,11 +1,11 @@
 """The course's grading system, laid out by trust and by role.
 
 Hidden checks are pytest functions in ``autograder.checks``; they judge *evidence*:
-plain JSON data that ``autograder.untrusted.cases`` collects by running a student's
+plain JSON data that ``autograder.sandboxed.cases`` collects by running a student's
 definitions on hidden models. Evidence is collected where the student's code runs
 and judged in a process that never ran it.
 
-- ``untrusted/``: the only part of this package the sandbox can read (what runs there, and the
+- ``sandboxed/``: the only part of this package the sandbox can read (what runs there, and the
   protocol and limits both sides share); it imports nothing else from ``autograder``.
 - ``keys/``, ``checks/``: the answer keys and the hidden checks; secret, never in the sandbox.
 - ``engine/``: grading a class (submissions, sandbox, judging); ``reports/``: what grading writes;

@@ -54,7 +54,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def _limits(args: argparse.Namespace):
-    from autograder.untrusted.limits import Limits, described
+    from autograder.sandboxed.limits import Limits, described
 
     return Limits(**{name: getattr(args, name) for name, *_ in described()})
 
@@ -107,7 +107,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from autograder.engine.submission import UnreadableNotebook, best_match, grade_ids, load_notebook
     from autograder.reports.hygiene import clean
     from autograder.reports.report import exercise_report, points_text
-    from autograder.untrusted.cases.base import exercises_of
+    from autograder.sandboxed.cases.base import exercises_of
 
     path = Path(args.notebook)
     if not path.is_file():
@@ -263,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_release)
 
     def limits(p: argparse.ArgumentParser) -> None:
-        from autograder.untrusted.limits import described, option
+        from autograder.sandboxed.limits import described, option
 
         for name, default, text, unit in described():
             p.add_argument(

@@ -17,7 +17,7 @@ from typing import Any
 
 from autograder.engine.judge import judge
 from autograder.reports.report import exercise_report
-from autograder.untrusted.cases.base import collect, exercises_of
+from autograder.sandboxed.cases.base import collect, exercises_of
 
 NOTEBOOK_SEED = 0
 """Seed of the hidden cases in notebooks, fixed so that committed outputs are reproducible."""

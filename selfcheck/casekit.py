@@ -3,7 +3,7 @@ quantizing a model and describing it, and the guarded collection of one exercise
 
 An exercise is declared once, in its notebook's public module (``selfcheck/public/m03_4.py``):
 ``PUBLIC = declare(__name__, Exercise(key, title, names, public_cases, ...), ...)``, the notebook
-read from the module's name. The hidden cases module (``autograder/untrusted/cases/m03_4.py``)
+read from the module's name. The hidden cases module (``autograder/sandboxed/cases/m03_4.py``)
 imports that record and extends it: ``EXERCISES = with_hidden_cases(PUBLIC, key={hidden cases}, ...)``,
 so the title, the names and the tolerances are the public record's. The checks
 (``autograder/checks/test_m03_4.py``) find their notebook from their module's name too
@@ -67,7 +67,7 @@ _MODULE = re.compile(r"(?:test_)?m(\d{2})_(\d+)")
 def notebook_of(module: str) -> str:
     """The notebook of a per-notebook module, the inverse of ``module_name``.
 
-    ``"selfcheck.public.m03_3"``, ``"autograder.untrusted.cases.m03_3"``,
+    ``"selfcheck.public.m03_3"``, ``"autograder.sandboxed.cases.m03_3"``,
     ``"autograder.checks.test_m03_3"`` (and ``"m03_3"`` alone) → ``"M03-3"``.
     Raises ``ValueError`` for a name whose last part is not ``mXX_Y`` or ``test_mXX_Y``.
     """

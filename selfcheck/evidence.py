@@ -377,9 +377,9 @@ def encode_spec(
     from the spec and written with ``scalar``; ``observer`` is the class path the spec asks for (with its
     keyword arguments), so two specs that differ only in observer differ here; ``of`` and ``from`` name edges
     (``edge_ref``). The evidence (``describe_spec``) and the sandbox's recording (``Recorder.spec`` in
-    ``autograder/untrusted/record.py``, which passes its own value encoder, and ``derive_fn`` that numbers a
+    ``autograder/sandboxed/record.py``, which passes its own value encoder, and ``derive_fn`` that numbers a
     derived spec's function, written as ``fn``) both use it; ``Replay.spec`` in
-    ``autograder/untrusted/replay.py`` is its one decoder.
+    ``autograder/sandboxed/replay.py`` is its one decoder.
     """
     from torchao.quantization.pt2e.quantizer import (
         DerivedQuantizationSpec,

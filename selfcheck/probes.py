@@ -1,7 +1,7 @@
 """Quantizers that the public and the hidden cases put around a student's Quantizer.
 
 They hold no answer: each runs other Quantizers, or reads the labels at the moment it runs.
-The hidden cases' own probes (``autograder/untrusted/cases/probes.py``) build on these.
+The hidden cases' own probes (``autograder/sandboxed/cases/probes.py``) build on these.
 
 - ``ChainQuantizer`` runs several Quantizers in order (like ``ComposableQuantizer``).
 - ``CaptureLabels`` runs an inner Quantizer and keeps a copy of the graph right after ``annotate``.

@@ -1,4 +1,4 @@
-"""The replay interprets data: it runs only what ``autograder/untrusted/allowed.py`` lists, within budgets.
+"""The replay interprets data: it runs only what ``autograder/sandboxed/allowed.py`` lists, within budgets.
 
 Each attack below is the answer key's honest recording with one thing a hostile student could
 make it say (a graph node, an observer setting, an attribute): the replay refuses the whole
@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import torch
 
-from autograder.untrusted import allowed
-from autograder.untrusted.cases.base import exercises_of, module_name
-from autograder.untrusted.record import record_exercise
-from autograder.untrusted.replay import derive
+from autograder.sandboxed import allowed
+from autograder.sandboxed.cases.base import exercises_of, module_name
+from autograder.sandboxed.record import record_exercise
+from autograder.sandboxed.replay import derive
 
 SEED = 1
 SNAPSHOT = Path(__file__).with_name("allowed.txt")
@@ -41,7 +41,7 @@ def test_the_allow_list_is_the_reviewed_one() -> None:
     text = allow_list_text()
     print(text)
     assert SNAPSHOT.read_text(encoding="utf-8") == text, (
-        "autograder/untrusted/allowed.py changed: review the difference, then write it to tests/allowed.txt"
+        "autograder/sandboxed/allowed.py changed: review the difference, then write it to tests/allowed.txt"
     )
 
 

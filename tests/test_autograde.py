@@ -33,7 +33,7 @@ from submissions import release_notebook, solved, with_wrong, write, wrong_packs
 from autograder.course import modules, notebook_id, source_notebooks
 from autograder.maintenance import isa
 from autograder.maintenance.answers import answered, insert_after, source_answers
-from autograder.untrusted.cases.base import exercises_of, module_name
+from autograder.sandboxed.cases.base import exercises_of, module_name
 
 SEED = 3
 """PT2E_SEED of the nbgrader runs (nbgrader otherwise picks a fresh seed per run); grade uses the same."""

@@ -253,7 +253,7 @@ def test_m08_2_answer_key_predicts_what_lower_x86_does_on_the_hidden_models(kind
     ``lower_x86`` makes exactly the kernels it predicts, and the lowered graph computes what the
     converted one does."""
     from autograder.keys.m08_2 import predict_kernels
-    from autograder.untrusted.cases.m08_2 import hidden_graph
+    from autograder.sandboxed.cases.m08_2 import hidden_graph
 
     converted, inputs = hidden_graph(kind, seed)
     table = predict_kernels(converted)

@@ -1,7 +1,7 @@
 """The hidden checks discriminate: the answer key passes, every kept wrong solution loses points.
 
 These run the grader's own path without a notebook: the answers are recorded, sent as
-JSON, replayed and judged (``autograder.untrusted.replay``), on seeds of both parities and a large
+JSON, replayed and judged (``autograder.sandboxed.replay``), on seeds of both parities and a large
 one, so that a check passing by accident of one seed's hidden models shows up.
 """
 
@@ -16,9 +16,9 @@ from conftest import RightSolution, WrongSolution, right_solutions, wrong_soluti
 from autograder.checks.support import CHECKS
 from autograder.engine.judge import judge
 from autograder.engine.reference_evidence import reference_evidence
-from autograder.untrusted.cases.base import exercises_of, module_name
-from autograder.untrusted.record import record_exercise
-from autograder.untrusted.replay import derive
+from autograder.sandboxed.cases.base import exercises_of, module_name
+from autograder.sandboxed.record import record_exercise
+from autograder.sandboxed.replay import derive
 
 SEEDS = (0, 1, 2_147_483_646)
 

@@ -406,6 +406,7 @@ def _torchao_own_tracing() -> contextlib.AbstractContextManager:
     return stack
 
 
+@pytest.mark.filterwarnings("ignore:XNNPACKQuantizer is deprecated")
 def test_torchao_pattern_graphs_are_traced_once_and_are_the_same_graphs() -> None:
     from torchao.quantization.pt2e import qat_utils
     from torchao.quantization.pt2e import utils as pt2e_utils

@@ -36,8 +36,8 @@ from submissions import solved, write
 from autograder.engine.grading import NotebookResult, StudentResult, grade_class
 from autograder.engine.submission import class_folders
 from autograder.maintenance.answers import answered, cell_with_id, insert_after, release_notebook, source_answers
-from autograder.untrusted import confine
-from autograder.untrusted.limits import Limits
+from autograder.sandboxed import confine
+from autograder.sandboxed.limits import Limits
 
 MODULE = "M03"
 ADD_POINTS, CAT_POINTS = 7.0, 3.0
@@ -206,11 +206,11 @@ def channel():
         except OSError:
             pass
 def send(message=None, raw=None):
-    from autograder.untrusted.protocol import VERSION  # an attacker reads the version too
+    from autograder.sandboxed.protocol import VERSION  # an attacker reads the version too
     body = raw if raw is not None else json.dumps({"v": VERSION, **message}).encode()
     os.write(channel(), struct.pack(">I", len(body)) + body)
 def place(label):
-    from autograder.untrusted.runner import Job
+    from autograder.sandboxed.runner import Job
     job = next(o for o in gc.get_objects() if isinstance(o, Job))
     return next(i for i, c in enumerate(job.cells) if c.label == label), len(job.cells)
 """
@@ -908,7 +908,7 @@ def secret_lines() -> set[str]:
     """Lines of the hidden checks and the answer keys that nothing a student can read also holds."""
     readable = "\n".join(
         path.read_text(encoding="utf-8")
-        for folder in ("common", "selfcheck", "autograder/untrusted", "release")
+        for folder in ("common", "selfcheck", "autograder/sandboxed", "release")
         for path in (ROOT / folder).rglob("*")
         if path.suffix in (".py", ".ipynb", ".json")
     )

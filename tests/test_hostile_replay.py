@@ -24,7 +24,7 @@ from autograder.course import ROOT
 from autograder.engine.grading import NotebookResult, StudentResult, grade_class
 from autograder.engine.submission import class_folders
 from autograder.maintenance.answers import answered, source_answers
-from autograder.untrusted.limits import Limits
+from autograder.sandboxed.limits import Limits
 
 LIMITS = Limits(cell_seconds=60, notebook_seconds=240, memory_mb=2048)
 pytestmark = pytest.mark.xdist_group("hostile-replay")  # graded once, on one worker

@@ -32,9 +32,9 @@ from conftest import ROOT
 from autograder.engine import sandbox as sb
 from autograder.engine.grading import RunOutcome, read_outcome
 from autograder.engine.submission import UnreadableNotebook, find_notebooks, read_untrusted, scan_notebooks
-from autograder.untrusted import confine, memory, protocol
-from autograder.untrusted.limits import Limits
-from autograder.untrusted.runner import Cell, Job
+from autograder.sandboxed import confine, memory, protocol
+from autograder.sandboxed.limits import Limits
+from autograder.sandboxed.runner import Cell, Job
 from common.data import one_thread
 
 LIMITS = Limits(cell_seconds=20, notebook_seconds=30, tmp_mb=16, file_mb=64)
@@ -149,16 +149,16 @@ def test_no_answer_key_hidden_check_or_course_file_is_reachable(sandbox: sb.Sand
         "autograder.checks.test_m03_4",
         "autograder.checks.support",
         "autograder.engine.grading",
-        "autograder.untrusted.cases.m03_4",  # what must be there: the test could fail
+        "autograder.sandboxed.cases.m03_4",  # what must be there: the test could fail
         "selfcheck.evidence",
         "common.pt2e",
     ]
     context = f"ROOT = {str(ROOT)!r}\nNAMES = {names!r}\nSECRETS = {SECRETS!r}\n"
     seen = probes(run(sandbox, REPORT + context + SEES))
     if confine.HIDDEN in sandbox.missing:  # no mount namespace: the report must say so, and it does
-        assert seen["imports"]["autograder.untrusted.cases.m03_4"]
+        assert seen["imports"]["autograder.sandboxed.cases.m03_4"]
         return
-    assert seen["imports"] == {name: name.startswith(("autograder.untrusted", "selfcheck", "common")) for name in names}
+    assert seen["imports"] == {name: name.startswith(("autograder.sandboxed", "selfcheck", "common")) for name in names}
     assert not seen["key_file"]
     assert all(not entries for entries in seen["listings"].values()), seen["listings"]
     if sandbox.in_bwrap:
@@ -663,7 +663,7 @@ def test_the_run_cgroup_is_removed_with_the_sandbox() -> None:
 def test_each_replay_starts_from_the_same_torch_state(machine: sb.Sandbox) -> None:
     """A fresh fork per submission: what one job did to torch's global state never reaches the next."""
     from autograder.engine.sandbox import run_replay
-    from autograder.untrusted.replay_job import ReplayJob
+    from autograder.sandboxed.replay_job import ReplayJob
 
     states = []
     for _ in range(2):

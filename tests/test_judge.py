@@ -10,9 +10,9 @@ from conftest import wrong_solutions
 
 from autograder.engine.judge import judge, judge_with_pytest
 from autograder.engine.reference_evidence import reference_evidence
-from autograder.untrusted.cases.base import exercises_of
-from autograder.untrusted.record import record_exercise
-from autograder.untrusted.replay import derive
+from autograder.sandboxed.cases.base import exercises_of
+from autograder.sandboxed.record import record_exercise
+from autograder.sandboxed.replay import derive
 
 SEED = 2
 NOTEBOOKS = ("M01-3", "M03-4", "M05-2")

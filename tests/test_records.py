@@ -16,13 +16,13 @@ import pytest
 
 from autograder.checks.support import checks_of
 from autograder.course import notebook_id, source_notebooks
-from autograder.untrusted.cases.base import exercises_of
+from autograder.sandboxed.cases.base import exercises_of
 from selfcheck.casekit import Exercise, declare, module_name, notebook_of, with_hidden_cases
 from selfcheck.preview import public_exercises
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = [notebook_id(path) for path in source_notebooks()]
-FOLDERS = ("selfcheck/public", "autograder/untrusted/cases", "autograder/checks")
+FOLDERS = ("selfcheck/public", "autograder/sandboxed/cases", "autograder/checks")
 """Where the per-notebook modules live: none of them may write its notebook down."""
 
 
@@ -94,7 +94,7 @@ def test_no_module_writes_its_notebook_down() -> None:
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
 def test_notebook_of_inverts_module_name(notebook: str) -> None:
     name = module_name(notebook)
-    for module in (f"selfcheck.public.{name}", f"autograder.untrusted.cases.{name}", f"autograder.checks.test_{name}"):
+    for module in (f"selfcheck.public.{name}", f"autograder.sandboxed.cases.{name}", f"autograder.checks.test_{name}"):
         assert notebook_of(module) == notebook
 
 

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from autograder.engine.judge import judge
-from autograder.untrusted.cases.base import collect, exercises_of, module_name
-from autograder.untrusted.record import record_exercise
-from autograder.untrusted.replay import derive
+from autograder.sandboxed.cases.base import collect, exercises_of, module_name
+from autograder.sandboxed.record import record_exercise
+from autograder.sandboxed.replay import derive
 
 NOTEBOOKS = sorted(p.stem for p in Path(__file__).resolve().parents[1].glob("source/M0*/*.ipynb"))
 SEED = 3
@@ -147,7 +147,7 @@ def test_forged_recordings_are_errors_and_nothing_they_name_runs(tmp_path: Path)
 
 
 def test_a_graph_target_outside_the_allowed_ops_is_refused() -> None:
-    from autograder.untrusted.replay import ReplayError, _target
+    from autograder.sandboxed.replay import ReplayError, _target
 
     with pytest.raises(ReplayError.__mro__[1]):
         _target("call_function", {"py": "os.system"})
@@ -195,8 +195,8 @@ def test_every_kind_of_spec_survives_the_recording_and_its_replay() -> None:
         SharedQuantizationSpec,
     )
 
-    from autograder.untrusted.record import Recorder
-    from autograder.untrusted.replay import Replay
+    from autograder.sandboxed.record import Recorder
+    from autograder.sandboxed.replay import Replay
     from common.pt2e import HistogramObserver, PerChannelMinMaxObserver, export_module
     from common.qspecs import act_spec, weight_spec
     from selfcheck.evidence import SPEC_FIELDS, describe_spec

@@ -1,4 +1,4 @@
-"""Every limit is declared once (``autograder/untrusted/limits.py``) and read from there.
+"""Every limit is declared once (``autograder/sandboxed/limits.py``) and read from there.
 
 The command line, nbgrader's bridge and the Gradescope bundle take each default and help text
 from ``Limits``; a default written again anywhere else would drift the day one of them changes.
@@ -10,9 +10,9 @@ import re
 
 from conftest import ROOT
 
-from autograder.untrusted.limits import Limits, described, option
+from autograder.sandboxed.limits import Limits, described, option
 
-DECLARED = ROOT / "autograder" / "untrusted" / "limits.py"
+DECLARED = ROOT / "autograder" / "sandboxed" / "limits.py"
 
 
 def sources() -> list:

@@ -1,6 +1,6 @@
 """The fork server's warm-up: jobs start with the hidden models already exported, and grade the same.
 
-``autograder.untrusted.warm`` runs each hidden case once in the server with stand-ins for the
+``autograder.sandboxed.warm`` runs each hidden case once in the server with stand-ins for the
 student's definitions, so that the exports a case makes are remembered before the jobs fork.
 These tests pin what that buys (a key recorded after warming traces no model the stand-ins could
 reach) and what it must never change (a warmed job's evidence is a cold job's evidence; a job
@@ -19,11 +19,11 @@ import pytest
 from autograder.course import SOURCE, notebook_id
 from autograder.engine import sandbox as sb
 from autograder.engine.submission import load_notebook, prepare, source_path
-from autograder.untrusted.cases.base import exercises_of, module_name
-from autograder.untrusted.limits import Limits
-from autograder.untrusted.record import record_exercise
-from autograder.untrusted.runner import Cell, Job
-from autograder.untrusted.warm import standins, warm_exports
+from autograder.sandboxed.cases.base import exercises_of, module_name
+from autograder.sandboxed.limits import Limits
+from autograder.sandboxed.record import record_exercise
+from autograder.sandboxed.runner import Cell, Job
+from autograder.sandboxed.warm import standins, warm_exports
 from common import export_cache
 
 SEED = 5

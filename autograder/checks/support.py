@@ -77,7 +77,7 @@ def value(evidence: dict[str, Any], case: str) -> Any:
     if "missing" in evidence:
         names = "、".join(map(str, evidence["missing"]))
         raise Fail(f"找不到 {names}：請確認定義它的儲存格執行過、名稱沒有改")
-    if "refused" in evidence:  # the recording asked for something outside the allow-list (untrusted.allowed)
+    if "refused" in evidence:  # the recording asked for something outside the allow-list (sandboxed.allowed)
         raise Fail(str(evidence["refused"]))
     cases = evidence.get("cases")
     if not isinstance(cases, dict) or case not in cases or not isinstance(cases[case], dict):

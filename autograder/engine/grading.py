@@ -1,7 +1,7 @@
 """Grading submissions: run each notebook sandboxed, judge its evidence in this process.
 
 This process never runs student code. Each notebook runs in a child forked from a
-fork server that has preloaded torch and the course packages (``autograder.untrusted.runner``);
+fork server that has preloaded torch and the course packages (``autograder.sandboxed.runner``);
 the child sends JSON evidence up a pipe, and the hidden checks judge it here, against
 the answer key's evidence for the same seed. Every failure of a submission (unreadable
 file, crash, time-out, tampering) becomes a score for what was earned and a note in
@@ -24,7 +24,7 @@ import nbformat
 from autograder.checks.support import checks_of
 from autograder.engine.judge import judge
 from autograder.engine.submission import UnreadableNotebook, find_notebooks, load_notebook, prepare, source_path
-from autograder.untrusted.limits import Limits
+from autograder.sandboxed.limits import Limits
 from common.data import one_thread
 
 STARTUP_SECONDS = 10  # forking the job and confining it is not the student's time
@@ -134,7 +134,7 @@ def grade_notebook(
     notebook: str, path: Path | None, seed: int, limits: Limits, notes: Iterable[str] = ()
 ) -> NotebookResult:
     """Grade one submitted notebook file (``None`` when it was not submitted)."""
-    from autograder.untrusted.runner import Job
+    from autograder.sandboxed.runner import Job
 
     result = NotebookResult(notebook, path.name if path else None, notes=list(notes))
     exercises = checks_of(notebook)
@@ -214,13 +214,13 @@ def derive_evidence(
     """Each exercise's evidence, derived from its recordings in a confined replay worker, and a zero-score
     reason for each exercise whose recording was refused or could not be replayed.
 
-    The worker (``autograder.untrusted.replay_job``) runs no student code, but what it replays was
+    The worker (``autograder.sandboxed.replay_job``) runs no student code, but what it replays was
     chosen by the student: it runs confined, within the submission's limits, a fresh process every
     time. Should one exercise's replay end the worker (time, memory), that exercise scores zero and
     the exercises after it are replayed in a new worker.
     """
     from autograder.engine.sandbox import run_replay
-    from autograder.untrusted.replay_job import ReplayJob
+    from autograder.sandboxed.replay_job import ReplayJob
     from selfcheck.evidence import safe_text
 
     evidence: dict[str, Any] = {}

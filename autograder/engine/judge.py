@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from autograder.untrusted.cases.base import module_name
+from autograder.sandboxed.cases.base import module_name
 
 
 @contextlib.contextmanager

@@ -6,8 +6,8 @@ import importlib
 from functools import cache
 from typing import Any
 
-from autograder.untrusted.cases.base import exercises_of, module_name
-from autograder.untrusted.replay import record_and_derive
+from autograder.sandboxed.cases.base import exercises_of, module_name
+from autograder.sandboxed.replay import record_and_derive
 
 
 @cache

@@ -1,9 +1,9 @@
 """The grader's side of the sandbox: the fork server, its launch, the framed channel, the kill.
 
-One fork server (``autograder.untrusted.server``) runs per grading run, under bubblewrap
+One fork server (``autograder.sandboxed.server``) runs per grading run, under bubblewrap
 where the machine allows it: a read-only file system holding only ``/usr``, the Python
 environment and the parts of the course that run beside student code (``common``,
-``selfcheck``, ``autograder/untrusted``; never ``autograder/keys``, ``autograder/checks``,
+``selfcheck``, ``autograder/sandboxed``; never ``autograder/keys``, ``autograder/checks``,
 ``source/``, ``release/``, submissions or grading output), its own pid, network, IPC and
 UTS namespaces, no environment but a few variables, and only the capabilities it needs to
 confine each job. Where bubblewrap is missing or refused, the server runs directly and
@@ -37,11 +37,11 @@ from typing import Any
 
 from autograder.course import ROOT
 from autograder.maintenance.isa import VARIABLES
-from autograder.untrusted import confine, memory, protocol
-from autograder.untrusted.limits import Limits
-from autograder.untrusted.protocol import HEADER, MAX_FRAME_BYTES
-from autograder.untrusted.replay_job import ReplayJob
-from autograder.untrusted.runner import Job
+from autograder.sandboxed import confine, memory, protocol
+from autograder.sandboxed.limits import Limits
+from autograder.sandboxed.protocol import HEADER, MAX_FRAME_BYTES
+from autograder.sandboxed.replay_job import ReplayJob
+from autograder.sandboxed.runner import Job
 
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
 EXTRA_FRAMES = 16
@@ -54,7 +54,7 @@ HELLO_SECONDS = 300  # importing torch on a busy 2-core machine can take a while
 STATUS_SECONDS = 2.0
 KILL_SECONDS = 10.0
 
-VISIBLE = ("common", "selfcheck", "autograder/__init__.py", "autograder/untrusted")
+VISIBLE = ("common", "selfcheck", "autograder/__init__.py", "autograder/sandboxed")
 """The only parts of the course's code the sandbox sees (read-only, at their real paths)."""
 
 
@@ -212,7 +212,7 @@ class Sandbox:
         """(notebook, seed) whose hidden models the server has exported ahead of the jobs (``warm``)."""
         self.jobs: Counter[tuple[str, int]] = Counter()
         self.cgroup: memory.Controller | None = None
-        """The grading run's memory cgroup; each job gets one below it (``autograder.untrusted.memory``)."""
+        """The grading run's memory cgroup; each job gets one below it (``autograder.sandboxed.memory``)."""
         self._lock = threading.Lock()
         self._restart_lock = threading.Lock()
 
@@ -225,7 +225,7 @@ class Sandbox:
 
     def _launch(self, use_bwrap: bool) -> bool:
         grader, server = socket.socketpair()
-        python = [sys.executable, "-I", "-B", "-m", "autograder.untrusted.server", str(server.fileno())]
+        python = [sys.executable, "-I", "-B", "-m", "autograder.sandboxed.server", str(server.fileno())]
         python.append("bwrap" if use_bwrap else "plain")
         if self.cgroup is not None:
             python += [str(self.cgroup.root), str(self.cgroup.version)]
@@ -348,7 +348,7 @@ class Sandbox:
 
     def warm(self, notebooks: Iterable[str], seed: int) -> None:
         """Have the server export the hidden models of ``notebooks`` on ``seed`` once, before the jobs
-        that will need them (``autograder.untrusted.warm``); each (notebook, seed) is warmed once.
+        that will need them (``autograder.sandboxed.warm``); each (notebook, seed) is warmed once.
 
         Only speed depends on it: a server that does not answer in time is replaced by a cold one.
         """
@@ -691,7 +691,7 @@ class ReplayRun:
 
 
 def run_replay(job: ReplayJob, sandbox: Sandbox | None = None, startup_seconds: float = 10) -> ReplayRun:
-    """Derive ``job``'s evidence in a confined replay worker (``autograder.untrusted.replay_job``)."""
+    """Derive ``job``'s evidence in a confined replay worker (``autograder.sandboxed.replay_job``)."""
     sandbox = sandbox or default_sandbox()
     generation = sandbox.generation
     try:

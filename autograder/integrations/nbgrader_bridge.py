@@ -116,7 +116,7 @@ class RecordSubmission(NbGraderPreprocessor):
 
 def _limit_traits(cls: type) -> type:
     """Give ``cls`` one configurable trait per limit of ``Limits``, with its default and help from there."""
-    from autograder.untrusted.limits import described
+    from autograder.sandboxed.limits import described
 
     for name, default, text, unit in described():
         trait = Integer(default, help=f"{text}（{unit}）").tag(config=True)
@@ -129,13 +129,13 @@ def _limit_traits(cls: type) -> type:
 class SandboxedExecute(NbGraderPreprocessor):
     """Autograde step in place of nbgrader's ``Execute``: run in the sandbox, judge here, write scores.
 
-    Its settings (``c.SandboxedExecute.memory_mb = …``) are the limits of ``autograder.untrusted.limits``.
+    Its settings (``c.SandboxedExecute.memory_mb = …``) are the limits of ``autograder.sandboxed.limits``.
     """
 
     _announced = False
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
-        from autograder.untrusted.limits import Limits, described
+        from autograder.sandboxed.limits import Limits, described
 
         info = resources.get("nbgrader", {})
         notebook, student = str(info.get("notebook", "")), str(info.get("student", ""))
@@ -239,7 +239,7 @@ def write_results(nb: NotebookNode, source: NotebookNode, result: Any, seed: int
     """Write a ``NotebookResult`` into the cells nbgrader reads: reports and scores, errors, notes."""
     from autograder.reports.hygiene import clean
     from autograder.reports.report import exercise_report
-    from autograder.untrusted.cases.base import exercises_of
+    from autograder.sandboxed.cases.base import exercises_of
 
     # errors where they happened: the student's own cells are labelled by their position in ``nb`` as graded
     by_id = {_grade_id(c): c for c in nb.cells if _grade_id(c)}

@@ -67,7 +67,7 @@ def key_namespaces() -> dict[tuple[str, str], dict[str, object]]:
     import importlib
 
     from autograder.course import notebook_id, source_notebooks
-    from autograder.untrusted.cases.base import exercises_of, module_name
+    from autograder.sandboxed.cases.base import exercises_of, module_name
 
     found = {}
     for path in source_notebooks():

@@ -71,7 +71,7 @@ def graph_state(gm: GraphModule) -> dict[str, Any]:
 
     ``nodes``: ``{name: "op target(args, kwargs)"}`` in graph order; ``labels``: the
     ``describe_annotations`` of the graph. Both are what the grader's replay reproduces of a
-    call (``autograder.untrusted.record``), so they compare the same on both sides.
+    call (``autograder.sandboxed.record``), so they compare the same on both sides.
     """
     from selfcheck.evidence import describe_annotations
 

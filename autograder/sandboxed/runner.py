@@ -1,0 +1,197 @@
+"""The student process: runs one submission's cells and reports up a framed pipe (the untrusted side).
+
+It is forked (through a middle process, see ``autograder.sandboxed.server``) from a fork
+server that has already imported torch, torchao, IPython and the course packages, so a
+submission pays for its own cells and nothing else. After ``confine`` it runs the cells in
+an IPython shell with a time limit per cell, records each exercise's evidence where the
+hidden test cell stood, and writes messages up a pipe as frames: a 4-byte big-endian
+length, then UTF-8 JSON. The student's code can write on that pipe too, so the parent
+trusts none of it: it checks that each message fits the order of the prepared cells
+(``autograder.engine.sandbox``) and judges only plain data.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from autograder.sandboxed import protocol
+from autograder.sandboxed.limits import Limits
+from selfcheck.evidence import safe_text
+
+ERROR_CHARS = 120
+"""A cell error keeps its type, this many characters of its first line, and the line number."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell to run: ordinary code, or the place to record an exercise's evidence."""
+
+    kind: str  # "code" or "collect"
+    source: str
+    label: str
+    exercise: str | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """What to run: a notebook's cells (``RunCell``-like), the seed of the hidden cases, the limits."""
+
+    notebook: str
+    cells: tuple[Any, ...]
+    seed: int
+    limits: Limits
+
+    def wire(self) -> dict[str, Any]:
+        """The job as JSON data, for the fork server."""
+        return {
+            "notebook": self.notebook,
+            "cells": [[c.kind, c.source, c.label, c.exercise] for c in self.cells],
+            "seed": self.seed,
+            "limits": vars(self.limits),
+        }
+
+    @staticmethod
+    def from_wire(data: dict[str, Any]) -> Job:
+        cells = tuple(Cell(*cell) for cell in data["cells"])
+        return Job(str(data["notebook"]), cells, int(data["seed"]), Limits(**data["limits"]))
+
+
+class Reporter:
+    """Writes frames on the write end of the job's pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, message: dict[str, Any]) -> bool:
+        """False when the message is too large to send (nothing is written then)."""
+        try:
+            data = protocol.encode(message)
+        except (TypeError, ValueError, RecursionError):
+            return False
+        if len(data) - protocol.HEADER.size > protocol.MAX_FRAME_BYTES:
+            return False
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError:  # a student may have closed or replaced the pipe: nothing left to report to
+            pass
+        return True
+
+
+class CellTimeout(BaseException):
+    """Raised in the main thread when a cell runs past its limit."""
+
+
+class CappedStream(io.TextIOBase):
+    """Where cells print: nothing is kept; what goes past ``limit`` characters is counted."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.size, self.dropped = limit, 0, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: Any) -> int:
+        length = len(str(text))
+        self.dropped += max(0, self.size + length - max(self.size, self.limit))
+        self.size += length
+        return length
+
+    def flush(self) -> None:
+        pass
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    signal.alarm(1)  # keep interrupting a cell that swallows the first one
+    raise CellTimeout()
+
+
+def _shell() -> Any:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance(colors="nocolor", autocall=0)
+    shell.history_manager.enabled = False
+    # nobody sees a graded run's outputs: show values as text, never render drawings or tables
+    shell.display_formatter.active_types = ["text/plain"]
+    shell.display_formatter.mimebundle_formatter.enabled = False
+    return shell
+
+
+def _error_text(error: BaseException | None) -> str:
+    """Type, the start of the message's first line, and the cell's line number: nothing else."""
+    if isinstance(error, CellTimeout):
+        return "超過每格的時間上限"
+    if error is None:
+        return ""
+    where = ""
+    try:
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("<ipython-input")]
+        if frames:
+            where = f"（第 {int(frames[-1].lineno or 0)} 行）"
+    except BaseException:
+        where = ""
+    lines = safe_text(error, ERROR_CHARS).splitlines()
+    name = safe_text(type(error).__name__, 60)
+    return f"{name}: {lines[0] if lines else ''}{where}"
+
+
+def _recorder() -> Any:
+    """``record_exercise(exercise, namespace, seed)``: what the student's code produced, as plain data."""
+    try:
+        from autograder.sandboxed.record import record_exercise  # type: ignore[import-not-found]
+    except ImportError:  # until the recording namespace lands: the evidence the cases compute
+        from autograder.sandboxed.cases.base import collect as record_exercise
+    return record_exercise
+
+
+def _snapshot() -> Any:
+    try:
+        from autograder.sandboxed.tamper import Snapshot
+    except ImportError:
+        return None
+    return Snapshot()
+
+
+def run(job: Job, fd: int, unconfined: Iterable[str] = ()) -> None:
+    """Run the cells of ``job``; messages go to ``fd``. Called in the confined student process."""
+    from autograder.sandboxed.cases.base import exercises_of
+
+    reporter = Reporter(fd)
+    record = _recorder()
+    reporter.send(protocol.message(protocol.START, unconfined=list(unconfined)))
+    output = CappedStream(job.limits.output_kb * 1024)
+    sys.stdout = sys.stderr = output  # what cells print stays here, capped
+    shell = _shell()
+    signal.signal(signal.SIGALRM, _on_alarm)
+    exercises = exercises_of(job.notebook) if any(c.kind == "collect" for c in job.cells) else {}
+    snapshot = _snapshot()
+    for index, cell in enumerate(job.cells):
+        if cell.kind == "collect":
+            signal.alarm(0)
+            repaired = snapshot.restore() if snapshot is not None else []
+            sys.stdout = sys.stderr = output
+            exercise = exercises.get(cell.exercise or "")
+            evidence = record(exercise, dict(shell.user_ns), job.seed) if exercise else {"missing": [cell.label]}
+            message = protocol.message(protocol.EVIDENCE, index=index, exercise=cell.exercise, data=evidence)
+            if not reporter.send({**message, "repaired": repaired[:20]}):
+                reporter.send({**message, "data": None, "problem": "too_large"})
+            continue
+        signal.alarm(job.limits.cell_seconds)
+        try:
+            result = shell.run_cell(cell.source, store_history=False, silent=False)
+            error = result.error_in_exec or result.error_before_exec
+        except BaseException as exc:  # CellTimeout raised outside the shell's own handler
+            error = exc
+        finally:
+            signal.alarm(0)
+        if error is not None:
+            reporter.send(protocol.message(protocol.CELL, index=index, label=cell.label, error=_error_text(error)))
+    reporter.send(protocol.message(protocol.DONE, index=len(job.cells), output_dropped=output.dropped))
