@@ -20,6 +20,8 @@ import nbformat
 import pytest
 from conftest import ROOT
 
+pytestmark = pytest.mark.xdist_group("grading")  # the sample class is graded once (a module fixture), on one worker
+
 SAMPLE = ROOT / "examples" / "submitted"
 MODULE = "M03"
 SEED = "0"
