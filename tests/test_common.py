@@ -393,6 +393,7 @@ def _qat_then_convert(model: torch.nn.Module, x: tuple[torch.Tensor, ...]) -> tu
         return prepared_code, converted.code, converted(*x)
 
 
+@pytest.mark.slow  # two QAT prepare + convert runs, one with every pattern traced: about 30 s
 @pytest.mark.filterwarnings("ignore:XNNPACKQuantizer is deprecated")
 def test_torchao_pattern_graphs_are_traced_once_and_are_the_same_graphs() -> None:
     from torchao.quantization.pt2e import qat_utils

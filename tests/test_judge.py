@@ -54,6 +54,7 @@ def test_a_check_that_raises_something_else_still_gives_a_verdict_without_a_trac
     assert verdicts and all(v["message"] and "Traceback" not in v["message"] for v in verdicts)
 
 
+@pytest.mark.slow  # a fresh process judges every notebook on 25 threads: about 40 s
 def test_judging_notebooks_on_threads_while_their_checks_import(tmp_path: Path) -> None:
     """``grade --jobs 2`` judges two notebooks on two threads; the first judging of a notebook imports its
     checks (which register themselves) while the other thread reads the registry. A fresh process, so
