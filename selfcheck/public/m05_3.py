@@ -21,16 +21,9 @@ from selfcheck.evidence import EvidenceError
 LINEAR = torch.ops.aten.linear.default
 
 
-def quantized_layer(seed: int) -> dict[str, Any]:
-    """Section B's layer, quantized and converted: its qparams, int8 weight, fp32 bias and int32 bias."""
-    from common.pt2e import (
-        Quantizer,
-        annotate_input_qspec_map,
-        annotate_output_qspec,
-        convert_pt2e,
-        export_module,
-        prepare_pt2e,
-    )
+def linear_quantizer() -> Any:
+    """Activations int8 affine, weights int8 per-tensor symmetric, bias left fp32 (what the rewrite expects)."""
+    from common.pt2e import Quantizer, annotate_input_qspec_map, annotate_output_qspec
     from common.qspecs import act_spec, weight_spec
 
     class LinearQuantizer(Quantizer):
@@ -45,10 +38,17 @@ def quantized_layer(seed: int) -> dict[str, Any]:
         def validate(self, model: GraphModule) -> None:
             pass
 
+    return LinearQuantizer()
+
+
+def quantized_layer(seed: int) -> dict[str, Any]:
+    """Section B's layer, quantized and converted: its qparams, int8 weight, fp32 bias and int32 bias."""
+    from common.pt2e import convert_pt2e, export_module, prepare_pt2e
+
     layer = torch.nn.Linear(16, 6).eval()
     with torch.no_grad():
         layer.bias.add_(0.5)
-    prepared = prepare_pt2e(export_module(layer, seeded_inputs(seed, (32, 16))), LinearQuantizer())
+    prepared = prepare_pt2e(export_module(layer, seeded_inputs(seed, (32, 16))), linear_quantizer())
     with torch.no_grad():
         for step in range(4):
             prepared(*seeded_inputs(seed * 1000 + step, (32, 16)))

@@ -7,34 +7,11 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.fx import GraphModule, Node
+from torch.fx import Node
 
 from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from selfcheck.evidence import EvidenceError, getattr_value, plain
-from selfcheck.public.m05_3 import PUBLIC, reference
-
-LINEAR = torch.ops.aten.linear.default
-
-
-def linear_quantizer() -> Any:
-    """Activations int8 affine, weights int8 per-tensor symmetric, bias left fp32 (what the rewrite expects)."""
-    from common.pt2e import Quantizer, annotate_input_qspec_map, annotate_output_qspec
-    from common.qspecs import act_spec, weight_spec
-
-    class LinearQuantizer(Quantizer):
-        def annotate(self, model: GraphModule) -> GraphModule:
-            for node in model.graph.nodes:
-                if node.op == "call_function" and node.target == LINEAR:
-                    annotate_input_qspec_map(node, node.args[0], act_spec())
-                    annotate_input_qspec_map(node, node.args[1], weight_spec(per_channel=False))
-                    annotate_output_qspec(node, act_spec())
-            return model
-
-        def validate(self, model: GraphModule) -> None:
-            pass
-
-    return LinearQuantizer()
-
+from selfcheck.public.m05_3 import LINEAR, PUBLIC, linear_quantizer, reference
 
 KINDS = ("typical", "saturating", "zero_point", "batched")
 
