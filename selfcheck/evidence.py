@@ -417,6 +417,38 @@ def describe_spec(spec: Any) -> Any:
     return encode_spec(spec)
 
 
+def sharing_groups(specs: dict[str, Any]) -> dict[str, list[str]]:
+    """Positions joined by ``SharedQuantizationSpec``, from described specs by position.
+
+    ``specs`` maps a position (an input edge ``"a → b"`` or an output ``"n 的輸出"``) to its
+    ``describe_spec``. Every position, and every position a shared spec points to, maps to the members of
+    its group (in the order they were met); ``min(group)`` names a group, the same however the sharing
+    was written.
+    """
+    parent = {position: position for position in specs}
+
+    def root(position: str) -> str:
+        while parent[position] != position:
+            position = parent[position]
+        return position
+
+    for position, spec in specs.items():
+        if not isinstance(spec, dict) or spec.get("kind") != "shared":
+            continue
+        of = spec.get("of") or {}
+        target = " → ".join(of["edge"]) if "edge" in of else f"{of['node']} 的輸出" if "node" in of else None
+        if target is None:
+            continue
+        parent.setdefault(target, target)
+        a, b = root(position), root(target)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    members: dict[str, list[str]] = {}
+    for position in parent:
+        members.setdefault(root(position), []).append(position)
+    return {position: members[root(position)] for position in parent}
+
+
 def edge_text(edge: Any) -> str:
     """An edge of ``describe_spec``'s evidence as a student reads it: ``a → b`` or ``a 的輸出``."""
     if isinstance(edge, dict) and isinstance(edge.get("edge"), list):

@@ -32,7 +32,7 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
-from selfcheck.evidence import describe_annotations, getattr_value, qdq_kind, safe_text
+from selfcheck.evidence import describe_annotations, getattr_value, qdq_kind, safe_text, sharing_groups
 
 TITLE = "BackendQuantizer：自己的後端 Quantizer，lower 到 XNNPACK、在 ExecuTorch runtime 執行"
 
@@ -411,30 +411,10 @@ def label_summary(annotations: dict[str, Any], ops: dict[str, str]) -> dict[str,
                 specs[f"{source} → {name}"] = spec
         if ann.get("output") is not None:
             specs[f"{name} 的輸出"] = ann["output"]
-    parent = {p: p for p in specs}
-
-    def root(position: str) -> str:
-        while parent[position] != position:
-            position = parent[position]
-        return position
-
-    for position, spec in specs.items():
-        if not isinstance(spec, dict) or spec.get("kind") != "shared":
-            continue
-        of = spec.get("of") or {}
-        target = " → ".join(of["edge"]) if "edge" in of else f"{of['node']} 的輸出" if "node" in of else None
-        if target is None:
-            continue
-        parent.setdefault(target, target)
-        a, b = root(position), root(target)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    members: dict[str, list[str]] = {}
-    for position in parent:
-        members.setdefault(root(position), []).append(position)
+    groups = sharing_groups(specs)
 
     def entry(position: str) -> list[Any]:
-        group = members[root(position)]
+        group = groups[position]
         real = [specs[p] for p in group if p in specs and specs[p].get("kind") != "shared"]
         return [_spec_text(real[0]) if real else None, min(group)]
 

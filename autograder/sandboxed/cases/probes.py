@@ -36,7 +36,7 @@ from common.pt2e import (
     prepare_pt2e,
 )
 from selfcheck.casekit import seeded_inputs
-from selfcheck.evidence import describe_annotations, describe_converted, describe_prepared
+from selfcheck.evidence import describe_annotations, describe_converted, describe_prepared, sharing_groups
 from selfcheck.probes import ChainQuantizer
 
 __all__ = ["ChainQuantizer"]  # the cases import it from here with the other probes
@@ -251,36 +251,10 @@ def label_groups(gm: GraphModule) -> dict[str, Any]:
         if ann["output"] is not None:
             specs[position_text(("out", name))] = ann["output"]
             owner[position_text(("out", name))] = (name, False)
-    parent = {p: p for p in specs}
-
-    def root(p: str) -> str:
-        while parent[p] != p:
-            p = parent[p]
-        return p
-
-    for position, spec in specs.items():
-        if spec.get("kind") != "shared":
-            continue
-        of = spec.get("of", {})
-        target = (
-            position_text(("edge", *of["edge"]))
-            if "edge" in of
-            else position_text(("out", of["node"]))
-            if "node" in of
-            else None
-        )
-        if target is None:
-            continue
-        parent.setdefault(target, target)
-        a, b = root(position), root(target)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    members: dict[str, list[str]] = {}
-    for p in parent:
-        members.setdefault(root(p), []).append(p)
+    groups = sharing_groups(specs)
     positions = {}
     for position in specs:
-        group = members[root(position)]
+        group = groups[position]
         real = [specs[p] for p in group if p in specs and specs[p].get("kind") != "shared"]
         node, constant = owner[position]
         positions[position] = {
