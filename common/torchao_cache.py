@@ -22,7 +22,6 @@ result: ``tests/test_common.py`` compares each with torchao's own.
 from __future__ import annotations
 
 import copy
-import hashlib
 import sys
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -71,7 +70,7 @@ def _closure_value_key(value: Any) -> Hashable:
     if isinstance(value, PLAIN):
         return (type(value), value)
     if callable(value) and not isinstance(value, torch.nn.Module | torch.Tensor):
-        return _callable_key(value) if getattr(value, "__code__", None) is not None else ("object", value)
+        return _callable_key(value)
     raise Unkeyable(type(value).__name__)
 
 
@@ -138,24 +137,20 @@ SEARCH_CAPACITY = 4096
 _SEARCH_HELPERS = ("_non_linear_param_search", "_compute_quantization_error", "_get_norm")
 
 
-def _digest(tensor: torch.Tensor) -> tuple[Any, ...]:
-    data = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
-    return (tensor.dtype, tuple(tensor.shape), hashlib.blake2b(data.numpy().tobytes(), digest_size=16).digest())
-
-
 def histogram_key(observer: Any, base: type) -> Hashable | None:
     """What ``base._non_linear_param_search`` reads of ``observer``, or ``None`` when it cannot be trusted
     to be the same computation (a subclass, a replaced helper, a tensor off the CPU)."""
     if type(observer) is not base or any(name in vars(observer) for name in _SEARCH_HELPERS):
         return None
     tensors = (observer.histogram, observer.min_val, observer.max_val)
-    if not all(
-        type(t) in (torch.Tensor, torch.nn.Parameter) and t.device.type == "cpu" and not t.is_quantized for t in tensors
-    ):
+    if not all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in tensors):
         return None
     if type(observer.bins) is not int or type(observer.dst_nbins) is not int:
         return None
-    return (observer.bins, observer.dst_nbins, *(_digest(t) for t in tensors))
+    try:  # by their bytes; a quantized tensor or one off the CPU is Unkeyable
+        return (observer.bins, observer.dst_nbins, *(value_key(t) for t in tensors))
+    except Unkeyable:
+        return None
 
 
 def remembering_searches(search: Callable[[Any], Any], base: type) -> Callable[[Any], Any]:
