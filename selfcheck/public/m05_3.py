@@ -98,10 +98,11 @@ def reference(layer: dict[str, Any], x_q: torch.Tensor) -> torch.Tensor:
     return out.to(torch.int32)
 
 
-def judge(ns: Namespace, layer: dict[str, Any], x_q: torch.Tensor) -> dict[str, Any]:
-    """dtype, shape, and the number of outputs more than 1 LSB from the reference."""
+def call_int8_linear(ns: Namespace, layer: dict[str, Any], x_q: torch.Tensor) -> Any:
+    """The student's ``int8_linear`` on ``layer``'s int8 weight and int32 bias and its qparams (copies of
+    the tensors: an answer that writes into them changes nothing else)."""
     p = layer["params"]
-    out = ns["int8_linear"](
+    return ns["int8_linear"](
         x_q.clone(),
         layer["w_q"].clone(),
         layer["b_q"].clone(),
@@ -111,6 +112,11 @@ def judge(ns: Namespace, layer: dict[str, Any], x_q: torch.Tensor) -> dict[str, 
         p["out_scale"],
         p["out_zp"],
     )
+
+
+def judge(ns: Namespace, layer: dict[str, Any], x_q: torch.Tensor) -> dict[str, Any]:
+    """dtype, shape, and the number of outputs more than 1 LSB from the reference."""
+    out = call_int8_linear(ns, layer, x_q)
     if type(out) is not torch.Tensor:
         raise EvidenceError(f"int8_linear 應該回傳 torch.Tensor，看到 {type(out).__name__}")
     want = reference(layer, x_q)

@@ -11,7 +11,7 @@ from torch.fx import Node
 
 from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from selfcheck.evidence import EvidenceError, getattr_value, plain
-from selfcheck.public.m05_3 import LINEAR, PUBLIC, linear_quantizer, reference
+from selfcheck.public.m05_3 import LINEAR, PUBLIC, call_int8_linear, linear_quantizer, reference
 
 KINDS = ("typical", "saturating", "zero_point", "batched")
 
@@ -129,22 +129,12 @@ def describe_tensor(result: Any) -> dict[str, Any]:
 def _case(kind: str) -> Any:
     def case(ns: Namespace, seed: int) -> Any:
         layer = hidden_layers(seed)[kind]
-        p = layer["params"]
-        out = ns["int8_linear"](
-            layer["x_q"].clone(),
-            layer["w_q"].clone(),
-            layer["b_q"].clone(),
-            p["x_scale"],
-            p["x_zp"],
-            p["w_scale"],
-            p["out_scale"],
-            p["out_zp"],
-        )
+        out = call_int8_linear(ns, layer, layer["x_q"])
         reference = layer["reference"]
         return {
             "result": describe_tensor(out),
             "reference": {"shape": list(reference.shape), "values": [int(v) for v in reference.flatten()]},
-            "params": p,
+            "params": layer["params"],
         }
 
     return case
