@@ -314,3 +314,34 @@ def test_xnnpack_nodes_reads_an_fp32_relu_whose_clamp_is_unbounded() -> None:
 
     nodes = backends.xnnpack_nodes(backends.lower_to_xnnpack(ReluAdd().eval(), (torch.randn(2, 4),)))
     assert ("Clamp", "fp32") in [node for graph in nodes for node in graph], nodes
+
+
+def test_a_lowering_is_kept_with_the_kernel_libraries_it_ran_beside(model_and_inputs, monkeypatch) -> None:
+    """M08-3's ``backend_run`` lowers a graph once, failure or not, until another ExecuTorch kernel
+    library is imported (out variants and kernels it registers can turn a failed stage into a done one)."""
+    import types
+
+    from selfcheck.public import m08_3
+
+    model, inputs = model_and_inputs
+    graph = export_module(model, inputs)
+    outcomes = iter([m08_3.BackendRun(stage="pte", error="RuntimeError: Missing out variants"), m08_3.BackendRun()])
+    lowered = []
+
+    def fake_backend_run(gm, example):
+        lowered.append(gm)
+        run = next(outcomes)
+        if run.error is None:
+            run.stage, run.outputs = "done", torch.zeros(1)
+        return run
+
+    monkeypatch.setattr(m08_3, "_runs", collections.OrderedDict())
+    monkeypatch.setattr(m08_3, "_backend_run", fake_backend_run)
+    first, again = m08_3.backend_run(graph, inputs), m08_3.backend_run(graph, inputs)
+    assert len(lowered) == 1 and first.stage == again.stage == "pte" and first.error == again.error
+    monkeypatch.setitem(sys.modules, "executorch.kernels.course_probe", types.ModuleType("probe"))
+    after_import = m08_3.backend_run(graph, inputs)
+    assert len(lowered) == 2 and after_import.ok
+    other_inputs = (inputs[0] + 1,)
+    with pytest.raises(StopIteration):  # other inputs: lowered anew
+        m08_3.backend_run(graph, other_inputs)

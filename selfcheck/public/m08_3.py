@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import hashlib
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -221,20 +222,27 @@ def backend_run(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> BackendRu
     shapes, save it as a ``.pte``, load it in the ExecuTorch runtime and run it on ``inputs``.
 
     Lowering costs seconds; a GraphModule with the same code and constants, run on the same
-    inputs, gives the same program, so the last few results that ran are kept (a copy is
-    returned). A failure is not kept: whether a stage fails can depend on what was imported
-    since (``import executorch.kernels.quantized`` registers out variants).
+    inputs, gives the same program, so the last few results are kept (a copy is returned).
+    Whether a stage fails also depends on the kernel libraries loaded since (``import
+    executorch.kernels.quantized`` registers out variants: M08-3 E), so they are part of the key.
     """
     key = _run_key(model, inputs)
+    if key is not None:
+        key += "|" + ",".join(_kernel_libraries())
     if key is not None and key in _runs:
         _runs.move_to_end(key)
         return _copy_run(_runs[key])
     run = _backend_run(model, inputs)
-    if key is not None and run.ok:  # a failure can depend on what is imported (M08-3 E: out variants)
+    if key is not None:
         _runs[key] = _copy_run(run)
         while len(_runs) > RUN_CACHE_SIZE:
             _runs.popitem(last=False)
     return run
+
+
+def _kernel_libraries() -> list[str]:
+    """The ExecuTorch kernel libraries imported in this process: each registers out variants and kernels."""
+    return sorted(name for name in sys.modules if name.startswith("executorch.kernels."))
 
 
 def _copy_run(run: BackendRun) -> BackendRun:
