@@ -16,10 +16,10 @@ import nbformat
 import pytest
 from conftest import ROOT
 from nbgrader.validator import Validator
-from traitlets.config import Config
 
 from autograder.course import source_notebooks
 from autograder.maintenance.outputs import errors_and_noise, notebook_difference
+from autograder.maintenance.release import validation_config
 
 
 class RecordingValidator(Validator):
@@ -33,11 +33,7 @@ class RecordingValidator(Validator):
 
 
 def validator(invert: bool) -> RecordingValidator:
-    config = Config()
-    config.Validator.invert = invert
-    config.Execute.timeout = 600
-    config.Execute.shutdown_kernel = "immediate"  # as autograder.maintenance.execute: 1.5 s less per notebook
-    return RecordingValidator(config=config)
+    return RecordingValidator(config=validation_config(invert))
 
 
 def _id(path: Path) -> str:
