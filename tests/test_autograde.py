@@ -56,9 +56,9 @@ is the solutions, the untouched notebooks and the wrong solutions (every noteboo
 untouched and wrong); ``tests/test_hostile.py`` grades a whole class of attacks on its own."""
 attack_modules = pytest.mark.parametrize("graded", ATTACK_MODULES, indirect=True)
 
-COMPARED_NOTEBOOK = {"M06": "M06-2", "M07": "M07-3", "M08": "M08-2"}
-"""The notebook of a later module on which ``grade`` re-grades the class to compare with nbgrader: the one
-whose solution runs fastest (test_notebooks: 10, 12 and 27 s against up to 17, 41 and 69 s)."""
+COMPARED_NOTEBOOK = {"M02": "M02-3", "M04": "M04-2", "M05": "M05-1", "M06": "M06-2", "M07": "M07-3", "M08": "M08-2"}
+"""The notebook of a module without attacks on which ``grade`` re-grades the class to compare with nbgrader
+(its solution, untouched and first wrong student): the one that runs fastest in test_notebooks."""
 
 
 def only_notebook(folder: Path, notebook: str, into: Path) -> Path:
@@ -327,18 +327,16 @@ def test_grade_gives_the_scores_nbgrader_gives(graded: Graded, tmp_path: Path) -
     from autograder.engine.submission import class_folders
 
     folders = class_folders(graded.course / "submitted", graded.module)
-    # grading twice costs: the attack modules compare attackers and wrong students too, the other short
-    # modules wrong students; a later module (training, lowering to ExecuTorch: the same machinery, ten
-    # times the seconds) compares full and untouched marks on its notebook that grades fastest
-    # (``COMPARED_NOTEBOOK``)
-    if graded.module in ATTACK_MODULES:
-        compared_students = {"solution", "untouched", "exit", "writer", *list(graded.wrong)[:2]}
-    elif graded.module not in COMPARED_NOTEBOOK:
-        compared_students = {"solution", "untouched", *list(graded.wrong)[:2]}
-    else:
-        compared_students = {"solution", "untouched"}
-    folders = {student: folder for student, folder in folders.items() if student in compared_students}
+    # grading twice costs: the attack modules compare attackers and wrong students too, on every notebook;
+    # every other module (the same machinery: training, lowering to ExecuTorch, ten times the seconds)
+    # compares full, untouched and wrong marks on its notebook that grades fastest (``COMPARED_NOTEBOOK``)
     notebook = COMPARED_NOTEBOOK.get(graded.module)
+    if notebook is None:
+        compared_students = {"solution", "untouched", "exit", "writer", *list(graded.wrong)[:2]}
+    else:
+        compared_students = {"solution", "untouched", f"wrong-{notebook}-0"}
+    assert compared_students <= set(folders), f"{graded.module}: {compared_students - set(folders)} not in the class"
+    folders = {student: folder for student, folder in folders.items() if student in compared_students}
     if notebook is not None:
         folders = {
             student: folder and only_notebook(folder, notebook, tmp_path / student)
