@@ -176,13 +176,16 @@ SLOW_FILES = frozenset(
         "test_hostile_replay.py",
         "test_grading.py",  # the sample class, graded
         "test_isa.py",  # every preview under every instruction-set profile
+        "test_isolation.py",  # sandboxes started and attacked, a few seconds each
+        "test_release.py",  # nbgrader generate_assignment per module
+        "test_warm.py",  # fork servers warmed and compared with cold ones
         "test_notebooks.py",  # every source notebook, executed
         "test_site.py",  # the site, built and opened in Chromium
         "test_unanswered.py",  # every release notebook, executed unanswered
     }
 )
-"""Test files whose every test needs minutes of notebooks, classes or profiles: ``make test`` runs them,
-``make test-fast`` (``-m "not slow"``) leaves them out."""
+"""Test files whose tests run whole notebooks, nbgrader, instruction-set profiles or sandboxes (seconds to
+minutes each): ``make test`` runs them, ``make test-fast`` (``-m "not slow"``) leaves them out."""
 
 
 def is_slow(item: pytest.Item) -> bool:

@@ -13,6 +13,7 @@ this CPU offers; the tests run the same checks (``tests/test_isa.py``).
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -35,8 +36,15 @@ NATIVE = "native"
 VARIABLES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
 
 
+@functools.cache
 def native_capability() -> str:
-    """What torch picks on this machine with nothing capped: ``DEFAULT``, ``AVX2``, ``AVX512`` (x86)."""
+    """What torch picks on this machine with nothing capped: ``DEFAULT``, ``AVX2``, ``AVX512`` (x86).
+
+    Asked of this process's torch when nothing caps it, else of a fresh process without the caps."""
+    if not any(variable in os.environ for variable in VARIABLES):
+        import torch
+
+        return torch.backends.cpu.get_cpu_capability()
     code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
     env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
