@@ -242,6 +242,7 @@ def run_outside(venv: Path, nb: nbformat.NotebookNode, where: Path) -> nbformat.
     return nbformat.read(work / "out.ipynb", as_version=4)
 
 
+@pytest.mark.slow  # a whole notebook in a kernel of its own
 def test_answered_release_notebook_runs_with_only_the_wheel(wheel: Path, tmp_path_factory) -> None:
     where = tmp_path_factory.mktemp("student")
     assert not where.resolve().is_relative_to(ROOT)
