@@ -25,13 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def run_one(path: str) -> None:
+def run_one(path: str, shutdown: str = "immediate") -> None:
     """Child mode: execute one notebook, print seconds and the kernel's peak RSS as JSON."""
     from autograder.maintenance.execute import execute
 
     nb = nbformat.read(path, as_version=4) if path != "-" else floor_notebook()
     start = time.perf_counter()
-    execute(nb, Path(path).parent if path != "-" else ROOT)
+    execute(nb, Path(path).parent if path != "-" else ROOT, shutdown=shutdown)
     seconds = time.perf_counter() - start
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the kernel, reaped after execute
     print(json.dumps({"seconds": seconds, "peak_mb": peak_kb / 1024}))
@@ -44,9 +44,9 @@ def floor_notebook() -> nbformat.NotebookNode:
     return nb
 
 
-def measure(path: str) -> dict[str, float]:
+def measure(path: str, shutdown: str = "immediate") -> dict[str, float]:
     out = subprocess.run(
-        [sys.executable, __file__, "--one", path], capture_output=True, text=True, check=True, cwd=ROOT
+        [sys.executable, __file__, "--one", path, shutdown], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -67,8 +67,13 @@ def main(paths: list[str]) -> None:
     imported = import_seconds()
     floor = measure("-")
     print(f"import common.pt2e（新的直譯器，3 次中位數）：{imported:.2f} 秒")
+    graceful = measure("-", "graceful")
     print(
         f"只 import common.pt2e 的一格 notebook（含 kernel 啟動）：{floor['seconds']:.2f} 秒，尖峰 {floor['peak_mb']:.0f} MB"
+    )
+    print(
+        f"  同一本等 kernel 自己結束（graceful）：{graceful['seconds']:.2f} 秒；"
+        f"直接結束 kernel（immediate，課程的做法）/ graceful = {floor['seconds'] / graceful['seconds']:.2f}"
     )
     print()
     print(f"{'notebook':<10} {'秒':>7} {'尖峰 MB':>8} {'扣掉 floor 的秒數':>16}")
@@ -82,7 +87,7 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--one":
-        run_one(sys.argv[2])
+    if len(sys.argv) == 4 and sys.argv[1] == "--one":
+        run_one(sys.argv[2], sys.argv[3])
     else:
         main(sys.argv[1:])

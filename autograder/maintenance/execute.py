@@ -12,10 +12,15 @@ CELL_TIMEOUT = 600
 
 
 def execute(
-    nb: nbformat.NotebookNode, cwd: Path, allow_errors: bool = False, env: dict[str, str] | None = None
+    nb: nbformat.NotebookNode,
+    cwd: Path,
+    allow_errors: bool = False,
+    env: dict[str, str] | None = None,
+    shutdown: str = "immediate",
 ) -> nbformat.NotebookNode:
     """Run every cell of ``nb`` in a fresh python3 kernel started in ``cwd`` (with ``env``, else this
-    process's environment); returns ``nb``."""
+    process's environment); returns ``nb``. The kernel is thrown away afterwards: ``immediate`` kills it,
+    sparing the 1.5 s a torch kernel takes to exit ``graceful``-ly (``bench/notebooks.py`` compares)."""
     client = NotebookClient(
         nb,
         timeout=CELL_TIMEOUT,
@@ -23,8 +28,7 @@ def execute(
         resources={"metadata": {"path": str(cwd)}},
         allow_errors=allow_errors,
         record_timing=False,
-        # the kernel is thrown away: killing it spares the 1.5 s a torch kernel takes to exit gracefully
-        shutdown_kernel="immediate",
+        shutdown_kernel=shutdown,
     )
     if env is None:
         client.execute()
