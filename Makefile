@@ -35,7 +35,8 @@ test: $(READY)
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup --durations=20
 
 ## make test-fast: between commits: lint, then every test but whole notebooks, nbgrader classes, the
-## site and the instruction-set profiles, and the hidden checks on seed 0 only (tests/conftest.py SLOW_FILES)
+## site, the instruction-set profiles, the sandbox's isolation and warming and release generation, and the
+## hidden checks on seed 0 only (tests/conftest.py SLOW_FILES)
 test-fast: $(READY)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
