@@ -5,6 +5,10 @@ outputs are current. (That an untouched release notebook fails every graded cell
 One execution per notebook serves both: nbgrader's Validator executes the notebook and
 we keep the executed copy to compare its outputs with the committed ones, as any CPU may
 print them (``autograder.maintenance.outputs``: text exactly, numbers within what another CPU changes).
+
+The notebook runs as another CPU would run it (``isa.rotation(module, 1)``): the committed outputs
+were made on the maintainer's machine, and the nbgrader class of ``test_autograde`` runs the same
+solution on a third profile up to its last graded cell (a graded run stops there).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from conftest import ROOT
 from nbgrader.validator import Validator
 
 from autograder.course import source_notebooks
+from autograder.maintenance import isa
 from autograder.maintenance.outputs import errors_and_noise, notebook_difference
 from autograder.maintenance.release import validation_config
 
@@ -44,16 +49,23 @@ SOURCES = source_notebooks()
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=_id)
-def test_source_notebook_runs_validates_and_is_current(path: Path) -> None:
+def test_source_notebook_runs_validates_and_is_current(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = isa.rotation(path.parent.name, 1)
+    for variable in isa.VARIABLES:  # the kernel nbgrader starts inherits this process's environment
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in isa.environment(profile, {}).items():
+        monkeypatch.setenv(variable, value)
     checker = validator(invert=False)
     report: dict[str, Any] = checker.validate(str(path))
     assert not report, f"nbgrader validate failed on {path.name}: {report}"
     assert checker.executed is not None
     errors = errors_and_noise(checker.executed)
-    assert not errors, f"{path.name}: errors or stderr output (warnings?) in cells: {errors}"
+    assert not errors, (
+        f"{path.name} under the {profile} profile: errors or stderr output (warnings?) in cells: {errors}"
+    )
     stale = notebook_difference(nbformat.read(path, as_version=4), checker.executed)
     assert stale is None, (
-        f"{path.name}: committed output is stale ({stale}); run `pt2e-course execute {path.relative_to(ROOT)}`"
+        f"{path.name} under the {profile} profile: committed output is stale ({stale}); run `pt2e-course execute {path.relative_to(ROOT)}`"
     )
 
 

@@ -224,7 +224,18 @@ def prepare(student: nbformat.NotebookNode, source: nbformat.NotebookNode) -> Pr
         elif cell.get("cell_type") == "code":
             prepared.cells.append(RunCell("code", _source(cell), f"第 {index} 格"))
     put_back_missing(None)
+    prepared.cells = through_last_collect(prepared.cells)
     return prepared
+
+
+def through_last_collect(cells: list[RunCell]) -> list[RunCell]:
+    """``cells`` up to the last evidence collection: what runs after it can change no score.
+
+    A chapter goes on after its last graded cell (drawings, a lowering to ExecuTorch, the 小結's
+    asserts); a graded run that stops there costs M08-3 a third of its time. A notebook with no
+    graded cell left is run whole, for the errors its feedback names."""
+    last = max((i for i, cell in enumerate(cells) if cell.kind == "collect"), default=len(cells) - 1)
+    return cells[: last + 1]
 
 
 # --- finding a student's notebooks ------------------------------------------------------------------

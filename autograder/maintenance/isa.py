@@ -59,6 +59,18 @@ def available() -> list[str]:
     return [NATIVE, *order[: top + 1]]
 
 
+def rotation(module: str, turn: int = 0) -> str:
+    """The capped profile (never ``native``) that ``module``'s notebooks run under in the tests, ``turn`` 0 or 1.
+
+    The modules take turns over the profiles this CPU offers below its own, and turn 1 is the next one
+    over: the graded run of the nbgrader class (``tests/test_autograde.py``, turn 0) and the whole-notebook
+    run (``tests/test_notebooks.py``, turn 1) see two different CPUs wherever this one offers two."""
+    from autograder.course import modules
+
+    others = [p for p in available() if p != NATIVE]
+    return others[(modules().index(module) + turn) % len(others)]
+
+
 def environment(profile: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """``base`` (default: this process's environment) with ``profile``'s caps, or without any for ``native``."""
     env = {k: v for k, v in (os.environ if base is None else base).items() if k not in VARIABLES}
