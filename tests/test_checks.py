@@ -7,7 +7,6 @@ one, so that a check passing by accident of one seed's hidden models shows up.
 
 from __future__ import annotations
 
-import importlib
 import json
 
 import pytest
@@ -16,7 +15,7 @@ from conftest import RightSolution, WrongSolution, right_solutions, wrong_soluti
 from autograder.checks.support import CHECKS
 from autograder.engine.judge import judge
 from autograder.engine.reference_evidence import reference_evidence
-from autograder.sandboxed.cases.base import exercises_of, module_name
+from autograder.sandboxed.cases.base import exercises_of
 from autograder.sandboxed.record import record_exercise
 from autograder.sandboxed.replay import derive
 
@@ -44,11 +43,12 @@ def verdicts_for(notebook: str, exercise: str, namespace: dict, seed: int) -> li
 @pytest.mark.parametrize(("notebook", "exercise"), all_exercises())
 @pytest.mark.parametrize("seed", SEEDS)
 def test_answer_key_gets_full_marks(notebook: str, exercise: str, seed: int) -> None:
+    # the key's evidence is recorded, sent as JSON and replayed like a student's (``record_and_derive``,
+    # the path of ``verdicts_for``): judged against itself, as the grader judges a copy of the key
     evidence = reference_evidence(notebook, exercise, seed)
     errors = {case: r for case, r in evidence["cases"].items() if "error" in r}
     assert not errors, f"the answer key fails its own cases: {errors}"
-    answers = importlib.import_module(f"autograder.keys.{module_name(notebook)}")
-    verdicts = verdicts_for(notebook, exercise, dict(vars(answers)), seed)
+    verdicts = judge({"notebook": notebook, "seed": seed, "exercises": {exercise: evidence}}, [exercise])
     assert verdicts and all(v["passed"] for v in verdicts), [v for v in verdicts if not v["passed"]]
     assert len(verdicts) == len(CHECKS[(notebook, exercise)])
 
