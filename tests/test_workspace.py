@@ -33,6 +33,7 @@ def test_lab_passes_jupyterlab_options_through(monkeypatch: pytest.MonkeyPatch, 
     assert done.value.code == 0
     assert calls and calls[0][-4:] == ["--no-browser", "--ip", "0.0.0.0", "--port=8899"]
     assert f"--ServerApp.root_dir={tmp_path / 'work'}" in calls[0]
+    assert sorted((tmp_path / "work").glob("M*/*.ipynb")), "the working copy is made where WORK points"
 
 
 def test_other_commands_still_refuse_unknown_options() -> None:

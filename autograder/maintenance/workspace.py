@@ -17,8 +17,10 @@ from autograder.course import RELEASE, ROOT, SOURCE
 WORK = ROOT / "work"
 
 
-def make_working_copy(work: Path = WORK) -> list[Path]:
-    """Copy the release notebooks that are not in ``work`` yet; returns the ones copied."""
+def make_working_copy(work: Path | None = None) -> list[Path]:
+    """Copy the release notebooks that are not in ``work`` (default ``WORK``, read when called) yet; returns
+    the ones copied."""
+    work = WORK if work is None else work
     copied = []
     for path in sorted(RELEASE.glob("M*/*.ipynb")):
         target = work / path.relative_to(RELEASE)
@@ -53,7 +55,7 @@ def open_lab(solutions: bool = False, extra: list[str] | None = None) -> int:
         print(f"打開 source/（含解答；{trust_solutions()} 本已執行的 notebook 已信任，圖會直接顯示）")
         folder = SOURCE
     else:
-        copied = make_working_copy()
-        print(f"打開你的作業副本 {WORK}（新複製了 {len(copied)} 本；已經在的不會被覆蓋）")
         folder = WORK
+        copied = make_working_copy(folder)
+        print(f"打開你的作業副本 {folder}（新複製了 {len(copied)} 本；已經在的不會被覆蓋）")
     return subprocess.call(lab_command(folder, list(extra or [])))
