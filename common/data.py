@@ -194,20 +194,25 @@ def state_digest(state: dict[str, torch.Tensor]) -> str:
 
 
 class WeightsDamaged(RuntimeError):
-    """The shipped digits weights are missing or are not the ones the course was made with."""
+    """Shipped weights (the digits CNN's, TinyLM's) are missing or are not the ones the course was made with."""
+
+
+def load_shipped(path: Path, sha256: str, what: str) -> dict[str, torch.Tensor]:
+    """The state dict saved in ``path``, if its ``state_digest`` is ``sha256``; else ``WeightsDamaged`` naming ``what``."""
+    try:
+        state = torch.load(path, weights_only=True)
+    except Exception as exc:  # missing, or not a checkpoint (torch raises several kinds)
+        raise WeightsDamaged(
+            f"讀不到課程附的 {what} 權重 {path.name}（{type(exc).__name__}）：請重新安裝課程套件"
+        ) from None
+    if not isinstance(state, dict) or state_digest(state) != sha256:
+        raise WeightsDamaged(f"課程附的 {what} 權重 {path.name} 和課程不符（checksum 不對）：請重新安裝課程套件")
+    return state
 
 
 @functools.cache
 def _shipped_state() -> dict[str, torch.Tensor]:
-    try:
-        state = torch.load(WEIGHTS, weights_only=True)
-    except Exception as exc:  # missing, or not a checkpoint (torch raises several kinds)
-        raise WeightsDamaged(
-            f"讀不到課程附的 digits 權重 {WEIGHTS.name}（{type(exc).__name__}）：請重新安裝課程套件"
-        ) from None
-    if not isinstance(state, dict) or state_digest(state) != WEIGHTS_SHA256:
-        raise WeightsDamaged(f"課程附的 digits 權重 {WEIGHTS.name} 和課程不符（checksum 不對）：請重新安裝課程套件")
-    return state
+    return load_shipped(WEIGHTS, WEIGHTS_SHA256, "digits")
 
 
 def new_digits_net(seed: int = TRAIN_SEED) -> DigitsNet:

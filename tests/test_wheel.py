@@ -100,6 +100,10 @@ def test_wheel_holds_the_student_side_only(wheel: Path) -> None:
     ]
     lacking = [name for name in needed if name not in files]
     assert not lacking, f"the wheel lacks what the previews need: {lacking}"
+    weights = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "common").glob("*.pt"))
+    assert {"common/digits_weights.pt", "common/tinylm_weights.pt"} <= set(weights)
+    lacking = [name for name in weights if files.get(name) != (ROOT / name).read_bytes()]
+    assert not lacking, f"the wheel lacks the shipped weights (pyproject.toml's package-data): {lacking}"
 
 
 def _code_lines(lines: list[str]) -> list[str]:
