@@ -36,7 +36,7 @@ test: $(READY)
 
 ## make test-fast: between commits: lint, then every test but whole notebooks, nbgrader classes, the
 ## site, the instruction-set profiles, the sandbox's isolation and warming and release generation, and the
-## hidden checks on seed 0 only (tests/conftest.py SLOW_FILES)
+## hidden checks on seed 0 only, M08-3's fixtures left out (tests/conftest.py SLOW_FILES, LOWERING_NOTEBOOKS)
 test-fast: $(READY)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
