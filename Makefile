@@ -57,6 +57,7 @@ wheel: $(READY)
 bench: $(READY)
 	$(BIN)/python bench/notebooks.py
 	$(BIN)/python bench/grading.py
+	$(BIN)/python bench/graded_run.py
 	$(BIN)/python bench/threads.py
 
 clean:

@@ -102,3 +102,13 @@ def test_the_previews_can_still_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     assert problems[case] is not None and layer in problems[case]
     with pytest.raises(ChecksFailed):
         public_problems(notebook, exercise, {})
+
+
+def test_each_module_meets_every_capped_profile_across_the_three_notebook_runs() -> None:
+    from autograder.course import modules
+
+    capped = [p for p in PROFILES if p != isa.NATIVE]
+    for module in modules():
+        turns = [isa.rotation(module, turn) for turn in range(3)]
+        assert isa.NATIVE not in turns
+        assert set(turns) == set(capped) if len(capped) <= 3 else len(set(turns)) == 3, (module, turns)

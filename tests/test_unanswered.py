@@ -3,8 +3,9 @@
 The release notebooks ship the outputs of such a run (drawings and tables that need no
 answer), and those outputs are checked to be what the run shows today.
 
-Every release notebook runs top to bottom with no answer filled in, on the plainest CPU kernels
-(``PROFILE``: a student's machine is not this one); every graded test cell
+Every release notebook runs top to bottom with no answer filled in, as another CPU would run it
+(``isa.rotation(module, 2)``: with ``test_autograde``'s turn 0 and ``test_notebooks``' turn 1, each
+module runs under every capped profile this CPU offers, up to three); every graded test cell
 fails (what ``nbgrader validate --invert`` checks, from the same run). The only errors allowed
 are the stubs' ``NotImplementedError``, the preview's failed checks, and the one-line
 "先完成練習 N" of a cell that needs an answer (``common.exercises.after_exercise``).
@@ -19,14 +20,13 @@ import nbformat
 import pytest
 
 from autograder.course import RELEASE
+from autograder.maintenance import isa
 from autograder.maintenance.outputs import notebook_difference
 from autograder.maintenance.release import run_unanswered, without_answers_outputs
 from common.exercises import ExerciseNotDone, after_exercise
 
 ALLOWED = {"NotImplementedError", "ChecksFailed", "ExerciseNotDone"}
 RELEASED = sorted(RELEASE.glob("M*/*.ipynb"))
-PROFILE = "default"
-"""Students' CPUs are not this one: the unanswered run is on the plainest kernels (``autograder.maintenance.isa``)."""
 
 
 def errors_of(nb: nbformat.NotebookNode) -> list[tuple[int, str, str]]:
@@ -41,7 +41,7 @@ def errors_of(nb: nbformat.NotebookNode) -> list[tuple[int, str, str]]:
 @pytest.mark.parametrize("path", RELEASED, ids=lambda p: p.stem)
 def test_release_notebook_runs_unanswered_with_only_explained_errors(path: Path) -> None:
     committed = nbformat.read(path, as_version=4)
-    nb = run_unanswered(copy.deepcopy(committed), PROFILE)
+    nb = run_unanswered(copy.deepcopy(committed), isa.rotation(path.parent.name, 2))
     unexplained = [(i, name, value[:200]) for i, name, value in errors_of(nb) if name not in ALLOWED]
     assert not unexplained, f"{path.stem}: cells fail unanswered with errors that do not say what to do: {unexplained}"
     passing = [  # what `nbgrader validate --invert` asks: no graded test cell passes before it is answered

@@ -60,11 +60,12 @@ def available() -> list[str]:
 
 
 def rotation(module: str, turn: int = 0) -> str:
-    """The capped profile (never ``native``) that ``module``'s notebooks run under in the tests, ``turn`` 0 or 1.
+    """The capped profile (never ``native``) that ``module``'s notebooks run under in the tests, on ``turn``.
 
-    The modules take turns over the profiles this CPU offers below its own, and turn 1 is the next one
-    over: the graded run of the nbgrader class (``tests/test_autograde.py``, turn 0) and the whole-notebook
-    run (``tests/test_notebooks.py``, turn 1) see two different CPUs wherever this one offers two."""
+    The modules take turns over the capped profiles this CPU offers, and each turn is the next one over:
+    the graded run of the nbgrader class (``tests/test_autograde.py``, turn 0), the whole source notebook
+    (``tests/test_notebooks.py``, turn 1) and the unanswered release notebook (``tests/test_unanswered.py``,
+    turn 2) each see another CPU, and together every capped profile (up to three)."""
     from autograder.course import modules
 
     others = [p for p in available() if p != NATIVE]
