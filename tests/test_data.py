@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
-from common import data
+from common import data, tinylm
 
 
 def test_split_is_the_bundled_digits_without_overlap() -> None:
@@ -49,22 +51,38 @@ def test_model_is_a_fresh_copy_of_the_shipped_weights_in_eval_mode() -> None:
     assert 0.97 <= accuracy <= 1.0, accuracy
 
 
-def test_damaged_weights_are_refused_with_a_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    state = {k: v.clone() for k, v in data.digits_model().state_dict().items()}
-    state["fc.bias"][0] += 1e-6  # one value changed in its last bits
-    damaged = tmp_path / "digits_weights.pt"
+@pytest.mark.parametrize(
+    ("module", "load", "name", "key"),
+    [
+        (data, data.digits_model, "digits", "fc.bias"),
+        (tinylm, tinylm.tinylm_model, "TinyLM", "blocks.1.attn.k.bias"),
+    ],
+    ids=["digits", "tinylm"],
+)
+def test_damaged_weights_are_refused_with_a_message(
+    module: Any,
+    load: Callable[[], torch.nn.Module],
+    name: str,
+    key: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each shipped model's loader (``common.data.load_shipped``) refuses a changed or unreadable file, by name."""
+    state = {k: v.clone() for k, v in load().state_dict().items()}
+    state[key][0] += 1e-6  # one value changed in its last bits
+    damaged = tmp_path / module.WEIGHTS.name
     torch.save(state, damaged)
-    monkeypatch.setattr(data, "WEIGHTS", damaged)
-    data._shipped_state.cache_clear()
+    monkeypatch.setattr(module, "WEIGHTS", damaged)
+    module._shipped_state.cache_clear()
     try:
-        with pytest.raises(data.WeightsDamaged, match="checksum"):
-            data.digits_model()
+        with pytest.raises(data.WeightsDamaged, match=f"{name}.*checksum"):
+            load()
         damaged.write_bytes(b"not a checkpoint")
-        data._shipped_state.cache_clear()
-        with pytest.raises(data.WeightsDamaged, match="讀不到"):
-            data.digits_model()
+        module._shipped_state.cache_clear()
+        with pytest.raises(data.WeightsDamaged, match=f"讀不到.*{name}"):
+            load()
     finally:
-        data._shipped_state.cache_clear()
+        module._shipped_state.cache_clear()
 
 
 def test_the_digest_is_of_the_values_not_the_file() -> None:
