@@ -52,6 +52,9 @@ NOISY_WARNINGS: tuple[tuple[type[Warning], str, str], ...] = (
     (UserWarning, r"TypedStorage is deprecated.*", r".*"),
     (UserWarning, r".*quantize_per_tensor.*", r".*"),
     (UserWarning, r"The input of maxpool2d is not quantized.*", r".*"),  # X86InductorQuantizer, per model
+    # executorch.extension.pybindings.portable_lib, at the first use of the runtime (M08, M09-3): its
+    # ExperimentalWarning is a DeprecationWarning, named here whatever module it is attributed to
+    (DeprecationWarning, r"This API is experimental and subject to change", r".*"),
 )
 
 

@@ -197,10 +197,23 @@ def delegation(edge: Any) -> Delegation:
     return Delegation(info.num_delegated_subgraphs, info.num_delegated_nodes, dict(sorted(left.items())))
 
 
-def pte_bytes(edge: Any) -> bytes:
-    """The ``.pte`` program of ``edge`` (what a phone app loads), as bytes."""
+def pte_bytes(edge: Any, quant_fusion: bool = False) -> bytes:
+    """The ``.pte`` program of ``edge`` (what a phone app loads), as bytes.
+
+    With ``quant_fusion`` (needed for a model quantized with ``EmbeddingQuantizer``, M09-3),
+    ``to_executorch`` runs ``ExecutorchBackendConfig(do_quant_fusion_and_const_prop=True)``: each
+    ``dequantize_per_channel`` + ``embedding`` left outside XNNPACK becomes one
+    ``quantized_decomposed::embedding_byte`` (and what depends only on constants is folded).
+    Without it the program keeps a ``dequantize_per_channel`` with float zero points, which the
+    runtime's portable kernel refuses by aborting the whole process.
+    """
     with quiet_imports(), quiet_native_stderr():
-        return bytes(edge.to_executorch().buffer)
+        if not quant_fusion:
+            return bytes(edge.to_executorch().buffer)
+        from executorch.exir import ExecutorchBackendConfig
+
+        config = ExecutorchBackendConfig(do_quant_fusion_and_const_prop=True)
+        return bytes(edge.to_executorch(config=config).buffer)
 
 
 class PteProgram:
@@ -208,10 +221,19 @@ class PteProgram:
 
     It holds the runtime's ``Program`` as long as its ``Method``: a Method whose Program was
     freed crashes the process.
+
+    With ``quantized_kernels`` ExecuTorch's quantized kernels (``executorch.kernels.quantized``:
+    ``embedding_byte`` and the other ``quantized_decomposed`` kernels and out variants) are
+    registered before the program loads: a program with ``embedding_byte`` (``pte_bytes(...,
+    quant_fusion=True)`` of a model quantized with ``EmbeddingQuantizer``, M09-3) fails to load
+    its method without them. Off by default: M08-3 shows what a program does before they are
+    registered (once imported, they stay registered in the process).
     """
 
-    def __init__(self, pte: bytes, method: str = "forward") -> None:
+    def __init__(self, pte: bytes, method: str = "forward", quantized_kernels: bool = False) -> None:
         with quiet_imports(), quiet_native_stderr():
+            if quantized_kernels:
+                import executorch.kernels.quantized  # noqa: F401  (registers embedding_byte and friends)
             from executorch.runtime import Runtime
 
             self._program = Runtime.get().load_program(pte)
@@ -555,6 +577,25 @@ def xnnpack_nodes(edge: Any) -> list[list[tuple[str, str]]]:
     return found
 
 
+def xnnpack_value_types(edge: Any) -> dict[str, int]:
+    """How many tensors of each XNNPACK datatype the delegates of ``edge`` hold (``fp32``, ``qdint8``,
+    ``qcint8``, ``qcint4``…), over every delegate: weights show their packing here (``qcint4``: 4-bit
+    per-channel values, two to a byte), which ``xnnpack_nodes`` (output dtypes) does not."""
+    with quiet_imports(), quiet_native_stderr():
+        graph_module = edge.exported_program().graph_module
+        graphs = [
+            _xnnpack_graph(bytes(module.processed_bytes))
+            for name, module in graph_module.named_children()
+            if name.startswith("lowered_module")
+        ]
+    counts: collections.Counter[str] = collections.Counter()
+    for graph in graphs:
+        for value in graph["xvalues"]:
+            tensor = value["xvalue_union"].get("tensor_value", value["xvalue_union"])
+            counts[str(tensor.get("datatype", "?")).removeprefix("xnn_datatype_")] += 1
+    return dict(sorted(counts.items()))
+
+
 __all__ = [
     "DELEGATE",
     "FP32_KERNELS",
@@ -580,4 +621,5 @@ __all__ = [
     "x86_kernels",
     "x86_quantizer",
     "xnnpack_nodes",
+    "xnnpack_value_types",
 ]

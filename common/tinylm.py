@@ -8,8 +8,10 @@ agrees with its subject (``the cat sees``, ``the cats see``). One character is o
 
 ``TinyLM`` has token and position embeddings, two pre-LayerNorm blocks (causal self-attention with
 ``q`` / ``k`` / ``v`` / ``out`` linears, then linear → GELU → linear), a final LayerNorm and an
-output linear: 71,700 parameters. ``tinylm_model()`` gives it the shipped weights
-(``tinylm_weights.pt``, checked against ``WEIGHTS_SHA256``), as ``common.data.digits_model`` does.
+output linear: 71,700 parameters. ``TinyLMConfig``'s other fields build variants (sizes,
+linears without bias, post-LayerNorm blocks, ReLU) for unseen models; its defaults are the shipped
+model. ``tinylm_model()`` gives it the shipped weights (``tinylm_weights.pt``, checked against
+``WEIGHTS_SHA256``), as ``common.data.digits_model`` does.
 They are shipped because ``train_tinylm()`` (about twelve seconds on one thread, fixed seed) reaches
 slightly different weights on another CPU: the float scores stay the same, but the accuracy of a
 4-bit model of them moves by up to 11 of the 4,096 held-out tokens.
@@ -160,6 +162,12 @@ class TinyLMConfig:
     layers: int = 2
     mlp: int = 128
     """Hidden width of each block's MLP."""
+    bias: bool = True
+    """Whether every ``nn.Linear`` (attention, MLP and head) has a bias."""
+    norm_first: bool = True
+    """Pre-LayerNorm blocks (``x + attn(ln1(x))``); ``False`` gives post-LayerNorm ones (``ln1(x + attn(x))``)."""
+    activation: str = "gelu"
+    """The MLP's activation: ``"gelu"`` or ``"relu"``."""
 
 
 class CausalSelfAttention(nn.Module):
@@ -174,10 +182,10 @@ class CausalSelfAttention(nn.Module):
         self.heads = config.heads
         self.d_head = config.d_model // config.heads
         self.scale = self.d_head**-0.5
-        self.q = nn.Linear(config.d_model, config.d_model)
-        self.k = nn.Linear(config.d_model, config.d_model)
-        self.v = nn.Linear(config.d_model, config.d_model)
-        self.out = nn.Linear(config.d_model, config.d_model)
+        self.q = nn.Linear(config.d_model, config.d_model, bias=config.bias)
+        self.k = nn.Linear(config.d_model, config.d_model, bias=config.bias)
+        self.v = nn.Linear(config.d_model, config.d_model, bias=config.bias)
+        self.out = nn.Linear(config.d_model, config.d_model, bias=config.bias)
         future = torch.ones(config.context, config.context, dtype=torch.bool).triu(1)
         self.register_buffer("future", future, persistent=False)
 
@@ -195,30 +203,43 @@ class CausalSelfAttention(nn.Module):
         return self.out(y.transpose(1, 2).reshape(b, t, d))
 
 
+ACTIVATIONS: dict[str, type[nn.Module]] = {"gelu": nn.GELU, "relu": nn.ReLU}
+"""The activations ``TinyLMConfig.activation`` names."""
+
+
 class Mlp(nn.Module):
-    """``fc1`` → GELU → ``fc2``."""
+    """``fc1`` → GELU (or ReLU, ``config.activation``) → ``fc2``."""
 
     def __init__(self, config: TinyLMConfig) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(config.d_model, config.mlp)
-        self.act = nn.GELU()
-        self.fc2 = nn.Linear(config.mlp, config.d_model)
+        if config.activation not in ACTIVATIONS:
+            raise ValueError(f"activation {config.activation!r}: one of {sorted(ACTIVATIONS)}")
+        self.fc1 = nn.Linear(config.d_model, config.mlp, bias=config.bias)
+        self.act = ACTIVATIONS[config.activation]()
+        self.fc2 = nn.Linear(config.mlp, config.d_model, bias=config.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.act(self.fc1(x)))
 
 
 class Block(nn.Module):
-    """Pre-LayerNorm transformer block: ``x + attn(ln1(x))``, then ``x + mlp(ln2(x))``."""
+    """Pre-LayerNorm transformer block: ``x + attn(ln1(x))``, then ``x + mlp(ln2(x))``.
+
+    With ``config.norm_first`` false, a post-LayerNorm one: ``ln1(x + attn(x))``, then ``ln2(x + mlp(x))``.
+    """
 
     def __init__(self, config: TinyLMConfig) -> None:
         super().__init__()
+        self.norm_first = config.norm_first
         self.ln1 = nn.LayerNorm(config.d_model)
         self.attn = CausalSelfAttention(config)
         self.ln2 = nn.LayerNorm(config.d_model)
         self.mlp = Mlp(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.norm_first:
+            x = self.ln1(x + self.attn(x))
+            return self.ln2(x + self.mlp(x))
         x = x + self.attn(self.ln1(x))
         return x + self.mlp(self.ln2(x))
 
@@ -237,7 +258,7 @@ class TinyLM(nn.Module):
         self.pos = nn.Embedding(config.context, config.d_model)
         self.blocks = nn.ModuleList([Block(config) for _ in range(config.layers)])
         self.ln_f = nn.LayerNorm(config.d_model)
-        self.head = nn.Linear(config.d_model, config.vocab)
+        self.head = nn.Linear(config.d_model, config.vocab, bias=config.bias)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(tokens.shape[1], device=tokens.device)

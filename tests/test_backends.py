@@ -345,3 +345,46 @@ def test_a_lowering_is_kept_with_the_kernel_libraries_it_ran_beside(model_and_in
     other_inputs = (inputs[0] + 1,)
     with pytest.raises(StopIteration):  # other inputs: lowered anew
         m08_3.backend_run(graph, other_inputs)
+
+
+EMBEDDING_FLOW = """
+import torch
+from torch import nn
+from torchao.quantization.pt2e.quantizer import ComposableQuantizer
+from torchao.quantization.pt2e.quantizer.embedding_quantizer import EmbeddingQuantizer
+
+from common import backends
+from common.dynamic import quantize_dynamic, xnnpack_dynamic_quantizer
+
+
+class Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(10, 8)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, tokens):
+        return self.fc(torch.relu(self.tok(tokens)))
+
+
+torch.manual_seed(0)
+inputs = (torch.randint(0, 10, (2, 5)),)
+quantizer = ComposableQuantizer([EmbeddingQuantizer(), xnnpack_dynamic_quantizer(-8, 7)])
+converted = quantize_dynamic(Tiny().eval(), quantizer, inputs)
+with torch.no_grad():
+    reference = converted(*inputs)
+pte = backends.pte_bytes(backends.lower_to_xnnpack(converted, inputs), quant_fusion=True)
+assert b"embedding_byte" in pte, "the fused embedding is in the program"
+out = backends.PteProgram(pte, quantized_kernels=True).run(*inputs)[0]
+assert out.shape == reference.shape and torch.allclose(out, reference, atol=0.1), (out - reference).abs().max()
+print("ok")
+"""
+
+
+def test_an_embedding_quantized_program_needs_the_fusion_and_the_quantized_kernels() -> None:
+    """M09-3's flow: ``pte_bytes(quant_fusion=True)`` gives ``embedding_byte``, ``PteProgram(quantized_kernels=True)``
+    runs it (in a process of its own: the kernels, once imported, stay registered, and M08-3 shows a program before)."""
+    run = subprocess.run(
+        [sys.executable, "-c", EMBEDDING_FLOW], capture_output=True, text=True, timeout=300, cwd=os.getcwd()
+    )
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]

@@ -491,3 +491,23 @@ def test_histogram_searches_are_remembered_by_what_they_read() -> None:
     replaced = observed()
     replaced._get_norm = lambda *args: torch.zeros(2048)
     assert torchao_cache.histogram_key(replaced, HistogramObserver) is None
+
+
+def test_executorchs_experimental_warning_is_noise() -> None:
+    """The runtime's first use warns ``ExperimentalWarning`` (a DeprecationWarning; M08, M09-3): filtered
+    wherever it is attributed, as the other library noise is."""
+    import warnings
+
+    from common._noise import add_warning_filters
+
+    class ExperimentalWarning(DeprecationWarning):
+        pass
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        add_warning_filters()
+        warnings.warn(
+            "This API is experimental and subject to change without notice.", ExperimentalWarning, stacklevel=1
+        )
+        warnings.warn("a student's own deprecation", DeprecationWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == ["a student's own deprecation"]

@@ -201,6 +201,44 @@ def test_the_exported_graph_scores_as_the_model(exported) -> None:
     assert abs(eager.accuracy - graph.accuracy) <= 2 / x.numel() and abs(eager.perplexity - graph.perplexity) < 1e-4
 
 
+VARIANTS = [
+    tinylm.TinyLMConfig(bias=False),
+    tinylm.TinyLMConfig(norm_first=False),
+    tinylm.TinyLMConfig(activation="relu"),
+    tinylm.TinyLMConfig(vocab=11, context=8, d_model=24, heads=3, layers=3, mlp=40, bias=False, norm_first=False),
+]
+
+
+@pytest.mark.parametrize(
+    "config", VARIANTS, ids=lambda c: f"bias{c.bias:d}-pre{c.norm_first:d}-{c.activation}-L{c.layers}"
+)
+def test_every_variant_exports_and_runs(config: tinylm.TinyLMConfig) -> None:
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = tinylm.TinyLM(config).eval()
+    inputs = (torch.randint(config.vocab, (2, config.context)),)
+    gm = torch.export.export(model, inputs).module()
+    with torch.no_grad():
+        assert torch.allclose(gm(*inputs), model(*inputs), atol=1e-5)
+        assert gm(*inputs).shape == (2, config.context, config.vocab)
+    counts = Counter(n.target for n in gm.graph.nodes if n.op == "call_function")
+    aten = torch.ops.aten
+    linears = [n for n in gm.graph.nodes if n.target == aten.linear.default]
+    assert len(linears) == config.layers * 6 + 1
+    assert all((len(n.args) > 2 and n.args[2] is not None) == config.bias for n in linears)
+    assert all(isinstance(m.bias, nn.Parameter) == config.bias for m in model.modules() if isinstance(m, nn.Linear))
+    activation = aten.gelu.default if config.activation == "gelu" else aten.relu.default
+    assert counts[activation] == config.layers and counts[aten.layer_norm.default] == 2 * config.layers + 1
+    # pre-LN: a layer_norm feeds the block's q; post-LN: the embeddings' sum does
+    q = next(n for n in linears if list(n.meta["nn_module_stack"].values())[-1][0] == "blocks.0.attn.q")
+    assert (q.args[0].target == aten.layer_norm.default) == config.norm_first
+
+
+def test_an_unknown_activation_is_refused() -> None:
+    with pytest.raises(ValueError, match="silu"):
+        tinylm.TinyLM(tinylm.TinyLMConfig(activation="silu"))
+
+
 # --- training ---------------------------------------------------------------------------------------------
 
 
