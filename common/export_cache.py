@@ -9,7 +9,8 @@ The key is conservative: the module's class and every submodule's class and ``fo
 (strong references, so a redefined class is a new key), the training flags, every
 parameter's and buffer's bytes, the plain attributes of every submodule, the inputs'
 bytes, shapes, dtypes and ``requires_grad``, ``dynamic_shapes`` and whether grad is on.
-A module with hooks, an instance-level ``forward`` or an attribute of any other kind is
+A frozen dataclass (a model's configuration, ``TinyLMConfig``) is keyed by its class and
+fields. A module with hooks, an instance-level ``forward`` or an attribute of any other kind is
 never remembered.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -79,6 +81,10 @@ def value_key(value: Any) -> Hashable:
         return (type(value), tuple(value_key(v) for v in value))
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return (dict, tuple((k, value_key(v)) for k, v in sorted(value.items())))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and type(value).__dataclass_params__.frozen:
+        # a frozen configuration (``TinyLMConfig``): its class and every field, by value
+        fields = tuple((f.name, value_key(getattr(value, f.name))) for f in dataclasses.fields(value))
+        return (type(value), fields)
     raise Unkeyable(type(value).__name__)
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import subprocess
 import sys
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -316,6 +318,45 @@ def test_remembered_exports_copy_and_key_on_what_the_trace_depends_on() -> None:
         hooked = _Scaled().eval()
         hooked.register_forward_hook(lambda module, args, out: out * 0)
         assert torch.equal(export_module(hooked, x)(*x), torch.zeros(2, 3))  # hooks: never remembered
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shape:
+    relu: bool = True
+
+
+@dataclasses.dataclass
+class _LooseShape:
+    relu: bool = True
+
+
+class _Configured(_Scaled):
+    def __init__(self, config: Any) -> None:
+        super().__init__(relu=True)
+        self.config = config
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        return torch.relu(y) if self.config.relu else y
+
+
+def test_a_model_with_a_frozen_configuration_is_remembered_by_its_fields() -> None:
+    """TinyLM keeps its ``TinyLMConfig``: the hidden cases of M09 export the same model once, not per answer;
+    another field value is another key, and a mutable dataclass is never remembered."""
+    from common import pt2e
+    from common.export_cache import remembered_exports
+
+    torch.manual_seed(0)
+    x = (torch.randn(2, 4),)
+    relu, plain = _Configured(_Shape()).eval(), _Configured(_Shape(relu=False)).eval()
+    plain.load_state_dict(relu.state_dict())
+    loose = _Configured(_LooseShape()).eval()
+    loose.load_state_dict(relu.state_dict())
+    real = pt2e.torch.export.export
+    with remembered_exports(), mock.patch.object(pt2e.torch.export, "export", side_effect=real) as traced:
+        graphs = [pt2e.export_module(model, x) for model in (relu, relu, plain, plain, loose, loose)]
+    assert traced.call_count == 4, "a frozen configuration: traced once per field value; a mutable one, every time"
+    assert any("relu" in t for t in _targets(graphs[1])) and not any("relu" in t for t in _targets(graphs[3]))
 
 
 def test_an_edited_graph_never_reaches_the_next_copy() -> None:
