@@ -53,7 +53,15 @@ is the solutions, the untouched notebooks and the wrong solutions (every noteboo
 untouched and wrong); ``tests/test_hostile.py`` grades a whole class of attacks on its own."""
 attack_modules = pytest.mark.parametrize("graded", ATTACK_MODULES, indirect=True)
 
-COMPARED_NOTEBOOK = {"M02": "M02-3", "M04": "M04-2", "M05": "M05-1", "M06": "M06-2", "M07": "M07-3", "M08": "M08-2"}
+COMPARED_NOTEBOOK = {
+    "M02": "M02-3",
+    "M04": "M04-2",
+    "M05": "M05-1",
+    "M06": "M06-2",
+    "M07": "M07-3",
+    "M08": "M08-2",
+    "M09": "M09-2",
+}
 """The notebook of a module without attacks on which ``grade`` re-grades the class to compare with nbgrader
 (its solution, untouched and first wrong student): the one that runs fastest in test_notebooks."""
 

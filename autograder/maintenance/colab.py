@@ -105,8 +105,8 @@ _pt2e_colab_setup()
 """
 
 
-MODULE_EXTRAS = {"M08": "backends"}
-"""Modules whose notebooks need an optional extra of ``pyproject.toml`` (M08: ExecuTorch, about
+MODULE_EXTRAS = {"M08": "backends", "M09": "backends"}
+"""Modules whose notebooks need an optional extra of ``pyproject.toml`` (M08 and M09: ExecuTorch, about
 525 MB, which the other modules do without)."""
 
 
