@@ -113,6 +113,13 @@ def executorch_xnnpack_quantizer(is_per_channel: bool = True, qat_patterns: bool
     ``annotate`` (seconds each time); once ``prepare_pt2e`` has folded BN they match nothing, so
     the labels are the same, sooner.
     """
+    return symmetric_xnnpack_quantizer(qat_patterns=qat_patterns, is_per_channel=is_per_channel)
+
+
+def symmetric_xnnpack_quantizer(qat_patterns: bool = True, **config: Any) -> Any:
+    """ExecuTorch's XNNPACKQuantizer with ``get_symmetric_quantization_config(**config)`` set globally
+    (``executorch_xnnpack_quantizer``; ``common.dynamic.xnnpack_dynamic_quantizer`` for ``is_dynamic=True``):
+    its ``annotate`` leaves the global random state as it found it, and its class shows ExecuTorch's name."""
     with quiet_imports(), quiet_native_stderr():
         from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
             XNNPACKQuantizer,
@@ -130,7 +137,7 @@ def executorch_xnnpack_quantizer(is_per_channel: bool = True, qat_patterns: bool
     quantizer = ExecuTorchXNNPACKQuantizer()
     if not qat_patterns:
         quantizer.SUPPORTED_PATTERNS = [p for p in XNNPACKQuantizer.SUPPORTED_PATTERNS if not p.is_qat]
-    return quantizer.set_global(get_symmetric_quantization_config(is_per_channel=is_per_channel))
+    return quantizer.set_global(get_symmetric_quantization_config(**config))
 
 
 def lower_to_xnnpack(model: torch.nn.Module, example_inputs: Sequence[Any]) -> Any:
@@ -617,6 +624,7 @@ __all__ = [
     "op_packet",
     "pte_bytes",
     "quiet_native_stderr",
+    "symmetric_xnnpack_quantizer",
     "value_shape",
     "x86_kernels",
     "x86_quantizer",

@@ -41,26 +41,11 @@ def xnnpack_dynamic_quantizer(weight_qmin: int = -127, weight_qmax: int = 127, p
 
     Its ``annotate`` leaves the global random state as it found it.
     """
-    from common.backends import quiet_native_stderr
+    from common.backends import symmetric_xnnpack_quantizer
 
-    with quiet_imports(), quiet_native_stderr():
-        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-            XNNPACKQuantizer,
-            get_symmetric_quantization_config,
-        )
-
-    class ExecuTorchXNNPACKQuantizer(XNNPACKQuantizer):
-        def annotate(self, model: GraphModule) -> GraphModule:
-            with torch.random.fork_rng(), quiet_native_stderr():
-                return super().annotate(model)
-
-    ExecuTorchXNNPACKQuantizer.__name__ = XNNPACKQuantizer.__name__
-    ExecuTorchXNNPACKQuantizer.__qualname__ = XNNPACKQuantizer.__qualname__
-    ExecuTorchXNNPACKQuantizer.__module__ = XNNPACKQuantizer.__module__
-    config = get_symmetric_quantization_config(
+    return symmetric_xnnpack_quantizer(
         is_per_channel=per_channel, is_dynamic=True, weight_qmin=weight_qmin, weight_qmax=weight_qmax
     )
-    return ExecuTorchXNNPACKQuantizer().set_global(config)
 
 
 def quantize_dynamic(

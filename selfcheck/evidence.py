@@ -97,6 +97,16 @@ def run_case(fn: Callable[[], Any], seconds: int = CASE_SECONDS) -> dict[str, An
         return describe_error(exc, seconds)
 
 
+def returned_dict(value: Any, function: str, what: str, limit: int = 500) -> dict[Any, Any]:
+    """``value``, what the student's ``function`` returned, if it is a real ``dict`` (no subclass) of at most
+    ``limit`` items; else an ``EvidenceError`` that names ``function`` and says ``what`` the dict maps."""
+    if type(value) is not dict:
+        raise EvidenceError(f"{function} 應該回傳 dict（{what}），看到 {type(value).__name__}")
+    if len(value) > limit:
+        raise EvidenceError(f"{function} 回傳的 dict 太大（{len(value)} 項）")
+    return value
+
+
 def plain(value: Any, depth: int = 0) -> Any:
     """Convert a value produced by student code into plain JSON data.
 

@@ -32,9 +32,8 @@ class DynamicLinearQuantizer(Quantizer):
         for node in model.graph.nodes:
             if node.op != "call_function" or node.target != LINEAR:
                 continue
-            x, w = node.args[0], node.args[1]
             node.meta["quantization_annotation"] = QuantizationAnnotation(
-                input_qspec_map={x: activation, w: weight}, _annotated=True
+                input_qspec_map={node.args[0]: activation, node.args[1]: weight}, _annotated=True
             )
         return model
 

@@ -18,7 +18,7 @@ from torch import nn
 from torch.fx import GraphModule
 
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
-from selfcheck.evidence import EvidenceError, safe_text
+from selfcheck.evidence import EvidenceError, returned_dict, safe_text
 
 TITLE = "predict_kernels：從 convert 之後的圖預測 oneDNN 的 int8 kernel 與它吃掉的 node"
 
@@ -79,11 +79,7 @@ def describe_predictions(ns: Namespace, gm: GraphModule, nodes: bool = True) -> 
     """
     before = structure(gm)
     described: dict[str, Any] = {"nodes": {n.name: target_text(n) for n in gm.graph.nodes}} if nodes else {}
-    result = ns["predict_kernels"](gm)
-    if type(result) is not dict:
-        raise EvidenceError(f"predict_kernels 應該回傳 dict（node 名稱 → 預測），看到 {type(result).__name__}")
-    if len(result) > 500:
-        raise EvidenceError(f"predict_kernels 回傳的 dict 太大（{len(result)} 項）")
+    result = returned_dict(ns["predict_kernels"](gm), "predict_kernels", "node 名稱 → 預測")
     table = {}
     for name, record in result.items():
         if type(name) is not str:

@@ -16,7 +16,7 @@ from torch.fx import GraphModule
 
 from common import tinylm
 from selfcheck.casekit import Exercise, Namespace, declare
-from selfcheck.evidence import EvidenceError, safe_text
+from selfcheck.evidence import EvidenceError, returned_dict, safe_text
 
 ROLES_TITLE = "linear_roles：每個 linear node 來自哪個 nn.Linear"
 CENSUS_TITLE = "annotation_census：每種 aten op 標了幾個、沒標幾個"
@@ -86,11 +86,7 @@ def small_tinylm(config: tinylm.TinyLMConfig, seed: int) -> tinylm.TinyLM:
 
 def roles(ns: Namespace, gm: GraphModule) -> dict[str, str]:
     """``linear_roles(gm)``, checked to be ``{node name: module name}`` (plain strings)."""
-    got = ns["linear_roles"](gm)
-    if type(got) is not dict:
-        raise EvidenceError(f"linear_roles 應該回傳 dict（node 名稱 → nn.Linear 的名稱），看到 {type(got).__name__}")
-    if len(got) > 500:
-        raise EvidenceError(f"linear_roles 回傳的 dict 太大（{len(got)} 項）")
+    got = returned_dict(ns["linear_roles"](gm), "linear_roles", "node 名稱 → nn.Linear 的名稱")
     out = {}
     for key, name in got.items():
         if type(key) is not str or type(name) is not str:
@@ -101,11 +97,7 @@ def roles(ns: Namespace, gm: GraphModule) -> dict[str, str]:
 
 def census(ns: Namespace, gm: GraphModule) -> dict[str, dict[str, int]]:
     """``annotation_census(gm)``, checked to be ``{op: {"annotated": int, "unannotated": int}}``."""
-    got = ns["annotation_census"](gm)
-    if type(got) is not dict:
-        raise EvidenceError(f"annotation_census 應該回傳 dict（op → 次數），看到 {type(got).__name__}")
-    if len(got) > 500:
-        raise EvidenceError(f"annotation_census 回傳的 dict 太大（{len(got)} 項）")
+    got = returned_dict(ns["annotation_census"](gm), "annotation_census", "op → 次數")
     out = {}
     for op, counts in got.items():
         if type(op) is not str:

@@ -24,7 +24,7 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from selfcheck.casekit import Exercise, Namespace, declare
-from selfcheck.evidence import EvidenceError, safe_text
+from selfcheck.evidence import EvidenceError, returned_dict, safe_text
 
 TITLE_QUANTIZER = "LLMQuantizer：embedding 用 EmbeddingQuantizer、linear 用 4-bit 動態 XNNPACKQuantizer"
 TITLE_BYTES = "graph_bytes：轉換後的圖真正讀的 tensor 有多少 byte"
@@ -189,10 +189,7 @@ def quantizer_case(ns: Namespace, model: nn.Module, tokens: torch.Tensor) -> dic
 def read_bytes(value: Any) -> dict[str, Any]:
     """What ``graph_bytes`` returned: ``{dtype name: bytes}`` (a ``torch.dtype`` key or ``"torch.int8"`` is
     read as ``"int8"``), and the total."""
-    if type(value) is not dict:
-        raise EvidenceError(f"graph_bytes 應該回傳 dict（dtype 名稱 → byte 數），看到 {type(value).__name__}")
-    if len(value) > 64:
-        raise EvidenceError(f"graph_bytes 回傳的 dict 太大（{len(value)} 項）")
+    returned_dict(value, "graph_bytes", "dtype 名稱 → byte 數", limit=64)
     out: dict[str, int] = {}
     for key, count in value.items():
         name = str(key).removeprefix("torch.") if isinstance(key, str | torch.dtype) else None
