@@ -381,6 +381,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow  # a process of its own that imports ExecuTorch and lowers: about 10 s
 def test_an_embedding_quantized_program_needs_the_fusion_and_the_quantized_kernels() -> None:
     """M09-3's flow: ``pte_bytes(quant_fusion=True)`` gives ``embedding_byte``, ``PteProgram(quantized_kernels=True)``
     runs it (in a process of its own: the kernels, once imported, stay registered, and M08-3 shows a program before)."""
