@@ -179,8 +179,9 @@ def test_a_failing_step_shows_its_output_and_stops(monkeypatch: pytest.MonkeyPat
 
 
 def test_a_module_with_an_extra_installs_its_pinned_requirements_after_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """M08 needs ExecuTorch (the ``backends`` extra); the other modules' cells never install it."""
+    """M08 and M09 need ExecuTorch (the ``backends`` extra); the other modules' cells never install it."""
     requirements = extra_requirements("M08")
+    assert extra_requirements("M09") == requirements and "executorch" in setup_source("M09")
     assert requirements and all("==" in r for r in requirements)
     assert "executorch" not in setup_source("M03") and extra_requirements("M03") == []
     assert [r for _, _, r in setup_packages("M08")][-len(requirements) :] == requirements
@@ -379,6 +380,7 @@ def test_gradescope_an_image_without_any_supported_python_says_which_to_choose(i
 
 def test_gradescope_setup_installs_the_module_extra() -> None:
     assert '"$ROOT/source/course[backends]"' in setup_script("M08")
+    assert '"$ROOT/source/course[backends]"' in setup_script("M09"), "M09-3 lowers to XNNPACK: ExecuTorch"
     assert '"$ROOT/source/course"' in setup_script("M03")
     assert "python3.11 python3.11-venv" not in setup_script("M03"), "no Python is installed by name"
 
