@@ -191,6 +191,19 @@ def seeded_inputs(seed: int, *shapes: tuple[int, ...], scales: tuple[float, ...]
     )
 
 
+def seeded_model(seed: int, build: Callable[..., torch.nn.Module], *args: Any) -> torch.nn.Module:
+    """``build(*args)`` in eval mode, its weights drawn from ``seed`` (the global RNG is left alone)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return build(*args).eval()
+
+
+def seeded_tokens(seed: int, vocab: int, batch: int, length: int) -> torch.Tensor:
+    """``(batch, length)`` random int64 tokens below ``vocab`` from a generator seeded with ``seed``
+    (the global RNG is left alone)."""
+    return torch.randint(vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
 def quantize_model(
     quantizer: Any,
     model: torch.nn.Module,

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import nn
 from torch.fx import GraphModule
 
 from common import tinylm
-from selfcheck.casekit import Exercise, Namespace, declare
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_model, seeded_tokens
 from selfcheck.evidence import EvidenceError, returned_dict, safe_text
 
 ROLES_TITLE = "linear_roles：每個 linear node 來自哪個 nn.Linear"
@@ -32,19 +31,14 @@ def make_quantizer(kind: str = "static", module_type: type[nn.Module] | None = N
     that module class (``set_module_type``). Built without the QAT-only conv → BN patterns
     (``qat_patterns=False``): TinyLM has no conv, and they cost a second or more per ``prepare_pt2e``.
     """
-    from common._noise import quiet_imports
-    from common.backends import executorch_xnnpack_quantizer, quiet_native_stderr
+    from common.backends import symmetric_xnnpack_quantizer
 
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: one of {KINDS}")
-    quantizer = executorch_xnnpack_quantizer(qat_patterns=False)
-    with quiet_imports(), quiet_native_stderr():
-        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import get_symmetric_quantization_config
-
-    config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=kind == "dynamic")
+    quantizer = symmetric_xnnpack_quantizer(qat_patterns=False, is_per_channel=True, is_dynamic=kind == "dynamic")
     if module_type is None:
-        return quantizer.set_global(config)
-    quantizer.global_config = None
+        return quantizer
+    config, quantizer.global_config = quantizer.global_config, None
     return quantizer.set_module_type(module_type, config)
 
 
@@ -56,8 +50,7 @@ def exported(model: nn.Module, batch: int = 4) -> GraphModule:
     from common.pt2e import export_module
 
     config = model.config  # type: ignore[attr-defined]
-    tokens = torch.randint(config.vocab, (batch, config.context), generator=torch.Generator().manual_seed(batch))
-    return export_module(model.eval(), (tokens,))
+    return export_module(model.eval(), (seeded_tokens(batch, config.vocab, batch, config.context),))
 
 
 def prepared(model: nn.Module, quantizer: Any) -> GraphModule:
@@ -76,9 +69,7 @@ def annotated(model: nn.Module, quantizer: Any) -> GraphModule:
 
 def small_tinylm(config: tinylm.TinyLMConfig, seed: int) -> tinylm.TinyLM:
     """An untrained ``TinyLM(config)`` whose weights come from ``seed`` (the global RNG is left alone)."""
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        return tinylm.TinyLM(config).eval()
+    return seeded_model(seed, tinylm.TinyLM, config)  # type: ignore[return-value]
 
 
 # --- reading the answers ----------------------------------------------------------------------------

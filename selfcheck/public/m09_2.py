@@ -2,8 +2,8 @@
 
 What the chapter and the hidden cases share:
 
-- ``tiny_lm``: a ``TinyLM`` of any ``TinyLMConfig`` with weights drawn from a seed (the global RNG
-  left alone), and ``tokens``: a batch of random tokens from a seed.
+- the TinyLMs themselves come from ``selfcheck.public.m09_1.small_tinylm`` (weights drawn from a
+  seed) and their tokens from ``selfcheck.casekit.seeded_tokens``.
 - ``dynamic_record``: a Quantizer run on a model the dynamic way (export → ``prepare_pt2e`` with the
   labels read right after ``annotate`` → one forward → ``convert_pt2e`` of the prepared graph itself,
   never of a copy, which breaks dynamic specs), described as plain data:
@@ -27,28 +27,16 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from common.tinylm import TinyLM, TinyLMConfig
-from selfcheck.casekit import Exercise, Namespace, declare
+from common.tinylm import TinyLMConfig
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_tokens
 from selfcheck.evidence import getattr_value, is_guard, is_observer_node
 from selfcheck.probes import AnnotationSnapshot, ChainQuantizer
+from selfcheck.public.m09_1 import small_tinylm
 
 TITLE = "DynamicLinearQuantizer：每個 linear 的輸入動態量化、權重 per-channel"
 
 LINEAR = torch.ops.aten.linear.default
 QD = "quantized_decomposed"
-
-
-def tiny_lm(seed: int = 0, **config: Any) -> TinyLM:
-    """A ``TinyLM(TinyLMConfig(**config))`` in eval mode with weights drawn from ``seed`` (the global RNG left alone)."""
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        return TinyLM(TinyLMConfig(**config)).eval()
-
-
-def tokens(seed: int, batch: int, length: int, vocab: int) -> torch.Tensor:
-    """``(batch, length)`` random int64 tokens below ``vocab`` from a generator seeded with ``seed``."""
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(vocab, (batch, length), generator=generator)
 
 
 # --- reading the labels ----------------------------------------------------------------------------
@@ -267,8 +255,8 @@ def shipped_tinylm(ns: Namespace, seed: int) -> Any:
 
 def tinylm_without_bias(ns: Namespace, seed: int) -> Any:
     """A TinyLM of the chapter's sizes whose linears have no bias (weights from seed 0)."""
-    model = tiny_lm(0, bias=False)
-    return dynamic_record(ns["DynamicLinearQuantizer"](), model, (tokens(seed, 2, 16, model.config.vocab),))
+    model = small_tinylm(TinyLMConfig(bias=False), 0)
+    return dynamic_record(ns["DynamicLinearQuantizer"](), model, (seeded_tokens(seed, model.config.vocab, 2, 16),))
 
 
 PUBLIC = declare(

@@ -23,8 +23,10 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from selfcheck.casekit import Exercise, Namespace, declare
+from common.tinylm import TinyLMConfig, example_inputs, tinylm_model
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_tokens
 from selfcheck.evidence import EvidenceError, returned_dict, safe_text
+from selfcheck.public.m09_1 import small_tinylm
 
 TITLE_QUANTIZER = "LLMQuantizer：embedding 用 EmbeddingQuantizer、linear 用 4-bit 動態 XNNPACKQuantizer"
 TITLE_BYTES = "graph_bytes：轉換後的圖真正讀的 tensor 有多少 byte"
@@ -75,21 +77,6 @@ def quantize_graph(gm: GraphModule, quantizer: Any, tokens: torch.Tensor) -> Gra
         prepared(tokens)
     with torch.random.fork_rng():
         return convert_pt2e(prepared)
-
-
-def tokens_for(seed: int, vocab: int, batch: int, context: int) -> torch.Tensor:
-    """``(batch, context)`` random tokens below ``vocab`` from ``seed`` (the global RNG is left alone)."""
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(0, vocab, (batch, context), generator=generator)
-
-
-def small_tinylm(seed: int, **sizes: Any) -> nn.Module:
-    """A TinyLM of the given ``TinyLMConfig`` fields, weights drawn from ``seed`` (the global RNG is left alone)."""
-    from common.tinylm import TinyLM, TinyLMConfig
-
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        return TinyLM(TinyLMConfig(**sizes)).eval()
 
 
 # --- reading a converted graph --------------------------------------------------------------------
@@ -204,17 +191,8 @@ def read_bytes(value: Any) -> dict[str, Any]:
     return {"bytes": out, "total": sum(out.values())}
 
 
-def chapter_tinylm() -> nn.Module:
-    """The chapter's TinyLM with the shipped weights."""
-    from common.tinylm import tinylm_model
-
-    return tinylm_model()
-
-
 def chapter_tokens() -> torch.Tensor:
     """The first eight held-out windows of the chapter."""
-    from common.tinylm import example_inputs
-
     return example_inputs(8)[0]
 
 
@@ -234,30 +212,19 @@ def composed_quantizer() -> Any:
 
 def public_tinylm(ns: Namespace, seed: int) -> Any:
     """The chapter's TinyLM (shipped weights) on eight held-out windows."""
-    return quantizer_case(ns, chapter_tinylm(), chapter_tokens())
+    return quantizer_case(ns, tinylm_model(), chapter_tokens())
 
 
 def public_post_ln(ns: Namespace, seed: int) -> Any:
     """A small post-LN TinyLM with ReLU and linears without bias."""
-    model = small_tinylm(
-        seed,
-        vocab=11,
-        context=8,
-        d_model=16,
-        heads=2,
-        layers=1,
-        mlp=24,
-        bias=False,
-        norm_first=False,
-        activation="relu",
+    config = TinyLMConfig(
+        vocab=11, context=8, d_model=16, heads=2, layers=1, mlp=24, bias=False, norm_first=False, activation="relu"
     )
-    return quantizer_case(ns, model, tokens_for(seed, 11, 4, 8))
+    return quantizer_case(ns, small_tinylm(config, seed), seeded_tokens(seed, 11, 4, 8))
 
 
 def public_bytes_int4(ns: Namespace, seed: int) -> Any:
     """The chapter's TinyLM, 4-bit weights and quantized embeddings, converted."""
-    from common.tinylm import tinylm_model
-
     tokens = chapter_tokens()
     converted = quantize_graph(tinylm_graph(tinylm_model(), tokens), composed_quantizer(), tokens)
     return read_bytes(ns["graph_bytes"](converted))
@@ -265,8 +232,8 @@ def public_bytes_int4(ns: Namespace, seed: int) -> Any:
 
 def public_bytes_float(ns: Namespace, seed: int) -> Any:
     """A small TinyLM exported, not quantized: the graph reads its parameters and its masks."""
-    model = small_tinylm(seed, vocab=11, context=8, d_model=16, heads=2, layers=2, mlp=24)
-    return read_bytes(ns["graph_bytes"](tinylm_graph(model, tokens_for(seed, 11, 4, 8))))
+    model = small_tinylm(TinyLMConfig(vocab=11, context=8, d_model=16, heads=2, layers=2, mlp=24), seed)
+    return read_bytes(ns["graph_bytes"](tinylm_graph(model, seeded_tokens(seed, 11, 4, 8))))
 
 
 PUBLIC = declare(

@@ -19,6 +19,8 @@ from selfcheck.casekit import (
     quantize_model,
     seed_size,
     seeded_inputs,
+    seeded_model,
+    seeded_tokens,
     with_hidden_cases,
 )
 
@@ -33,6 +35,8 @@ __all__ = [
     "quantize_model",
     "seed_size",
     "seeded_inputs",
+    "seeded_model",
+    "seeded_tokens",
     "with_hidden_cases",
 ]
 

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.sandboxed.cases.base import Namespace, seed_size, with_hidden_cases
+from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_model, with_hidden_cases
 from common import tinylm
 from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer
 from common.qspecs import act_spec
@@ -78,12 +78,6 @@ class SharedLayersLM(tinylm.TinyLM):
         return self.head(self.ln_f(x))
 
 
-def built(cls: Any, seed: int, *args: Any) -> nn.Module:
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        return cls(*args).eval()
-
-
 class OtherLabels(Quantizer):
     """Runs ``inner`` between the labels of another Quantizer.
 
@@ -123,12 +117,12 @@ def no_bias(ns: Namespace, seed: int) -> Any:
 
 def mlp_first(ns: Namespace, seed: int) -> Any:
     config = variant_config(seed + 2, layers=seed_size(seed, 1, 2))
-    return roles(ns, exported(built(MlpFirstLM, seed, config)))
+    return roles(ns, exported(seeded_model(seed, MlpFirstLM, config)))
 
 
 def shared_layers(ns: Namespace, seed: int) -> Any:
     config = variant_config(seed + 3, layers=1)
-    return roles(ns, exported(built(SharedLayersLM, seed, config, seed_size(seed, 2, 3))))
+    return roles(ns, exported(seeded_model(seed, SharedLayersLM, config, seed_size(seed, 2, 3))))
 
 
 # --- annotation_census ----------------------------------------------------------------------------
@@ -140,7 +134,7 @@ def static(ns: Namespace, seed: int) -> Any:
 
 def dynamic(ns: Namespace, seed: int) -> Any:
     config = variant_config(seed + 1, layers=seed_size(seed, 1, 2))
-    return census(ns, prepared(built(MlpFirstLM, seed, config), make_quantizer("dynamic")))
+    return census(ns, prepared(seeded_model(seed, MlpFirstLM, config), make_quantizer("dynamic")))
 
 
 def module_type(ns: Namespace, seed: int) -> Any:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from autograder.sandboxed.cases.base import Namespace, seed_size, with_hidden_cases
-from selfcheck.public.m09_2 import PUBLIC, dynamic_record, tiny_lm, tokens
+from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_tokens, with_hidden_cases
+from common.tinylm import TinyLMConfig
+from selfcheck.public.m09_1 import small_tinylm
+from selfcheck.public.m09_2 import PUBLIC, dynamic_record
 
 
 def _config(seed: int, **fixed: Any) -> dict[str, Any]:
@@ -33,8 +35,8 @@ def _config(seed: int, **fixed: Any) -> dict[str, Any]:
 
 def _run(ns: Namespace, seed: int, **fixed: Any) -> dict[str, Any]:
     config = _config(seed, **fixed)
-    model = tiny_lm(seed, **config)
-    batch = (tokens(seed, 2, config["context"], config["vocab"]),)
+    model = small_tinylm(TinyLMConfig(**config), seed)
+    batch = (seeded_tokens(seed, config["vocab"], 2, config["context"]),)
     return dynamic_record(ns["DynamicLinearQuantizer"](), model, batch)
 
 

@@ -22,17 +22,10 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from autograder.sandboxed.cases.base import Namespace, seed_size, with_hidden_cases
-from selfcheck.public.m09_3 import (
-    PUBLIC,
-    composed_quantizer,
-    quantize_graph,
-    quantizer_case,
-    read_bytes,
-    small_tinylm,
-    tinylm_graph,
-    tokens_for,
-)
+from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_tokens, with_hidden_cases
+from common.tinylm import TinyLMConfig
+from selfcheck.public.m09_1 import small_tinylm
+from selfcheck.public.m09_3 import PUBLIC, composed_quantizer, quantize_graph, quantizer_case, read_bytes, tinylm_graph
 
 ACTIVATIONS = ("gelu", "relu")
 
@@ -60,8 +53,7 @@ def variant_sizes(seed: int, flip: bool) -> dict[str, Any]:
 
 def variant(seed: int, flip: bool = False) -> tuple[nn.Module, torch.Tensor]:
     sizes = variant_sizes(seed, flip)
-    model = small_tinylm(seed, **sizes)
-    return model, tokens_for(seed, sizes["vocab"], 3, sizes["context"])
+    return small_tinylm(TinyLMConfig(**sizes), seed), seeded_tokens(seed, sizes["vocab"], 3, sizes["context"])
 
 
 # --- llm_quantizer --------------------------------------------------------------------------------
