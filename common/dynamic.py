@@ -62,14 +62,24 @@ def quantize_dynamic(
     observers) and converted in place (no ``copy.deepcopy``: it breaks dynamic specs), with the
     global random state forked around ``convert_pt2e``.
     """
-    from common.pt2e import convert_pt2e, export_module, prepare_pt2e
+    from common.pt2e import export_module
 
-    prepared = prepare_pt2e(export_module(model.eval(), tuple(example_inputs)), quantizer)
+    graph = export_module(model.eval(), tuple(example_inputs))
+    return convert_dynamic(graph, quantizer, batches if batches is not None else [tuple(example_inputs)])
+
+
+def convert_dynamic(graph: GraphModule, quantizer: Any, batches: Iterable[Sequence[Any]]) -> GraphModule:
+    """An exported ``graph`` prepared with ``quantizer``, run once on each of ``batches`` (at least one: the
+    weights' observers need it) and converted in place, with the global random state forked around
+    ``convert_pt2e`` (``quantize_dynamic`` after its export)."""
+    from common.pt2e import convert_pt2e, prepare_pt2e
+
+    prepared = prepare_pt2e(graph, quantizer)
     with torch.no_grad():
-        for batch in batches if batches is not None else [tuple(example_inputs)]:
+        for batch in batches:
             prepared(*batch)
     with torch.random.fork_rng(), quiet_imports():
         return convert_pt2e(prepared)
 
 
-__all__ = ["quantize_dynamic", "xnnpack_dynamic_quantizer"]
+__all__ = ["convert_dynamic", "quantize_dynamic", "xnnpack_dynamic_quantizer"]

@@ -5,8 +5,8 @@ Also what the chapter and the hidden cases share:
 - ``tinylm_graph``: a TinyLM exported for PT2E, its Python-scalar operands already turned into
   constants (``mul(scores, 0.25)`` → ``mul(scores, _tensor_constant_0)``, what XNNPACKQuantizer's
   ``transform_for_annotation`` does), so that every Quantizer sees the same nodes;
-- ``quantize_graph``: prepare with a Quantizer, one forward (the weights' observers need it), convert
-  in place (a dynamic spec breaks ``convert_pt2e(copy.deepcopy(...))``);
+- converting goes through ``common.dynamic.convert_dynamic`` (prepare, one forward: the weights'
+  observers need it, convert in place: a dynamic spec breaks ``convert_pt2e(copy.deepcopy(...))``);
 - ``structure``: what a converted graph does to each linear (weight dequantize and its range, input
   dynamic or static), each embedding (weight dequantize) and every other op (q / dq around it), as
   plain data without a float in it;
@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
+from common.dynamic import convert_dynamic
 from common.tinylm import TinyLMConfig, example_inputs, tinylm_model
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_tokens
 from selfcheck.evidence import EvidenceError, returned_dict, safe_text
@@ -66,17 +67,6 @@ def tinylm_graph(model: nn.Module, tokens: torch.Tensor) -> GraphModule:
     from common.pt2e import export_module
 
     return scalars_to_constants(export_module(model.eval(), (tokens,)))
-
-
-def quantize_graph(gm: GraphModule, quantizer: Any, tokens: torch.Tensor) -> GraphModule:
-    """prepare ``gm`` with ``quantizer``, one forward on ``tokens``, convert in place (global RNG kept)."""
-    from common.pt2e import convert_pt2e, prepare_pt2e
-
-    prepared = prepare_pt2e(gm, quantizer)
-    with torch.no_grad():
-        prepared(tokens)
-    with torch.random.fork_rng():
-        return convert_pt2e(prepared)
 
 
 # --- reading a converted graph --------------------------------------------------------------------
@@ -170,7 +160,7 @@ def structure(gm: GraphModule) -> dict[str, Any]:
 def quantizer_case(ns: Namespace, model: nn.Module, tokens: torch.Tensor) -> dict[str, Any]:
     """``LLMQuantizer()`` on ``model``: prepare, one forward, convert; the converted graph's ``structure``."""
     quantizer = ns["LLMQuantizer"]()
-    return structure(quantize_graph(tinylm_graph(model, tokens), quantizer, tokens))
+    return structure(convert_dynamic(tinylm_graph(model, tokens), quantizer, [(tokens,)]))
 
 
 def read_bytes(value: Any) -> dict[str, Any]:
@@ -226,7 +216,7 @@ def public_post_ln(ns: Namespace, seed: int) -> Any:
 def public_bytes_int4(ns: Namespace, seed: int) -> Any:
     """The chapter's TinyLM, 4-bit weights and quantized embeddings, converted."""
     tokens = chapter_tokens()
-    converted = quantize_graph(tinylm_graph(tinylm_model(), tokens), composed_quantizer(), tokens)
+    converted = convert_dynamic(tinylm_graph(tinylm_model(), tokens), composed_quantizer(), [(tokens,)])
     return read_bytes(ns["graph_bytes"](converted))
 
 

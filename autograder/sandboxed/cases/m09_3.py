@@ -23,9 +23,10 @@ from torch import nn
 from torch.fx import GraphModule
 
 from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_tokens, with_hidden_cases
+from common.dynamic import convert_dynamic, xnnpack_dynamic_quantizer
 from common.tinylm import TinyLMConfig
 from selfcheck.public.m09_1 import small_tinylm
-from selfcheck.public.m09_3 import PUBLIC, composed_quantizer, quantize_graph, quantizer_case, read_bytes, tinylm_graph
+from selfcheck.public.m09_3 import PUBLIC, composed_quantizer, quantizer_case, read_bytes, tinylm_graph
 
 ACTIVATIONS = ("gelu", "relu")
 
@@ -105,15 +106,13 @@ def bytes_of(ns: Namespace, gm: GraphModule) -> dict[str, Any]:
 
 
 def bytes_int8(ns: Namespace, seed: int) -> Any:
-    from common.dynamic import xnnpack_dynamic_quantizer
-
     model, tokens = variant(seed)
-    return bytes_of(ns, quantize_graph(tinylm_graph(model, tokens), xnnpack_dynamic_quantizer(), tokens))
+    return bytes_of(ns, convert_dynamic(tinylm_graph(model, tokens), xnnpack_dynamic_quantizer(), [(tokens,)]))
 
 
 def bytes_int4_embedding(ns: Namespace, seed: int) -> Any:
     model, tokens = variant(seed, flip=True)
-    return bytes_of(ns, quantize_graph(tinylm_graph(model, tokens), composed_quantizer(), tokens))
+    return bytes_of(ns, convert_dynamic(tinylm_graph(model, tokens), composed_quantizer(), [(tokens,)]))
 
 
 def bytes_float(ns: Namespace, seed: int) -> Any:
@@ -123,7 +122,7 @@ def bytes_float(ns: Namespace, seed: int) -> Any:
 
 def bytes_shared(ns: Namespace, seed: int) -> Any:
     model, tokens = variant(seed + 3, flip=True)
-    converted = quantize_graph(tinylm_graph(SharedNorms(model), tokens), composed_quantizer(), tokens)
+    converted = convert_dynamic(tinylm_graph(SharedNorms(model), tokens), composed_quantizer(), [(tokens,)])
     return bytes_of(ns, split_reads(converted))
 
 
