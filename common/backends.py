@@ -552,6 +552,22 @@ def _xnnpack_graph(blob: bytes) -> dict[str, Any]:
     return json.loads(re.sub(r"(?<=[:\s\[,])(-?)inf\b", r"\1Infinity", text))
 
 
+def _delegate_graphs(edge: Any) -> list[dict[str, Any]]:
+    """The XNNPACK graph (``_xnnpack_graph``) of every subgraph of ``edge`` delegated to XNNPACK, in order."""
+    with quiet_imports(), quiet_native_stderr():
+        graph_module = edge.exported_program().graph_module
+        return [
+            _xnnpack_graph(bytes(module.processed_bytes))
+            for name, module in graph_module.named_children()
+            if name.startswith("lowered_module")
+        ]
+
+
+def _tensor_values(graph: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tensor values of an XNNPACK graph (a quantized value wraps its tensor in ``tensor_value``)."""
+    return [value["xvalue_union"].get("tensor_value", value["xvalue_union"]) for value in graph["xvalues"]]
+
+
 def xnnpack_nodes(edge: Any) -> list[list[tuple[str, str]]]:
     """For each subgraph delegated to XNNPACK, its nodes in order as ``(op, dtype of the output)``.
 
@@ -559,18 +575,10 @@ def xnnpack_nodes(edge: Any) -> list[list[tuple[str, str]]]:
     dtype its ``xnn_datatype_`` prefix (``fp32``, ``qint8``…). A ``Convert`` node changes dtype:
     quantizing (fp32 → qint8) or dequantizing (qint8 → fp32).
     """
-    with quiet_imports(), quiet_native_stderr():
-        graph_module = edge.exported_program().graph_module
-        graphs = [
-            _xnnpack_graph(bytes(module.processed_bytes))
-            for name, module in graph_module.named_children()
-            if name.startswith("lowered_module")
-        ]
     found = []
-    for graph in graphs:
+    for graph in _delegate_graphs(edge):
         dtypes = {}
-        for value in graph["xvalues"]:
-            tensor = value["xvalue_union"].get("tensor_value", value["xvalue_union"])
+        for tensor in _tensor_values(graph):
             dtypes[tensor["id_out"]] = str(tensor["datatype"]).removeprefix("xnn_datatype_")
         found.append(
             [
@@ -588,17 +596,9 @@ def xnnpack_value_types(edge: Any) -> dict[str, int]:
     """How many tensors of each XNNPACK datatype the delegates of ``edge`` hold (``fp32``, ``qdint8``,
     ``qcint8``, ``qcint4``…), over every delegate: weights show their packing here (``qcint4``: 4-bit
     per-channel values, two to a byte), which ``xnnpack_nodes`` (output dtypes) does not."""
-    with quiet_imports(), quiet_native_stderr():
-        graph_module = edge.exported_program().graph_module
-        graphs = [
-            _xnnpack_graph(bytes(module.processed_bytes))
-            for name, module in graph_module.named_children()
-            if name.startswith("lowered_module")
-        ]
     counts: collections.Counter[str] = collections.Counter()
-    for graph in graphs:
-        for value in graph["xvalues"]:
-            tensor = value["xvalue_union"].get("tensor_value", value["xvalue_union"])
+    for graph in _delegate_graphs(edge):
+        for tensor in _tensor_values(graph):
             counts[str(tensor.get("datatype", "?")).removeprefix("xnn_datatype_")] += 1
     return dict(sorted(counts.items()))
 
