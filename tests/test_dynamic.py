@@ -11,8 +11,6 @@ from common import tinylm
 from common.dynamic import quantize_dynamic, xnnpack_dynamic_quantizer
 from common.pt2e import quiet
 
-pytest.importorskip("executorch")
-
 quiet()
 
 
