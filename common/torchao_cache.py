@@ -1,6 +1,7 @@
-"""Pure computations inside torchao, remembered for the whole process: they cost seconds and repeat.
+"""Pure computations inside torchao, remembered for the whole process (or skipped where they cannot
+matter): they cost seconds and repeat.
 
-Two of torchao's internal functions are the same computation again and again in this course:
+Three of torchao's internal computations are the same again and again in this course:
 
 - **Pattern graphs.** torchao traces small pattern functions with ``torch.export`` each time a model goes
   through ``prepare_qat_pt2e`` (the conv + batch norm fusion: 12 traces), ``convert_pt2e`` of a QAT model
@@ -15,12 +16,21 @@ Two of torchao's internal functions are the same computation again and again in 
   and handed out as new tensors. An observer of a subclass, or one whose search helpers were replaced,
   always searches.
 
-``remember()`` (called when ``common.pt2e`` is imported) routes both through these memories; it changes no
+- **Conv + batch norm patterns of convs the graph does not hold.** ``prepare_qat_pt2e`` and ``convert_pt2e``
+  of a QAT model look for conv + batch norm patterns of four convs (``conv1d``, ``conv2d``,
+  ``conv_transpose1d``, ``conv_transpose2d``), 12 variants each, two traces per variant at convert: 126
+  traces, 18 s in a fresh process, for a model whose convs are all ``conv2d``. A pattern of a conv whose op
+  is nowhere in the graph cannot match, so while torchao looks for one, its pattern is an unmatchable
+  stand-in instead of a trace. Everything else runs as before (the same random inputs drawn, the same
+  graph passes), so the graphs and the global RNG end up as with torchao alone.
+
+``remember()`` (called when ``common.pt2e`` is imported) routes all three through here; it changes no
 result: ``tests/test_common.py`` compares each with torchao's own.
 """
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import sys
 from collections import OrderedDict
@@ -36,6 +46,7 @@ from common.export_cache import PLAIN, Unkeyable, value_key
 def remember() -> None:
     """Route torchao's pattern traces and histogram searches through the memories (once per process)."""
     remember_torchao_patterns()
+    skip_absent_conv_patterns()
     remember_histogram_searches()
 
 
@@ -97,6 +108,9 @@ def remembering_patterns(trace_pattern: Callable[..., GraphModule]) -> Callable[
     """``trace_pattern`` (torchao's ``_get_aten_graph_module_for_pattern``), remembering what it gives."""
 
     def remembered(pattern: Any, example_inputs: tuple[Any, ...], is_cuda: bool = False, **kwargs: Any) -> GraphModule:
+        absent = _absent_conv.get()
+        if absent is not None:  # a pattern of a conv the graph does not hold: it cannot match
+            return unmatchable(absent)
         try:
             key = pattern_key(pattern, example_inputs, is_cuda, kwargs)
         except Unkeyable:
@@ -127,6 +141,63 @@ def remember_torchao_patterns() -> None:
     for name, module in list(sys.modules.items()):  # the ones that took the name already
         if name.startswith("torchao.") and getattr(module, "_get_aten_graph_module_for_pattern", None) is original:
             module._get_aten_graph_module_for_pattern = remembered
+
+
+# --- conv + batch norm patterns of a conv the graph does not hold --------------------------------------
+
+_absent_conv: contextvars.ContextVar[Any] = contextvars.ContextVar("absent_conv", default=None)
+"""The aten op of the conv whose patterns torchao is looking for now, when the graph holds none of it."""
+_QAT_HELPERS = ("_fuse_conv_bn_qat_helper", "_fold_conv_bn_qat_helper")
+
+
+def conv_targets() -> dict[Any, Any]:
+    """torchao's conv functions → the aten op their patterns trace to."""
+    import torch.nn.functional as F
+
+    aten = torch.ops.aten
+    return {
+        F.conv1d: aten.conv1d.default,
+        F.conv2d: aten.conv2d.default,
+        F.conv_transpose1d: aten.conv_transpose1d.default,
+        F.conv_transpose2d: aten.conv_transpose2d.input,
+    }
+
+
+def unmatchable(target: Any) -> GraphModule:
+    """A pattern graph that matches no graph without ``target``: one call of it on one input."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(target, (x,)))
+    return GraphModule(torch.nn.Module(), graph)
+
+
+def skipping_absent_convs(helper: Callable[..., GraphModule]) -> Callable[..., GraphModule]:
+    """``helper`` (torchao's ``_fuse_conv_bn_qat_helper`` or ``_fold_conv_bn_qat_helper``), with unmatchable
+    stand-ins for the patterns it traces when the graph holds no node of its conv."""
+    targets = conv_targets()
+
+    def for_present_convs(m: GraphModule, conv_fn: Callable, example_inputs: tuple[Any, ...], is_cuda: bool) -> Any:
+        target = targets.get(conv_fn)
+        present = target is None or any(n.op == "call_function" and n.target == target for n in m.graph.nodes)
+        token = _absent_conv.set(None if present else target)
+        try:
+            return helper(m, conv_fn, example_inputs, is_cuda)
+        finally:
+            _absent_conv.reset(token)
+
+    for_present_convs.__wrapped__ = helper  # type: ignore[attr-defined]
+    return for_present_convs
+
+
+def skip_absent_conv_patterns() -> None:
+    """Route torchao's two QAT conv + batch norm helpers through ``skipping_absent_convs`` (once per process)."""
+    import importlib
+
+    qat_utils = importlib.import_module("torchao.quantization.pt2e.qat_utils")
+    for name in _QAT_HELPERS:
+        helper = getattr(qat_utils, name)
+        if not hasattr(helper, "__wrapped__"):
+            setattr(qat_utils, name, skipping_absent_convs(helper))
 
 
 # --- HistogramObserver's range search ------------------------------------------------------------------

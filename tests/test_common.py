@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import dataclasses
 import subprocess
@@ -434,9 +435,14 @@ def _qat_then_convert(model: torch.nn.Module, x: tuple[torch.Tensor, ...]) -> tu
         return prepared_code, converted.code, converted(*x)
 
 
-@pytest.mark.slow  # two QAT prepare + convert runs, one with every pattern traced: about 30 s
+_PATTERN_TRACE = "_get_aten_graph_module_for_pattern"
+
+
+@pytest.mark.slow  # three QAT prepare + convert runs, one of them with torchao alone (126 traces): about 25 s
 @pytest.mark.filterwarnings("ignore:XNNPACKQuantizer is deprecated")
-def test_torchao_pattern_graphs_are_traced_once_and_are_the_same_graphs() -> None:
+def test_torchao_pattern_graphs_are_traced_once_only_for_convs_present_and_give_the_same_graphs() -> None:
+    """torchao alone, then through the memory and the skipping of absent convs cold, then warm: the same
+    prepared and converted graphs, outputs and global RNG state (torchao draws random pattern inputs)."""
     from torchao.quantization.pt2e import qat_utils
     from torchao.quantization.pt2e import utils as pt2e_utils
 
@@ -444,18 +450,69 @@ def test_torchao_pattern_graphs_are_traced_once_and_are_the_same_graphs() -> Non
 
     assert hasattr(pt2e_utils._get_aten_graph_module_for_pattern, "__wrapped__"), "common.pt2e routes the traces"
     assert qat_utils._get_aten_graph_module_for_pattern is pt2e_utils._get_aten_graph_module_for_pattern
+    assert all(hasattr(getattr(qat_utils, name), "__wrapped__") for name in torchao_cache._QAT_HELPERS)
     torch.manual_seed(0)
-    model, x = _ConvBn(), (torch.randn(2, 1, 6, 6),)
+    model, x = _ConvBn(), (torch.randn(2, 1, 6, 6),)  # conv2d only: conv1d and the transposed convs are absent
+
+    def run() -> tuple[str, str, torch.Tensor, torch.Tensor]:
+        torch.manual_seed(1)
+        return (*_qat_then_convert(model, x), torch.get_rng_state())
+
+    from torchao.testing.pt2e import _xnnpack_quantizer  # noqa: F401  (imported now, it takes the routed trace)
+
+    routed = pt2e_utils._get_aten_graph_module_for_pattern
+    holders = [m for n, m in sys.modules.items() if n.startswith("torchao.") and vars(m).get(_PATTERN_TRACE) is routed]
+    assert {pt2e_utils, qat_utils} <= set(holders)
+    alone_patches = [mock.patch.object(module, _PATTERN_TRACE, routed.__wrapped__) for module in holders]
+    alone_patches += [
+        mock.patch.object(qat_utils, name, getattr(qat_utils, name).__wrapped__) for name in torchao_cache._QAT_HELPERS
+    ]
+    with contextlib.ExitStack() as stack:
+        for patch in alone_patches:
+            stack.enter_context(patch)
+        traced = stack.enter_context(mock.patch("torch.export.export", wraps=torch.export.export))
+        alone = run()
+        traced_alone = traced.call_count
     with mock.patch.object(torchao_cache, "_patterns", torchao_cache.OrderedDict()):
         with mock.patch("torch.export.export", wraps=torch.export.export) as traced:
-            # an empty memory: every pattern is torchao's own trace (the graph it traced is the one handed out)
-            own = _qat_then_convert(model, x)
+            # an empty memory: every pattern of conv2d is torchao's own trace (the graph it traced is the one
+            # handed out); a pattern of another conv is an unmatchable stand-in, never traced
+            own = run()
             traced_cold = traced.call_count
-            remembered = _qat_then_convert(model, x)  # every pattern a copy from memory
+            remembered = run()  # every pattern a copy from memory
             assert traced.call_count - traced_cold == 1, "the second run traces the model only, no pattern"
-        assert traced_cold > 10 and len(torchao_cache._patterns) == traced_cold - 1
-    assert own[:2] == remembered[:2], "the same prepared and converted graphs"
-    assert torch.equal(own[2], remembered[2])
+        assert 10 < traced_cold and len(torchao_cache._patterns) == traced_cold - 1
+    assert traced_alone > 2 * traced_cold, (traced_alone, traced_cold)
+    for name, ours in (("cold", own), ("remembered", remembered)):
+        assert ours[:2] == alone[:2], f"{name}: the same prepared and converted graphs as torchao alone"
+        assert torch.equal(ours[2], alone[2]) and torch.equal(ours[3], alone[3]), f"{name}: the same outputs and RNG"
+
+
+def test_an_absent_conv_gets_a_pattern_that_matches_nothing_and_a_present_one_is_traced() -> None:
+    import torch.nn.functional as F
+
+    from common.torchao_cache import skipping_absent_convs, unmatchable
+
+    graph_module = torch.export.export(torch.nn.Conv2d(1, 1, 1), (torch.randn(1, 1, 2, 2),)).module()
+    seen = []
+
+    def helper(m, conv_fn, example_inputs, is_cuda):  # what torchao's helper does: trace its patterns
+        from torchao.quantization.pt2e import utils as pt2e_utils
+        from torchao.quantization.pt2e.export_utils import WrapperModule
+
+        pattern = WrapperModule(lambda x: conv_fn(x, x))
+        seen.append(pt2e_utils._get_aten_graph_module_for_pattern(pattern, example_inputs, is_cuda))
+        return m
+
+    skipping = skipping_absent_convs(helper)
+    skipping(graph_module, F.conv2d, (torch.randn(1, 1, 2, 2),), False)
+    skipping(graph_module, F.conv1d, (torch.randn(1, 1, 2),), False)
+    traced, stand_in = seen
+    assert torch.ops.aten.conv2d.default in {n.target for n in traced.graph.nodes}
+    assert [n.target for n in stand_in.graph.nodes if n.op == "call_function"] == [torch.ops.aten.conv1d.default]
+    assert [n.target for n in unmatchable(torch.ops.aten.conv1d.default).graph.nodes if n.op == "call_function"] == [
+        torch.ops.aten.conv1d.default
+    ]
 
 
 def test_a_pattern_whose_trace_could_differ_is_never_remembered() -> None:
