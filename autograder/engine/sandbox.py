@@ -297,6 +297,18 @@ class Sandbox:
                 self._stop_server()  # the run's cgroup stays: the new server's jobs go there too
                 self.start()
 
+    def hung_up(self) -> bool:
+        """Whether the server is gone: its end of the control socket is closed (or there is none)."""
+        with self._lock:
+            if self.control is None:
+                return True
+            try:
+                if not select.select([self.control], [], [], 0)[0]:
+                    return False  # alive, with nothing to say
+                return self.control.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                return True
+
     def stop(self) -> None:
         """Stop the fork server and remove the run's memory cgroup."""
         self._stop_server()
@@ -650,24 +662,42 @@ def hide_also(paths: Iterable[Path]) -> None:
     default_sandbox().hide_also.update(Path(p) for p in paths)
 
 
+def _submit_and_read(sandbox: Sandbox, job: Job | ReplayJob, seconds: float, max_frames: int) -> tuple[FrameRead, str]:
+    """Hand ``job`` to the server and read its frames for at most ``seconds``; returns them and how the job ended.
+
+    A server that is gone is replaced once: before the job is handed over (it does not answer), or after,
+    when the job said nothing at all and the server has hung up (a loaded machine can hand a job to a
+    server in its last milliseconds). A job cannot end the server (``tests/test_isolation.py``), so a job
+    that ends itself early is never run twice."""
+    for attempt in (1, 2):
+        generation = sandbox.generation
+        try:
+            ticket = sandbox.submit(job)
+        except SandboxError:
+            sandbox.restart(generation)  # a dead server: start a new one, once
+            ticket = sandbox.submit(job)
+        generation = sandbox.generation  # the server that took the job
+        read = FrameRead(ended="deadline")
+        try:
+            read = read_frames(ticket.frames, time.monotonic() + seconds, max_frames=max_frames)
+        finally:
+            how = finish(ticket, read.ended == "eof")
+            ticket.close()
+        if attempt == 1 and read.ended == "eof" and not read.frames and not read.partial and sandbox.hung_up():
+            sandbox.restart(generation)
+            continue
+        break
+    return read, how
+
+
 def run_job(job: Job, sandbox: Sandbox | None = None, startup_seconds: float = 10) -> Run:
     """Run ``job`` confined and read what it says, within its time limit plus ``startup_seconds``."""
     sandbox = sandbox or default_sandbox()
     if sandbox.count_job(job):
         sandbox.warm([job.notebook], job.seed)
-    generation = sandbox.generation
-    try:
-        ticket = sandbox.submit(job)
-    except SandboxError:
-        sandbox.restart(generation)  # a dead server: start a new one, once
-        ticket = sandbox.submit(job)
-    deadline = time.monotonic() + job.limits.notebook_seconds + startup_seconds
-    read = FrameRead(ended="deadline")
-    try:
-        read = read_frames(ticket.frames, deadline, max_frames=len(job.cells) + 2 + EXTRA_FRAMES)
-    finally:
-        how = finish(ticket, read.ended == "eof")
-        ticket.close()
+    read, how = _submit_and_read(
+        sandbox, job, job.limits.notebook_seconds + startup_seconds, len(job.cells) + 2 + EXTRA_FRAMES
+    )
     conversation = Conversation([(c.kind, c.exercise) for c in job.cells])
     conversation.feed_all(read.frames)
     return Run(conversation, read, how, list(sandbox.missing))
@@ -693,21 +723,8 @@ class ReplayRun:
 def run_replay(job: ReplayJob, sandbox: Sandbox | None = None, startup_seconds: float = 10) -> ReplayRun:
     """Derive ``job``'s evidence in a confined replay worker (``autograder.sandboxed.replay_job``)."""
     sandbox = sandbox or default_sandbox()
-    generation = sandbox.generation
-    try:
-        ticket = sandbox.submit(job)
-    except SandboxError:
-        sandbox.restart(generation)
-        ticket = sandbox.submit(job)
     expected = list(job.recorded)
-    read = FrameRead(ended="deadline")
-    try:
-        read = read_frames(
-            ticket.frames, time.monotonic() + job.seconds + startup_seconds, max_frames=len(expected) + 2
-        )
-    finally:
-        how = finish(ticket, read.ended == "eof")
-        ticket.close()
+    read, how = _submit_and_read(sandbox, job, job.seconds + startup_seconds, len(expected) + 2)
     run = ReplayRun(unfit=1 if read.partial else 0)
     started = done = False
     for data in read.frames:
