@@ -59,6 +59,7 @@ bench: $(READY)
 	$(BIN)/python bench/grading.py
 	$(BIN)/python bench/graded_run.py
 	$(BIN)/python bench/threads.py
+	$(BIN)/python bench/qat.py
 
 clean:
 	rm -rf autograded feedback graded submitted gradebook.db .pytest_cache build dist _site
