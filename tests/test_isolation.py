@@ -387,21 +387,23 @@ def test_a_server_that_died_is_replaced(machine: sb.Sandbox) -> None:
     assert result.conversation.done and machine.process.poll() is None
 
 
-def _silent_ticket() -> sb.Ticket:
-    """What the grader holds for a job that ended before it said anything: a pipe at its end, no status."""
+def _silent_ticket(generation: int) -> sb.Ticket:
+    """What the grader holds for a job that server ``generation`` took and that ended before it said anything:
+    a pipe at its end, no status."""
     frames, writer = os.pipe()
     os.close(writer)
     status, other = socket.socketpair()
     other.close()
-    return sb.Ticket(0, frames, status)
+    return sb.Ticket(0, frames, status, generation)
 
 
-@pytest.mark.parametrize("server_dies", [True, False], ids=["server-dies", "server-lives"])
+@pytest.mark.parametrize("server", ["dies", "lives", "replaced"])
 def test_a_job_handed_to_a_dying_server_runs_again_on_a_new_one(
-    machine: sb.Sandbox, monkeypatch: pytest.MonkeyPatch, server_dies: bool
+    machine: sb.Sandbox, monkeypatch: pytest.MonkeyPatch, server: str
 ) -> None:
     """The race the test above waits out: the server takes the job and dies before the job says anything.
-    The job runs again, once, on a new server; a silent job of a server that lives is not run again."""
+    The job runs again, once, on a new server, also when another thread's job replaced the dead server
+    first; a silent job of a server that lives is not run again."""
     real_submit, generations = machine.submit, []
 
     def submit(job: Job) -> sb.Ticket:
@@ -410,16 +412,19 @@ def test_a_job_handed_to_a_dying_server_runs_again_on_a_new_one(
         generations.append(machine.generation)
         if len(generations) > 1:
             return real_submit(job)
-        if server_dies:
+        if server != "lives":
             assert machine.process is not None and machine.control is not None
             machine.process.kill()
             machine.process.wait()
             assert select.select([machine.control], [], [], 30)[0], "the server inside hung up"
-        return _silent_ticket()
+        took = machine.generation
+        if server == "replaced":  # another thread's job found it dead and started a new one
+            machine.restart(took)
+        return _silent_ticket(took)
 
     monkeypatch.setattr(machine, "submit", submit)
     result = run(machine, "x = 1")
-    if server_dies:
+    if server != "lives":
         assert generations[1] == generations[0] + 1 and result.conversation.done
     else:
         assert generations == [machine.generation] and not result.conversation.done

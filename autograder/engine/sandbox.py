@@ -181,11 +181,13 @@ def hidden_paths(extra: Iterable[Path] = ()) -> list[str]:
 
 @dataclass
 class Ticket:
-    """One running job: its pipe, its status socket (closing it kills the job), its number."""
+    """One running job: its pipe, its status socket (closing it kills the job), its number, and which
+    server (``Sandbox.generation``) took it."""
 
     number: int
     frames: int
     status: socket.socket
+    generation: int = 0
 
     def close(self) -> None:
         try:
@@ -372,6 +374,7 @@ class Sandbox:
             if self.control is None:
                 return
             generation = self.generation
+            generation = self.generation
             try:
                 self.control.settimeout(60)
                 self.control.sendall(HEADER.pack(len(body)) + body)
@@ -403,6 +406,7 @@ class Sandbox:
         with self._lock:
             if self.control is None:
                 raise SandboxError("評分沙箱沒有在執行")
+            generation = self.generation
             try:
                 self.control.settimeout(60)
                 self.control.sendall(HEADER.pack(len(body)) + body)
@@ -414,7 +418,7 @@ class Sandbox:
                 os.close(fd)
             raise SandboxError("評分沙箱的回應不完整")
         (number,) = HEADER.unpack(data)
-        return Ticket(number, fds[0], socket.socket(fileno=fds[1]))
+        return Ticket(number, fds[0], socket.socket(fileno=fds[1]), generation)
 
 
 class _disabled_env:
@@ -666,9 +670,9 @@ def _submit_and_read(sandbox: Sandbox, job: Job | ReplayJob, seconds: float, max
     """Hand ``job`` to the server and read its frames for at most ``seconds``; returns them and how the job ended.
 
     A server that is gone is replaced once: before the job is handed over (it does not answer), or after,
-    when the job said nothing at all and the server has hung up (a loaded machine can hand a job to a
-    server in its last milliseconds). A job cannot end the server (``tests/test_isolation.py``), so a job
-    that ends itself early is never run twice."""
+    when the job said nothing at all and the server that took it has hung up or was already replaced by
+    another thread (a loaded machine can hand a job to a server in its last milliseconds). A job cannot
+    end the server (``tests/test_isolation.py``), so a job that ends itself early is never run twice."""
     for attempt in (1, 2):
         generation = sandbox.generation
         try:
@@ -676,15 +680,15 @@ def _submit_and_read(sandbox: Sandbox, job: Job | ReplayJob, seconds: float, max
         except SandboxError:
             sandbox.restart(generation)  # a dead server: start a new one, once
             ticket = sandbox.submit(job)
-        generation = sandbox.generation  # the server that took the job
         read = FrameRead(ended="deadline")
         try:
             read = read_frames(ticket.frames, time.monotonic() + seconds, max_frames=max_frames)
         finally:
             how = finish(ticket, read.ended == "eof")
             ticket.close()
-        if attempt == 1 and read.ended == "eof" and not read.frames and not read.partial and sandbox.hung_up():
-            sandbox.restart(generation)
+        silent = read.ended == "eof" and not read.frames and not read.partial
+        if attempt == 1 and silent and (sandbox.generation != ticket.generation or sandbox.hung_up()):
+            sandbox.restart(ticket.generation)  # nothing if another thread replaced it already
             continue
         break
     return read, how
