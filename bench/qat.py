@@ -21,29 +21,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 FLOW = """
-import sys, time, warnings
+import contextlib, sys, time, warnings
 warnings.simplefilter("ignore")
 import torch
 import common.pt2e as pt2e
 from common import data, torchao_cache
-from torchao.quantization.pt2e import move_exported_model_to_eval, qat_utils, utils
+from torchao.quantization.pt2e import move_exported_model_to_eval
 from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
-if sys.argv[1] == "alone":
-    routed = utils._get_aten_graph_module_for_pattern
-    for module in list(sys.modules.values()):
-        if getattr(module, "__name__", "").startswith("torchao.") and vars(module).get("_get_aten_graph_module_for_pattern") is routed:
-            module._get_aten_graph_module_for_pattern = routed.__wrapped__
-    for name in torchao_cache._QAT_HELPERS:
-        setattr(qat_utils, name, getattr(qat_utils, name).__wrapped__)
 torch.manual_seed(0)
 x = (torch.randn(8, 1, 8, 8),)
-start = time.perf_counter()
-quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True, is_qat=True))
-prepared = pt2e.prepare_qat_pt2e(data.export(data.digits_model().train()), quantizer)
-prepared(*x)
-move_exported_model_to_eval(prepared)
-pt2e.convert_pt2e(prepared)
-print(time.perf_counter() - start)
+with torchao_cache.torchao_alone() if sys.argv[1] == "alone" else contextlib.nullcontext():
+    start = time.perf_counter()
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True, is_qat=True))
+    prepared = pt2e.prepare_qat_pt2e(data.export(data.digits_model().train()), quantizer)
+    prepared(*x)
+    move_exported_model_to_eval(prepared)
+    pt2e.convert_pt2e(prepared)
+    print(time.perf_counter() - start)
 """
 
 

@@ -30,11 +30,12 @@ result: ``tests/test_common.py`` compares each with torchao's own.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import copy
 import sys
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -52,6 +53,8 @@ def remember() -> None:
 
 # --- torchao's pattern graphs ------------------------------------------------------------------------
 
+_PATTERN_TRACE = "_get_aten_graph_module_for_pattern"
+"""torchao's function that traces a pattern (in ``torchao.quantization.pt2e.utils``, imported by name elsewhere)."""
 _patterns: OrderedDict[Hashable, GraphModule] = OrderedDict()
 PATTERN_CAPACITY = 512
 """Pattern graphs kept at most; torchao traces fewer than 200 different ones."""
@@ -133,14 +136,14 @@ def remember_torchao_patterns() -> None:
     import importlib
 
     utils = importlib.import_module("torchao.quantization.pt2e.utils")
-    original = utils._get_aten_graph_module_for_pattern
+    original = getattr(utils, _PATTERN_TRACE)
     if hasattr(original, "__wrapped__"):
         return
     remembered = remembering_patterns(original)
-    utils._get_aten_graph_module_for_pattern = remembered  # what a module imported later takes
+    setattr(utils, _PATTERN_TRACE, remembered)  # what a module imported later takes
     for name, module in list(sys.modules.items()):  # the ones that took the name already
-        if name.startswith("torchao.") and getattr(module, "_get_aten_graph_module_for_pattern", None) is original:
-            module._get_aten_graph_module_for_pattern = remembered
+        if name.startswith("torchao.") and getattr(module, _PATTERN_TRACE, None) is original:
+            setattr(module, _PATTERN_TRACE, remembered)
 
 
 # --- conv + batch norm patterns of a conv the graph does not hold --------------------------------------
@@ -198,6 +201,31 @@ def skip_absent_conv_patterns() -> None:
         helper = getattr(qat_utils, name)
         if not hasattr(helper, "__wrapped__"):
             setattr(qat_utils, name, skipping_absent_convs(helper))
+
+
+@contextlib.contextmanager
+def torchao_alone() -> Iterator[None]:
+    """Inside this block, torchao traces every pattern itself, all convs' included: the pattern memory and
+    the skipping of absent convs are undone in every torchao module that holds them, and put back after
+    (what ``tests/test_common.py`` and ``bench/qat.py`` compare the course with)."""
+    import importlib
+
+    utils = importlib.import_module("torchao.quantization.pt2e.utils")
+    qat_utils = importlib.import_module("torchao.quantization.pt2e.qat_utils")
+    routed = getattr(utils, _PATTERN_TRACE)
+    undone = [
+        (module, _PATTERN_TRACE, routed)
+        for module in list(sys.modules.values())
+        if getattr(module, "__name__", "").startswith("torchao.") and vars(module).get(_PATTERN_TRACE) is routed
+    ]
+    undone += [(qat_utils, name, getattr(qat_utils, name)) for name in _QAT_HELPERS]
+    for module, name, value in undone:
+        setattr(module, name, getattr(value, "__wrapped__", value))
+    try:
+        yield
+    finally:
+        for module, name, value in undone:
+            setattr(module, name, value)
 
 
 # --- HistogramObserver's range search ------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import copy
 import dataclasses
 import subprocess
@@ -435,9 +434,6 @@ def _qat_then_convert(model: torch.nn.Module, x: tuple[torch.Tensor, ...]) -> tu
         return prepared_code, converted.code, converted(*x)
 
 
-_PATTERN_TRACE = "_get_aten_graph_module_for_pattern"
-
-
 @pytest.mark.slow  # three QAT prepare + convert runs, one of them with torchao alone (126 traces): about 25 s
 @pytest.mark.filterwarnings("ignore:XNNPACKQuantizer is deprecated")
 def test_torchao_pattern_graphs_are_traced_once_only_for_convs_present_and_give_the_same_graphs() -> None:
@@ -460,19 +456,19 @@ def test_torchao_pattern_graphs_are_traced_once_only_for_convs_present_and_give_
 
     from torchao.testing.pt2e import _xnnpack_quantizer  # noqa: F401  (imported now, it takes the routed trace)
 
-    routed = pt2e_utils._get_aten_graph_module_for_pattern
-    holders = [m for n, m in sys.modules.items() if n.startswith("torchao.") and vars(m).get(_PATTERN_TRACE) is routed]
-    assert {pt2e_utils, qat_utils} <= set(holders)
-    alone_patches = [mock.patch.object(module, _PATTERN_TRACE, routed.__wrapped__) for module in holders]
-    alone_patches += [
-        mock.patch.object(qat_utils, name, getattr(qat_utils, name).__wrapped__) for name in torchao_cache._QAT_HELPERS
-    ]
-    with contextlib.ExitStack() as stack:
-        for patch in alone_patches:
-            stack.enter_context(patch)
-        traced = stack.enter_context(mock.patch("torch.export.export", wraps=torch.export.export))
-        alone = run()
-        traced_alone = traced.call_count
+    with torchao_cache.torchao_alone():
+        routed = [
+            name
+            for name, module in sys.modules.items()
+            if name.startswith("torchao.") and hasattr(vars(module).get(torchao_cache._PATTERN_TRACE), "__wrapped__")
+        ]
+        assert not routed, f"torchao modules still trace through the memory: {routed}"
+        assert qat_utils._get_aten_graph_module_for_pattern is pt2e_utils._get_aten_graph_module_for_pattern
+        assert not any(hasattr(getattr(qat_utils, name), "__wrapped__") for name in torchao_cache._QAT_HELPERS)
+        with mock.patch("torch.export.export", wraps=torch.export.export) as traced:
+            alone = run()
+            traced_alone = traced.call_count
+    assert hasattr(pt2e_utils._get_aten_graph_module_for_pattern, "__wrapped__"), "put back after the block"
     with mock.patch.object(torchao_cache, "_patterns", torchao_cache.OrderedDict()):
         with mock.patch("torch.export.export", wraps=torch.export.export) as traced:
             # an empty memory: every pattern of conv2d is torchao's own trace (the graph it traced is the one
