@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,6 +173,7 @@ def read_json(path: Path) -> dict:
 SLOW_FILES = frozenset(
     {
         "test_autograde.py",  # an nbgrader class per module, graded twice
+        "test_forked_kernels.py",  # kernels forked and interrupted
         "test_hostile.py",  # a hostile class, graded in the sandbox
         "test_hostile_replay.py",
         "test_grading.py",  # the sample class, graded
@@ -234,3 +236,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if ungrouped:
             raise pytest.UsageError(f"xdist ignored the xdist_group of {ungrouped[0]}: check the pytest version")
     return result
+
+
+@pytest.fixture(scope="session")
+def kernel_zygotes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The folder of this worker's kernel zygotes (``tests/forked_kernels.py``); they stop with the session."""
+    from forked_kernels import stop_zygotes
+
+    folder = tmp_path_factory.mktemp("kernels")
+    yield folder
+    stop_zygotes(folder)
+
+
+@pytest.fixture
+def forked_kernel(kernel_zygotes: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """In this test, a python3 kernel is forked from a zygote that has imported torch (2 s less per notebook)."""
+    from forked_kernels import DIRECTORY, kernelspec
+
+    monkeypatch.setenv(DIRECTORY, str(kernel_zygotes))
+    monkeypatch.setenv(
+        "JUPYTER_PATH", os.pathsep.join(filter(None, [str(kernelspec(kernel_zygotes)), os.environ.get("JUPYTER_PATH")]))
+    )
+    return kernel_zygotes

@@ -2,7 +2,8 @@
 outputs are current. (That an untouched release notebook fails every graded cell, what
 ``nbgrader validate --invert`` checks, is asserted by test_unanswered on its own run.)
 
-One execution per notebook serves both: nbgrader's Validator executes the notebook and
+The kernel is forked from a process that has imported torch (``tests/forked_kernels.py``), a new process
+for every notebook. One execution per notebook serves both: nbgrader's Validator executes the notebook and
 we keep the executed copy to compare its outputs with the committed ones, as any CPU may
 print them (``autograder.maintenance.outputs``: text exactly, numbers within what another CPU changes).
 
@@ -49,6 +50,7 @@ SOURCES = source_notebooks()
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=_id)
+@pytest.mark.usefixtures("forked_kernel")
 def test_source_notebook_runs_validates_and_is_current(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     profile = isa.rotation(path.parent.name, 1)
     for variable in isa.VARIABLES:  # the kernel nbgrader starts inherits this process's environment

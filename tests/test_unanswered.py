@@ -39,6 +39,7 @@ def errors_of(nb: nbformat.NotebookNode) -> list[tuple[int, str, str]]:
 
 
 @pytest.mark.parametrize("path", RELEASED, ids=lambda p: p.stem)
+@pytest.mark.usefixtures("forked_kernel")  # a new process forked with torch imported: tests/forked_kernels.py
 def test_release_notebook_runs_unanswered_with_only_explained_errors(path: Path) -> None:
     committed = nbformat.read(path, as_version=4)
     nb = run_unanswered(copy.deepcopy(committed), isa.rotation(path.parent.name, 2))
