@@ -60,6 +60,30 @@ def test_missing_definitions_get_zero(notebook: str, exercise: str) -> None:
     assert all("找不到" in v["message"] for v in verdicts)
 
 
+@pytest.mark.parametrize(("notebook", "exercise"), all_exercises())
+def test_the_handed_out_stub_gets_zero(notebook: str, exercise: str) -> None:
+    """The release's solution cell, run where every other answer is the key's: nothing on any check.
+
+    ``grade`` relies on it: a notebook exactly as handed out scores zero without running
+    (``autograder.engine.submission.as_handed_out``)."""
+    import importlib
+
+    from autograder.maintenance.answers import cell_with_id, release_notebook
+    from autograder.sandboxed.cases.base import module_name
+
+    spec = exercises_of(notebook)[exercise]
+    key = vars(importlib.import_module(f"autograder.keys.{module_name(notebook)}"))
+    namespace = {name: value for name, value in key.items() if name not in spec.names}
+    stub = cell_with_id(release_notebook(notebook), exercise).source
+    assert "raise NotImplementedError()" in stub, stub
+    try:
+        exec(compile(stub, f"{notebook}:{exercise}", "exec"), namespace)
+    except NotImplementedError:
+        pass  # a stub at the top level of the cell raises as the cell runs; one inside a method, when called
+    verdicts = verdicts_for(notebook, exercise, namespace, 0)
+    assert verdicts and all(v["score"] == 0 for v in verdicts), [v for v in verdicts if v["score"]]
+
+
 @pytest.mark.parametrize("wrong", wrong_solutions(), ids=lambda w: w.id)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_wrong_solution_loses_points(wrong: WrongSolution, seed: int) -> None:

@@ -70,6 +70,11 @@ def test_sample_class_gradebook(sample_grades) -> None:
     total = sum(points(nb) for nb in ("M03-1", "M03-2", "M03-3", "M03-4"))
     assert float(rows["full"]["total"]) == float(rows["full"]["max"]) == total
     assert float(rows["untouched"]["total"]) == 0
+    for student, handed_out in (("untouched", ("M03-1", "M03-2", "M03-3", "M03-4")), ("partial", ("M03-2", "M03-3"))):
+        output = results_json(out, student)["output"]  # known to score nothing without a run: the feedback says so
+        assert [
+            nb for nb in ("M03-1", "M03-2", "M03-3", "M03-4") if f"{nb}.ipynb 和發下去的版本一樣" in output
+        ] == list(handed_out), (student, output[:2000])
     assert [float(rows["partial"][nb]) for nb in ("M03-1", "M03-2", "M03-3", "M03-4")] == [
         points("M03-1"),
         0,

@@ -23,7 +23,14 @@ import nbformat
 
 from autograder.checks.support import checks_of
 from autograder.engine.judge import judge
-from autograder.engine.submission import UnreadableNotebook, find_notebooks, load_notebook, prepare, source_path
+from autograder.engine.submission import (
+    UnreadableNotebook,
+    as_handed_out,
+    find_notebooks,
+    load_notebook,
+    prepare,
+    source_path,
+)
 from autograder.sandboxed.limits import Limits
 from common.data import one_thread
 
@@ -34,6 +41,9 @@ STUDENT_TEXT_CHARS = 4000
 """Text a submission produced (cell errors, names of what it patched) kept per notebook."""
 
 _judging = threading.Lock()
+
+UNANSWERED = "還沒有作答：這一題的作答格和發下去的一樣"
+UNANSWERED_NOTE = "{notebook}.ipynb 和發下去的版本一樣，還沒有作答：每一題 0 分（沒有執行）"
 
 
 def fork_context() -> Any:
@@ -154,6 +164,11 @@ def grade_notebook(
     prepared = prepare(student, source)
     result.notes += prepared.notes
     result.tampering += prepared.tampering
+    if as_handed_out(prepared, notebook, source):
+        result.notes.append(UNANSWERED_NOTE.format(notebook=notebook))
+        for exercise in exercises:
+            result.verdicts += zero_verdicts(notebook, exercise, UNANSWERED)
+        return result
     outcome = run_sandboxed(Job(notebook, tuple(prepared.cells), seed, limits), limits)
     result.notes.append(f"{fork_context().memory_mode}，上限 {limits.memory_mb} MB")
     recorded, reasons = read_outcome(outcome, result, limits)
