@@ -84,3 +84,17 @@ def test_judging_notebooks_on_threads_while_their_checks_import(tmp_path: Path) 
     done = subprocess.run([sys.executable, "-c", script, str(report)], capture_output=True, text=True, timeout=600)
     assert report.exists(), done.stderr[-2000:]
     assert json.loads(report.read_text()) == []
+
+
+def test_the_answer_keys_evidence_leaves_the_graders_log_quiet() -> None:
+    """Computing the key's evidence (the grader's side of every graded notebook) prints nothing: no torchao
+    library it cannot load, no torch deprecation line in an instructor's log."""
+    import subprocess
+    import sys
+
+    code = "from autograder.engine.reference_evidence import reference_evidence\n" + "".join(
+        f"reference_evidence({notebook!r}, {exercise!r}, 3)\n"
+        for notebook, exercise in (("M02-1", "observer_errors"), ("M06-3", next(iter(exercises_of("M06-3")))))
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and result.stdout == "" and result.stderr == "", result.stderr[-2000:]

@@ -17,5 +17,7 @@ def reference_evidence(notebook: str, exercise: str, seed: int) -> dict[str, Any
     The key goes through the same recording and replay as a submission, so a student
     whose answers equal the key's gets exactly the key's evidence.
     """
+    import common.pt2e  # noqa: F401  (torchao imported here first, without its import-time noise in the grader's log)
+
     answers = importlib.import_module(f"autograder.keys.{module_name(notebook)}")
     return record_and_derive(exercises_of(notebook)[exercise], vars(answers), seed)
