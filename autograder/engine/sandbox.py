@@ -374,7 +374,6 @@ class Sandbox:
             if self.control is None:
                 return
             generation = self.generation
-            generation = self.generation
             try:
                 self.control.settimeout(60)
                 self.control.sendall(HEADER.pack(len(body)) + body)
