@@ -74,6 +74,11 @@ def source_notebooks(module: str | None = None) -> list[Path]:
     return sorted(p for folder in folders for p in folder.glob("*.ipynb"))
 
 
+def notebook_path(folder: Path, notebook: str) -> Path:
+    """``notebook_path(SOURCE, "M03-4")`` → ``source/M03/M03-4.ipynb`` (``RELEASE``: the handed-out copy)."""
+    return folder / notebook.split("-")[0] / f"{notebook}.ipynb"
+
+
 def notebook_id(path: Path) -> str:
     """``source/M03/M03-4.ipynb`` → ``"M03-4"``."""
     return path.stem

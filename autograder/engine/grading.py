@@ -164,7 +164,7 @@ def grade_notebook(
     prepared = prepare(student, source)
     result.notes += prepared.notes
     result.tampering += prepared.tampering
-    if as_handed_out(prepared, notebook, source):
+    if as_handed_out(prepared, notebook):
         result.notes.append(UNANSWERED_NOTE.format(notebook=notebook))
         for exercise in exercises:
             result.verdicts += zero_verdicts(notebook, exercise, UNANSWERED)

@@ -9,6 +9,7 @@ and what the grader did about it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
@@ -18,7 +19,7 @@ from typing import Any
 
 import nbformat
 
-from autograder.course import RELEASE, SOURCE, notebook_id
+from autograder.course import RELEASE, SOURCE, notebook_id, notebook_path
 
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
 
@@ -386,24 +387,29 @@ def class_folders(submitted: Path, module: str) -> dict[str, Path | None]:
 
 
 def source_path(notebook: str) -> Path:
-    return SOURCE / notebook.split("-")[0] / f"{notebook}.ipynb"
-
-
-def release_path(notebook: str) -> Path:
-    return RELEASE / notebook.split("-")[0] / f"{notebook}.ipynb"
+    return notebook_path(SOURCE, notebook)
 
 
 def _what_runs(prepared: Prepared) -> list[tuple[str, str, str | None]]:
     return [(cell.kind, cell.source, cell.exercise) for cell in prepared.cells]
 
 
-def as_handed_out(prepared: Prepared, notebook: str, source: nbformat.NotebookNode) -> bool:
+@functools.cache
+def _handed_out(notebook: str) -> list[tuple[str, str, str | None]] | None:
+    """What the release notebook of ``notebook`` runs when graded; None without one (a Gradescope bundle)."""
+    path = notebook_path(RELEASE, notebook)
+    if not path.is_file():
+        return None
+    handed_out = prepare(nbformat.read(path, as_version=4), nbformat.read(source_path(notebook), as_version=4))
+    return None if handed_out.tampering else _what_runs(handed_out)
+
+
+def as_handed_out(prepared: Prepared, notebook: str) -> bool:
     """Whether ``prepared`` would run exactly what the release notebook runs: nothing answered, nothing
     added, nothing tampered with. Such a run is known without running it: every exercise's answer is the
     stub that raises ``NotImplementedError`` (``tests/test_checks.py`` judges the stubs: zero on every
     check). False when the course has no release notebook here (a Gradescope bundle)."""
-    path = release_path(notebook)
-    if prepared.tampering or not path.is_file():
+    if prepared.tampering:
         return False
-    handed_out = prepare(nbformat.read(path, as_version=4), source)
-    return not handed_out.tampering and _what_runs(handed_out) == _what_runs(prepared)
+    handed_out = _handed_out(notebook)
+    return handed_out is not None and _what_runs(prepared) == handed_out

@@ -11,7 +11,7 @@ import hashlib
 
 import nbformat
 
-from autograder.course import RELEASE, SOURCE
+from autograder.course import RELEASE, SOURCE, notebook_path
 
 
 def _grade_id(cell: nbformat.NotebookNode) -> str | None:
@@ -20,7 +20,7 @@ def _grade_id(cell: nbformat.NotebookNode) -> str | None:
 
 def release_notebook(notebook: str) -> nbformat.NotebookNode:
     """The notebook as handed out, e.g. ``release/M03/M03-4.ipynb``."""
-    return nbformat.read(RELEASE / notebook.split("-")[0] / f"{notebook}.ipynb", as_version=4)
+    return nbformat.read(notebook_path(RELEASE, notebook), as_version=4)
 
 
 def without_markers(source: str) -> str:
@@ -32,7 +32,7 @@ def without_markers(source: str) -> str:
 
 def source_answers(notebook: str) -> dict[str, str]:
     """grade_id → the code of each solution cell of ``source/``, as a student would write it."""
-    nb = nbformat.read(SOURCE / notebook.split("-")[0] / f"{notebook}.ipynb", as_version=4)
+    nb = nbformat.read(notebook_path(SOURCE, notebook), as_version=4)
     return {_grade_id(c): without_markers(c.source) for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
 
 
