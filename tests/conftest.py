@@ -244,10 +244,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def kernel_zygotes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The folder of this worker's kernel zygotes (``tests/forked_kernels.py``); they stop with the session."""
-    from forked_kernels import stop_zygotes
+    """The folder of this worker's kernel zygotes and of the kernelspec that forks from them
+    (``tests/forked_kernels.py``); the zygotes stop with the session."""
+    from forked_kernels import kernelspec, stop_zygotes
 
     folder = tmp_path_factory.mktemp("kernels")
+    kernelspec(folder)
     yield folder
     stop_zygotes(folder)
 
@@ -255,10 +257,9 @@ def kernel_zygotes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture
 def forked_kernel(kernel_zygotes: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """In this test, a python3 kernel is forked from a zygote that has imported torch (2 s less per notebook)."""
-    from forked_kernels import DIRECTORY, kernelspec
+    from forked_kernels import DIRECTORY
 
     monkeypatch.setenv(DIRECTORY, str(kernel_zygotes))
-    monkeypatch.setenv(
-        "JUPYTER_PATH", os.pathsep.join(filter(None, [str(kernelspec(kernel_zygotes)), os.environ.get("JUPYTER_PATH")]))
-    )
+    data = kernel_zygotes / "jupyter"  # what ``kernelspec`` made
+    monkeypatch.setenv("JUPYTER_PATH", os.pathsep.join(filter(None, [str(data), os.environ.get("JUPYTER_PATH")])))
     return kernel_zygotes

@@ -33,8 +33,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 DIRECTORY = "PT2E_KERNEL_ZYGOTES"
@@ -62,7 +60,7 @@ def key_of(environment: dict[str, str]) -> str:
 def kernelspec(folder: Path) -> Path:
     """A Jupyter data folder under ``folder`` whose ``python3`` kernel is forked from a zygote.
 
-    Put it first in ``JUPYTER_PATH`` and set ``DIRECTORY`` to ``folder`` (``forked_kernels``)."""
+    Put it first in ``JUPYTER_PATH`` and set ``DIRECTORY`` to ``folder`` (``conftest.forked_kernel``)."""
     spec = folder / "jupyter" / "kernels" / "python3"
     spec.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, str(Path(__file__).resolve()), "launch", "{connection_file}"]
@@ -71,26 +69,6 @@ def kernelspec(folder: Path) -> Path:
         encoding="utf-8",
     )
     return folder / "jupyter"
-
-
-@contextmanager
-def forked_kernels(folder: Path) -> Iterator[None]:
-    """Inside the block, every python3 kernel this process starts is forked from a zygote kept in
-    ``folder``; afterwards the zygotes are stopped (the tests use ``conftest.forked_kernel``)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    data = kernelspec(folder)
-    saved = {name: os.environ.get(name) for name in (DIRECTORY, "JUPYTER_PATH")}
-    os.environ[DIRECTORY] = str(folder)
-    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(data), saved["JUPYTER_PATH"]]))
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        stop_zygotes(folder)
 
 
 def stop_zygotes(folder: Path) -> None:
