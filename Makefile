@@ -58,6 +58,7 @@ bench: $(READY)
 	$(BIN)/python bench/notebooks.py
 	$(BIN)/python bench/grading.py
 	$(BIN)/python bench/graded_run.py
+	$(BIN)/python bench/record.py
 	$(BIN)/python bench/threads.py
 	$(BIN)/python bench/qat.py
 

@@ -140,23 +140,47 @@ class _Sink(io.StringIO):
         return len(text)
 
 
+_recording = False
+
+
+def evidence_is_kept() -> bool:
+    """False while ``collect`` runs for the record only (``recording=True``: the sandbox writes down the
+    student's calls, and the grader's replay derives the evidence again). A case may then skip a step
+    that calls no student code and only makes evidence, such as lowering a converted program to
+    ExecuTorch: the calls recorded are the same, and the replay does the step."""
+    return not _recording
+
+
 def collect(
     exercise: Exercise,
     namespace: Namespace,
     seed: int,
     *,
     namespace_for_case: Callable[[str], Namespace] | None = None,
+    recording: bool = False,
 ) -> dict[str, Any]:
     """Run every case of ``exercise`` on the student's ``namespace``; never raises.
 
     Returns ``{"missing": [...]}`` when a name the exercise needs is not defined,
     else ``{"cases": {case: {"value": ...} | {"error": ..., "message": ...}}}``.
     ``namespace_for_case(case)``, when given, supplies the namespace each case sees
-    (the grader's recording and replaying namespaces).
+    (the grader's recording and replaying namespaces). ``recording``: only the calls matter, the
+    evidence is thrown away (``evidence_is_kept``).
     """
+    global _recording
     missing = [name for name in exercise.names if name not in namespace]
     if missing:
         return {"missing": missing}
+    _recording, before = recording, _recording
+    try:
+        return _collect(exercise, namespace, seed, namespace_for_case)
+    finally:
+        _recording = before
+
+
+def _collect(
+    exercise: Exercise, namespace: Namespace, seed: int, namespace_for_case: Callable[[str], Namespace] | None
+) -> dict[str, Any]:
     cases: dict[str, Any] = {}
     sink = _Sink()
     from common.export_cache import remembered_exports

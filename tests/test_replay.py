@@ -63,6 +63,50 @@ def test_replaying_the_key_gives_the_keys_own_evidence(notebook: str) -> None:
         assert not errors, (name, errors)
 
 
+def test_a_record_keeps_no_evidence_and_the_flag_comes_back() -> None:
+    """``evidence_is_kept`` is False only while a record runs its cases, and True again after one that failed."""
+    from selfcheck.casekit import Exercise, evidence_is_kept
+
+    seen: list[bool] = []
+
+    def look(ns: Any, seed: int) -> int:
+        seen.append(evidence_is_kept())
+        return 1
+
+    def fail(ns: Any, seed: int) -> int:
+        seen.append(evidence_is_kept())
+        raise RuntimeError("the student's error")
+
+    exercise = Exercise("k", "t", ("f",), {"look": look, "fail": fail}, notebook="M99-1")
+    recorded = record_exercise(exercise, {"f": len}, SEED)
+    assert set(recorded["cases"]) == {"look", "fail"} and seen == [False, False]
+    assert evidence_is_kept()
+    assert "error" in collect(exercise, {"f": len}, SEED)["cases"]["fail"] and seen[2:] == [True, True]
+
+
+@pytest.mark.slow  # lowers the backbone to ExecuTorch and runs it (seconds)
+def test_the_m08_3_record_skips_the_lowering_and_records_the_same_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """M08-3's record does not lower (the replay does, ``test_replaying_the_key_gives_the_keys_own_evidence``):
+    the student's calls it writes down are exactly those of a record that lowers."""
+    cases = importlib.import_module("autograder.sandboxed.cases.m08_3")
+    exercise = exercises_of("M08-3")["backend_quantizer"]
+    lowered: list[int] = []
+    real_lower = cases.lower_converted
+
+    def counting(*args: Any) -> Any:
+        lowered.append(1)
+        return real_lower(*args)
+
+    monkeypatch.setattr(cases, "lower_converted", counting)
+    skipping = round_trip(record_exercise(exercise, key_namespace("M08-3"), SEED))
+    assert not lowered, "the record lowered a program"
+    monkeypatch.setattr(cases, "evidence_is_kept", lambda: True)
+    lowering = round_trip(record_exercise(exercise, key_namespace("M08-3"), SEED))
+    assert lowered, "with evidence kept, the case lowers"
+    assert skipping["cases"]["lowered"]["channels"], "the record holds the student's calls"
+    assert not differences(skipping, lowering), differences(skipping, lowering)[:3]
+
+
 def test_recordings_hold_answers_not_descriptions() -> None:
     exercise = exercises_of("M03-4")["add_quantizer"]
     recorded = record_exercise(exercise, key_namespace("M03-4"), SEED)

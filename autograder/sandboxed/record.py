@@ -520,7 +520,7 @@ def record_exercise(exercise: Exercise, namespace: Mapping[str, Any], seed: int)
         kinds.update(recorder.kinds)
         return wrapped
 
-    collect(exercise, namespace, seed, namespace_for_case=for_case)
+    collect(exercise, namespace, seed, namespace_for_case=for_case, recording=True)
     return {
         "kinds": kinds,
         "cases": {case: {"channels": recorder.channels} for case, recorder in recordings.items()},
