@@ -248,6 +248,8 @@ def _lowered(lowered: torch.fx.GraphModule) -> collections.Counter:
 
 @pytest.mark.parametrize("seed", [0, 1, 2_147_483_646])
 @pytest.mark.parametrize("kind", ["convs", "linears", "dynamic", "skipped", "per_tensor"])
+# per_tensor's hidden model pools an input it leaves in float: X86InductorQuantizer says so, as it should
+@pytest.mark.filterwarnings("ignore:The input of maxpool2d is not quantized:UserWarning")
 def test_m08_2_answer_key_predicts_what_lower_x86_does_on_the_hidden_models(kind: str, seed: int) -> None:
     """The hidden checks compare a student's predictions with the key's; the key is right when
     ``lower_x86`` makes exactly the kernels it predicts, and the lowered graph computes what the
