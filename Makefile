@@ -59,6 +59,7 @@ bench: $(READY)
 	$(BIN)/python bench/grading.py
 	$(BIN)/python bench/graded_run.py
 	$(BIN)/python bench/record.py
+	$(BIN)/python bench/fx_code.py
 	$(BIN)/python bench/threads.py
 	$(BIN)/python bench/qat.py
 

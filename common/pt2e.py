@@ -39,10 +39,11 @@ with quiet_imports():
     )
     from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
-    from common import torchao_cache
+    from common import fx_code_cache, torchao_cache
     from common.export_cache import export_through
 
     torchao_cache.remember()  # torchao's pattern traces and histogram searches, once per process
+    fx_code_cache.install()  # torch.fx's generated code compiled once per text, provenance without deep copies
 
 ANNOTATION_KEY: str = Q_ANNOTATION_KEY
 """The ``node.meta`` key under which a Quantizer stores a ``QuantizationAnnotation``."""

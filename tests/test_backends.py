@@ -391,3 +391,15 @@ def test_an_embedding_quantized_program_needs_the_fusion_and_the_quantized_kerne
         [sys.executable, "-c", EMBEDDING_FLOW], capture_output=True, text=True, timeout=300, cwd=os.getcwd()
     )
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
+
+
+def test_the_program_lowered_with_the_fx_code_cache_is_torchs_own(model_and_inputs) -> None:
+    """``common.fx_code_cache`` changes no byte of a ``.pte``: ExecuTorch's debug handles read the provenance."""
+    from common import fx_code_cache
+
+    model, inputs = model_and_inputs
+    converted = quantized(model, inputs, backends.executorch_xnnpack_quantizer(is_per_channel=True))
+    ours = backends.pte_bytes(backends.lower_to_xnnpack(converted, inputs))
+    with fx_code_cache.torch_alone():
+        theirs = backends.pte_bytes(backends.lower_to_xnnpack(converted, inputs))
+    assert ours == theirs

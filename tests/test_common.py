@@ -605,3 +605,82 @@ def test_executorchs_experimental_warning_is_noise() -> None:
         )
         warnings.warn("a student's own deprecation", DeprecationWarning, stacklevel=1)
     assert [str(w.message) for w in caught] == ["a student's own deprecation"]
+
+
+# --- common.fx_code_cache ---------------------------------------------------------------------------
+
+
+def test_torch_fx_compiles_through_the_cache_here() -> None:
+    from torch.fx import graph_module, traceback
+
+    from common import fx_code_cache
+
+    assert fx_code_cache._installed, "common.pt2e installs it: torch's two functions are the ones it was written from"
+    assert graph_module._exec_with_source is fx_code_cache._exec_with_source
+    assert traceback.NodeSource.__init__ is fx_code_cache._node_source_init
+    with fx_code_cache.torch_alone():
+        assert graph_module._exec_with_source is not fx_code_cache._exec_with_source
+    assert graph_module._exec_with_source is fx_code_cache._exec_with_source
+
+
+def test_a_recompiled_graph_gets_its_own_file_name_and_lines_and_runs_as_before() -> None:
+    import linecache
+
+    from common import fx_code_cache
+
+    graph = exported("conv_bn_relu")
+    x = example_inputs(2, "conv_bn_relu")
+    copies = [copy.deepcopy(graph) for _ in range(3)]  # the same text three times: compiled once
+    with fx_code_cache.torch_alone():
+        alone = copy.deepcopy(graph)
+    files = [type(g).forward.__code__.co_filename for g in [*copies, alone]]
+    assert len(set(files)) == 4 and all(f.startswith("<eval_with_key>.") for f in files), files
+    first_line = type(alone).forward.__code__.co_firstlineno
+    for g in copies:
+        code = type(g).forward.__code__
+        assert code.co_code == type(alone).forward.__code__.co_code and code.co_firstlineno == first_line
+        assert linecache.getline(code.co_filename, first_line) == linecache.getline(files[-1], first_line) != ""
+        assert g.code == alone.code
+        torch.testing.assert_close(g(*x), alone(*x), rtol=0, atol=0)
+    size = fx_code_cache.size()
+    copy.deepcopy(graph)
+    assert fx_code_cache.size() == size, "a text compiled before is not compiled again"
+
+
+def test_a_text_compiled_again_keeps_the_file_name_of_every_function_in_it() -> None:
+    from common.fx_code_cache import compiled
+
+    source = "def outer():\n    def inner():\n        return 1\n    return inner\n"
+    first, again = compiled(source, "<first>"), compiled(source, "<again>")
+    assert first.co_filename == "<first>" and again.co_filename == "<again>"
+    inner = [c for c in again.co_consts if hasattr(c, "co_code")]
+    assert inner and all(c.co_filename == "<again>" for c in inner)
+    assert all(n.co_filename == "<again>" for c in inner for n in c.co_consts if hasattr(n, "co_code"))
+
+
+def _provenance(program: torch.export.ExportedProgram) -> list[Any]:
+    """Every node's history, graphs numbered by first appearance (their ids differ from run to run)."""
+    numbers: dict[int, int] = {}
+
+    def renumbered(record: dict[str, Any]) -> dict[str, Any]:
+        number = numbers.setdefault(record["graph_id"], len(numbers))
+        return {**record, "graph_id": number, "from_node": [renumbered(r) for r in record["from_node"]]}
+
+    return [[renumbered(s.to_dict()) for s in node.meta.get("from_node", [])] for node in program.graph.nodes]
+
+
+def test_provenance_holds_what_torch_records_without_copying_it() -> None:
+    """Decomposing an exported program twice (two passes of records on every node): the same history."""
+    from common import fx_code_cache
+
+    model = get_model("conv_bn_relu").eval()
+    x = example_inputs(2, "conv_bn_relu")
+
+    def decomposed() -> torch.export.ExportedProgram:
+        return torch.export.export(model, x).run_decompositions().run_decompositions()
+
+    ours = decomposed()
+    with fx_code_cache.torch_alone():
+        theirs = decomposed()
+    assert any(len(sources) for sources in _provenance(ours)), "the passes record where nodes came from"
+    assert _provenance(ours) == _provenance(theirs)
