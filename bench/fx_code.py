@@ -13,7 +13,6 @@ runs, in one process, the same work both ways (``fx_code_cache.torch_alone()`` f
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -29,23 +28,15 @@ def timed(work: Callable[[], object]) -> tuple[float, object]:
 
 
 def judge_fixtures(notebooks: list[str], seed: int) -> None:
-    """Record, replay and judge every wrong and right fixture of ``notebooks`` on ``seed``."""
+    """Record, replay and judge every wrong and right fixture of ``notebooks`` on ``seed`` (``test_checks``'s path)."""
     from conftest import right_solutions, wrong_solutions
-
-    from autograder.engine.judge import judge
-    from autograder.sandboxed.cases.base import exercises_of
-    from autograder.sandboxed.record import record_exercise
-    from autograder.sandboxed.replay import derive
+    from test_checks import verdicts_for
 
     for fixture in [*wrong_solutions(), *right_solutions()]:
-        if fixture.notebook not in notebooks:
-            continue
-        namespace: dict = {}
-        exec(compile(fixture.code, str(fixture.path), "exec"), namespace)
-        spec = exercises_of(fixture.notebook)[fixture.exercise]
-        recorded = json.loads(json.dumps(record_exercise(spec, namespace, seed)))
-        evidence = {"exercises": {fixture.exercise: derive(spec, recorded, seed)}}
-        judge({"notebook": fixture.notebook, "seed": seed, **evidence}, [fixture.exercise])
+        if fixture.notebook in notebooks:
+            namespace: dict = {}
+            exec(compile(fixture.code, str(fixture.path), "exec"), namespace)
+            verdicts_for(fixture.notebook, fixture.exercise, namespace, seed)
 
 
 def lowered(seed: int) -> bytes:

@@ -36,8 +36,13 @@ REPLACED = {"_exec_with_source": "3a1510761d07726e", "NodeSource.__init__": "993
 """The functions replaced, by the digest of their source in torch 2.13.0: another torch keeps its own."""
 
 _codes: OrderedDict[str, types.CodeType] = OrderedDict()
-_installed = False
 _originals: dict[str, Any] = {}
+"""torch's own two functions, kept by ``install()`` (empty until then)."""
+
+
+def installed() -> bool:
+    """Whether ``install()`` put both in place in this process."""
+    return bool(_originals)
 
 
 def _renamed(code: types.CodeType, filename: str) -> types.CodeType:
@@ -73,26 +78,11 @@ def _exec_with_source(src: str, globals: dict[str, Any], co_fields: dict[str, An
 
 
 def _node_source_init(self: Any, node: Any, pass_name: str = "", action: Any = None) -> None:
-    """``NodeSource.__init__`` (torch 2.13) that refers to the node's earlier records instead of deep-copying them."""
-    from torch.fx.traceback import NodeSourceAction
-
-    self.pass_name = pass_name
-    if action is None:
-        action = []
-    elif not isinstance(action, list):
-        action = [action]
-    for a in action:
-        if not isinstance(a, NodeSourceAction):
-            raise AssertionError(f"Expected NodeSourceAction, got {type(a)}")
-    self.action = action
+    """torch's ``NodeSource.__init__``, referring to the node's earlier records instead of deep-copying them."""
+    _originals["node_source_init"](self, None, pass_name, action)  # torch's own checks, no node: nothing copied
     if node:
         self.node_info = self.NodeInfo(name=node.name, target=str(node.target), graph_id=id(node.graph))
         self.from_node = list(node.meta["from_node"]) if "from_node" in node.meta else []
-    else:
-        self.node_info = None
-        self.from_node = []
-    self._action_string = None
-    self._dict = None
 
 
 def _digest(function: Any) -> str:
@@ -106,8 +96,7 @@ def install() -> bool:
     """Compile torch.fx's code through ``compiled`` and record provenance without copies (once per process).
 
     Returns False, changing nothing, where torch's functions are not the ones of ``REPLACED``."""
-    global _installed
-    if _installed:
+    if installed():
         return True
     from torch.fx import graph_module, traceback
 
@@ -120,7 +109,6 @@ def install() -> bool:
     _originals.update(exec_with_source=graph_module._exec_with_source, node_source_init=traceback.NodeSource.__init__)
     graph_module._exec_with_source = _exec_with_source
     traceback.NodeSource.__init__ = _node_source_init
-    _installed = True
     return True
 
 
@@ -130,7 +118,7 @@ def torch_alone() -> Iterator[None]:
     (what ``tests/test_common.py`` and ``bench/fx_code.py`` compare the course with); put back after."""
     from torch.fx import graph_module, traceback
 
-    if not _installed:
+    if not installed():
         yield
         return
     graph_module._exec_with_source = _originals["exec_with_source"]

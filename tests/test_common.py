@@ -615,7 +615,7 @@ def test_torch_fx_compiles_through_the_cache_here() -> None:
 
     from common import fx_code_cache
 
-    assert fx_code_cache._installed, "common.pt2e installs it: torch's two functions are the ones it was written from"
+    assert fx_code_cache.installed(), "common.pt2e installs it: torch's two functions are the ones it was written from"
     assert graph_module._exec_with_source is fx_code_cache._exec_with_source
     assert traceback.NodeSource.__init__ is fx_code_cache._node_source_init
     with fx_code_cache.torch_alone():
