@@ -62,6 +62,7 @@ bench: $(READY)
 	$(BIN)/python bench/fx_code.py
 	$(BIN)/python bench/threads.py
 	$(BIN)/python bench/qat.py
+	$(BIN)/python bench/install.py
 
 clean:
 	rm -rf autograded feedback graded submitted gradebook.db .pytest_cache build dist _site
