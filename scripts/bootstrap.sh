@@ -85,6 +85,11 @@ fi
 
 echo "==> 安裝本課程（學生端的 common、selfcheck）、開發工具與課程網站的套件"
 install -e ".[instructor,dev,backends,site]"
+# jsonschema (under nbformat and nbgrader) imports rfc3987-syntax where it is installed, to check the "iri"
+# format, which no notebook and no nbgrader file has; that import builds a parser: 0.7 s more for every
+# process that reads a notebook (python-jsonschema/jsonschema#1428). Only jupyter-events' extra
+# jsonschema[format-nongpl] brings it; without it, jsonschema leaves that one format unchecked.
+"$VENV/bin/python" -m pip uninstall --quiet --yes rfc3987-syntax >/dev/null 2>&1 || true
 
 # The instructor's side is not in the package (students must not get it): make this
 # checkout's autograder importable in the venv and add the pt2e-course command.

@@ -70,3 +70,13 @@ def test_the_bootstrap_installs_with_uv_and_falls_back_to_pip() -> None:
     assert 'pip" install' not in body.replace("apt-get install", ""), "a pip install outside install()"
     assert 'install --index-url "$TORCH_CPU_INDEX" "torch==2.13.0"' in body
     assert 'install -e ".[instructor,dev,backends,site]"' in body
+
+
+def test_reading_a_notebook_builds_no_iri_parser() -> None:
+    """The bootstrap leaves rfc3987-syntax out: with it, each process that imports nbformat (every nbgrader
+    run, every ``pt2e-course`` command) builds a parser for a format no notebook has (0.7 s)."""
+    import subprocess
+
+    code = "import sys, nbformat; print('rfc3987_syntax' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False", "rfc3987-syntax is installed: run make setup (scripts/bootstrap.sh)"
