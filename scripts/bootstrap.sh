@@ -51,10 +51,13 @@ install() {
   if [ "$1" = "--index-url" ]; then index=(--index-url "$2"); fi
   if [ "$INSTALLER" = "uv" ] && uv_options ${index[@]+--without-index-url}; then
     if [ "${#index[@]}" -gt 0 ]; then UV_ARGS+=(--default-index "${index[1]}"); shift 2; fi
-    if env ${UV_ENV[@]+"${UV_ENV[@]}"} "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --compile-bytecode \
-        ${UV_ARGS[@]+"${UV_ARGS[@]}"} "$@"; then
-      return 0
-    fi
+    # uv's own temporary files (it leaves a lock file per package it builds) go in a folder removed afterwards
+    local scratch status=0
+    scratch="$(mktemp -d)"
+    env TMPDIR="$scratch" ${UV_ENV[@]+"${UV_ENV[@]}"} "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" \
+      --compile-bytecode ${UV_ARGS[@]+"${UV_ARGS[@]}"} "$@" || status=$?
+    rm -rf "$scratch"
+    if [ "$status" = 0 ]; then return 0; fi
     echo "==> uv 沒能安裝，改用 pip" >&2
   elif [ "${#index[@]}" -gt 0 ]; then
     shift 2
