@@ -38,8 +38,8 @@ def packages(venv: Path) -> set[str]:
     listed = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True
     ).stdout
-    names = {line.split("==")[0].lower().replace("_", "-"): line for line in listed.split()}
-    return {line.lower().replace("_", "-") for name, line in names.items() if name not in ("uv", "pt2e-course")}
+    found = {line.lower().replace("_", "-") for line in listed.split()}
+    return {line for line in found if line.split("==")[0] not in ("uv", "pt2e-course")}
 
 
 def main() -> int:

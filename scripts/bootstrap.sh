@@ -30,37 +30,32 @@ fi
 # The installer: uv where it can be had, else pip. uv installs what pip would (scripts/uv_options.py
 # hands it pip's own configuration: indexes, wheel folders, constraints, certificate; the best version
 # over all indexes, as pip takes) in about a third of the time. PT2E_INSTALLER=pip uses pip alone.
-INSTALLER=pip
-# uv_options [--without-index-url]: pip's configuration for uv, into UV_ENV (variables) and UV_ARGS (words)
-uv_options() {
-  local listed kind word
-  listed="$("$VENV/bin/python" scripts/uv_options.py "$@")" || return 1
-  UV_ENV=() UV_ARGS=()
-  while IFS=$'\t' read -r kind word; do
-    if [ "$kind" = "env" ]; then UV_ENV+=("$word"); else UV_ARGS+=("$word"); fi
-  done <<< "$listed"
-}
-if [ "${PT2E_INSTALLER:-uv}" = "uv" ] && uv_options \
+INSTALLER=pip UV_ENV=() UV_ARGS=() UV_INDEX=()
+if [ "${PT2E_INSTALLER:-uv}" = "uv" ] && UV_OPTIONS="$("$VENV/bin/python" scripts/uv_options.py)" \
     && { [ -x "$VENV/bin/uv" ] || "$VENV/bin/pip" install --quiet --disable-pip-version-check "uv>=0.9" >/dev/null 2>&1; }; then
   INSTALLER=uv
+  while IFS=$'\t' read -r kind word; do
+    case "$kind" in
+      env) UV_ENV+=("$word") ;;
+      index) UV_INDEX=(--default-index "$word") ;;
+      *) UV_ARGS+=("$word") ;;
+    esac
+  done <<< "$UV_OPTIONS"
 fi
 # install [--index-url URL] PACKAGE...: into the venv with uv, or with pip where uv fails (pip then says
 # what fails); URL replaces the configured index
 install() {
-  local index=()
-  if [ "$1" = "--index-url" ]; then index=(--index-url "$2"); fi
-  if [ "$INSTALLER" = "uv" ] && uv_options ${index[@]+--without-index-url}; then
-    if [ "${#index[@]}" -gt 0 ]; then UV_ARGS+=(--default-index "${index[1]}"); shift 2; fi
+  local index=() uv_index=(${UV_INDEX[@]+"${UV_INDEX[@]}"})
+  if [ "$1" = "--index-url" ]; then index=(--index-url "$2") uv_index=(--default-index "$2"); shift 2; fi
+  if [ "$INSTALLER" = "uv" ]; then
     # uv's own temporary files (it leaves a lock file per package it builds) go in a folder removed afterwards
     local scratch status=0
     scratch="$(mktemp -d)"
     env TMPDIR="$scratch" ${UV_ENV[@]+"${UV_ENV[@]}"} "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" \
-      --compile-bytecode ${UV_ARGS[@]+"${UV_ARGS[@]}"} "$@" || status=$?
+      --compile-bytecode ${UV_ARGS[@]+"${UV_ARGS[@]}"} ${uv_index[@]+"${uv_index[@]}"} "$@" || status=$?
     rm -rf "$scratch"
     if [ "$status" = 0 ]; then return 0; fi
     echo "==> uv 沒能安裝，改用 pip" >&2
-  elif [ "${#index[@]}" -gt 0 ]; then
-    shift 2
   fi
   "$VENV/bin/pip" install --quiet --disable-pip-version-check ${index[@]+"${index[@]}"} "$@"
 }

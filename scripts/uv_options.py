@@ -6,13 +6,15 @@ files and certificate a machine gives pip in ``pip.conf`` or ``PIP_*`` variables
 configuration with ``pip config list`` and prints, one per line, what uv needs to do the same:
 
 - ``arg<TAB>WORD``: a word of ``uv pip install``'s command line;
-- ``env<TAB>NAME=VALUE``: a variable of uv's environment.
+- ``env<TAB>NAME=VALUE``: a variable of uv's environment;
+- ``index<TAB>URL``: the index in place of PyPI (pip's ``index-url``), apart from the words: an install
+  from another index (torch's CPU wheels) replaces it.
 
 Over several indexes pip takes the best version any of them has, so uv is told to do the same
 (``--index-strategy unsafe-best-match``). A setting whose meaning for uv is not known here exits with
 status 1 and names it: the caller then installs with pip, which reads its configuration itself.
 
-    python scripts/uv_options.py [--without-index-url]
+    python scripts/uv_options.py
 """
 
 from __future__ import annotations
@@ -62,16 +64,15 @@ def pip_settings(python: str, env: dict[str, str] | None = None) -> dict[str, st
     return settings
 
 
-def uv_options(settings: dict[str, str], without_index_url: bool = False) -> list[tuple[str, str]]:
-    """``("arg", word)`` and ``("env", "NAME=VALUE")`` for uv; ValueError names a setting not known here."""
+def uv_options(settings: dict[str, str]) -> list[tuple[str, str]]:
+    """``("arg", word)``, ``("env", "NAME=VALUE")`` and ``("index", url)`` for uv; ValueError names a setting
+    not known here."""
     options: list[tuple[str, str]] = [("arg", "--index-strategy"), ("arg", "unsafe-best-match")]
     for name, value in sorted(settings.items()):
-        words = value.split()
         if name in IGNORED:
             continue
         if name == "index-url":
-            if not without_index_url:
-                options += [("arg", "--default-index"), ("arg", value.strip())]
+            options.append(("index", value.strip()))
         elif name in ("extra-index-url", "find-links", "constraint", "trusted-host"):
             flag = {
                 "extra-index-url": "--extra-index-url",
@@ -79,7 +80,7 @@ def uv_options(settings: dict[str, str], without_index_url: bool = False) -> lis
                 "constraint": "--constraints",
                 "trusted-host": "--allow-insecure-host",
             }[name]
-            for word in words:
+            for word in value.split():
                 options += [("arg", flag), ("arg", word)]
         elif name == "no-index":
             if value.strip().lower() in ("1", "true", "yes", "on"):
@@ -99,7 +100,7 @@ def uv_options(settings: dict[str, str], without_index_url: bool = False) -> lis
 
 def main(argv: list[str]) -> int:
     try:
-        options = uv_options(pip_settings(sys.executable), without_index_url="--without-index-url" in argv)
+        options = uv_options(pip_settings(sys.executable))
     except (ValueError, SyntaxError, subprocess.CalledProcessError) as exc:
         print(f"uv_options: {exc}", file=sys.stderr)
         return 1
