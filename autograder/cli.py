@@ -181,6 +181,13 @@ def cmd_isa(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_diagnoses(args: argparse.Namespace) -> int:
+    from autograder.maintenance.fixtures import report
+
+    print(report(args.notebooks, args.seed or [0]))
+    return 0
+
+
 def cmd_lab(args: argparse.Namespace) -> int:
     from autograder.maintenance.workspace import open_lab
 
@@ -323,6 +330,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile", action="append", choices=["native", "default", "avx2", "avx512"], help="只跑這種（可重複）"
     )
     p.set_defaults(func=cmd_isa)
+
+    p = sub.add_parser(
+        "diagnoses",
+        help="把 tests/fixtures/wrong 的錯誤答案照正式評分的方式評一次，列出回饋點名的原因與每個模組診斷對的比例",
+    )
+    p.add_argument("notebooks", nargs="*", help="notebook 或模組，例如 M03-4、M03（預設：全部）")
+    p.add_argument("--seed", type=int, action="append", metavar="N", help="隱藏測試的亂數種子（可重複；預設 0）")
+    p.set_defaults(func=cmd_diagnoses)
 
     p = sub.add_parser(
         "lab",

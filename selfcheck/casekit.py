@@ -27,6 +27,7 @@ import torch
 
 from selfcheck.compare import Tolerance
 from selfcheck.evidence import CASE_SECONDS, run_case
+from selfcheck.misconceptions import Misconception, by_key
 
 Namespace = Mapping[str, Any]
 CaseFn = Callable[[Namespace, int], Any]
@@ -54,6 +55,16 @@ class Exercise:
     every other float is compared as ``FLOAT32``)."""
     notebook: str = ""
     """The notebook (``"M03-4"``), set by ``declare``; empty only on an exercise no record holds yet."""
+    misconceptions: tuple[Misconception, ...] = ()
+    """What a student who gets this exercise wrong probably believed, most likely first
+    (``selfcheck.misconceptions``): the feedback names the one a detector recognises."""
+
+    def __post_init__(self) -> None:
+        by_key(self.misconceptions)  # a repeated key is a ValueError
+
+    def misconception(self, key: str) -> Misconception:
+        """The misconception called ``key``; ``KeyError`` when the exercise has none of that name."""
+        return by_key(self.misconceptions)[key]
 
 
 def module_name(notebook: str) -> str:

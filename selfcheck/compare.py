@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -73,20 +72,31 @@ SHOWN = 60
 MESSAGE_SHOWN = 160
 """At most this many characters of an error message."""
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+MISSING = "（沒有這一項）"
+"""What ``Difference.seen`` (or ``expected``) holds when that side has no such item."""
 
 
 @dataclass(frozen=True)
 class Difference:
-    """The first place where two pieces of evidence differ."""
+    """The first place where two pieces of evidence differ.
+
+    ``where`` is the place as a reader finds it in the printed result (``「a + a」的「labels」的「x → add」``),
+    ``expected`` and ``seen`` are short texts of the two values (``MISSING`` when a side has no such item).
+    """
 
     where: str
     expected: str
     seen: str
 
     def __str__(self) -> str:
-        place = f"{self.where}：" if self.where else ""
-        return f"{place}應該是 {self.expected}，你的是 {self.seen}"
+        place = self.where or "結果"
+        if self.seen == MISSING:
+            return f"{place}：你的結果少了這一項（應該是 {self.expected}）"
+        if self.expected == MISSING:
+            return f"{place}：不該有這一項，你的結果有（{self.seen}）"
+        return f"{place} 應該是 {self.expected}，你的是 {self.seen}"
 
 
 def show(value: Any, limit: int = SHOWN) -> str:
@@ -99,11 +109,9 @@ def show(value: Any, limit: int = SHOWN) -> str:
 
 
 def _step(path: str, key: Any) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    if _IDENT.fullmatch(str(key)):
-        return f"{path}.{key}" if path else str(key)
-    return f"{path}[{json.dumps(str(key), ensure_ascii=False)}]"
+    """The place one step further in: ``「labels」的「x → add」``, ``…的第 2 項``."""
+    step = f"第 {key + 1} 項" if isinstance(key, int) else f"「{key}」"
+    return f"{path}的{step}" if path else step
 
 
 def _number(value: Any) -> bool:
@@ -152,10 +160,10 @@ def first_difference(
     if isinstance(expected, dict):
         for key in expected:
             if key not in seen:
-                return Difference(_step(where, key), show(expected[key]), "（沒有這一項）")
+                return Difference(_step(where, key), show(expected[key]), MISSING)
         for key in seen:
             if key not in expected:
-                return Difference(_step(where, key), "（沒有這一項）", show(seen[key]))
+                return Difference(_step(where, key), MISSING, show(seen[key]))
         for key in seen:  # in the order the case built its result (the student's evidence is never reordered)
             inner = tolerances.get(key, tolerance) if isinstance(key, str) else tolerance
             found = first_difference(expected[key], seen[key], _step(where, key), tolerances, inner)
@@ -169,7 +177,7 @@ def first_difference(
             if found is not None:
                 return found
         if len(expected) != len(seen):
-            return Difference(f"{where or '結果'} 的長度", str(len(expected)), str(len(seen)))
+            return Difference(f"{where or '結果'}的項數", str(len(expected)), str(len(seen)))
         return None
     return None if expected == seen else Difference(where, show(expected), show(seen))
 
@@ -184,9 +192,10 @@ def case_difference(
     The expected record always holds a value: the release refuses an answer key that fails a public case.
     """
     if "error" in seen:
+        from selfcheck.explain import error_sentence
+
         message = " ".join(str(seen.get("message", "")).split())[:MESSAGE_SHOWN]
-        separator = "" if message.startswith("（") else ": "  # no message, only where it was raised
-        return f"執行時出錯：{seen.get('error')}{separator}{message}"
+        return error_sentence(str(seen.get("error")), message)
     if "value" not in expected or "value" not in seen:
         return f"結果的格式不對：{show(seen)}"
     found = first_difference(expected["value"], seen["value"], tolerances=tolerances)

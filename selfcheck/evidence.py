@@ -12,7 +12,6 @@ import collections
 import functools
 import math
 import signal
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -48,20 +47,25 @@ def safe_text(value: object, limit: int = MESSAGE_LIMIT) -> str:
 
 
 def describe_error(exc: BaseException, seconds: int = CASE_SECONDS) -> dict[str, str]:
-    """``{"error": type, "message": text}`` for an exception raised by student code (``seconds``: the case's limit)."""
+    """``{"error": type, "message": text}`` for an exception raised by student code (``seconds``: the case's limit).
+
+    The message ends with the student's own line that raised it (``selfcheck.explain.where_text``), never
+    with a line of torchao or of the grader: the place a replayed exception carries (``student_where``)
+    or, for code run here, the innermost frame of student code.
+    """
+    from selfcheck.explain import student_frame, where_text
+
     if isinstance(exc, CaseTimeout):
         return {"error": "Timeout", "message": f"超過 {seconds} 秒沒有結束"}
     if isinstance(exc, EvidenceError):  # our own message says it all; where it was raised is noise
         return {"error": type(exc).__name__, "message": safe_text(exc)}
-    where = ""
-    try:
-        frames = traceback.extract_tb(exc.__traceback__)
-        if frames:
-            last = frames[-1]
-            where = f"（{last.name}，第 {last.lineno} 行）"
+    try:  # a student's exception may make any attribute raise
+        where = exc.__dict__.get("student_where") if type(getattr(exc, "__dict__", None)) is dict else None
+        if type(where) is not dict:
+            where = student_frame(exc.__traceback__)
     except BaseException:
-        where = ""
-    return {"error": type(exc).__name__, "message": safe_text(exc) + where}
+        where = None
+    return {"error": type(exc).__name__, "message": safe_text(exc) + where_text(where)}
 
 
 @contextmanager

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 # `make test` runs two xdist workers on two cores. With torch's default of one intra-op thread per
@@ -31,77 +29,14 @@ pytest_plugins = ("autograder.integrations.pytest_plugin",)
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
-@dataclass(frozen=True)
-class WrongSolution:
-    """A plausible wrong solution kept as a fixture: code for one exercise's solution cell."""
+from autograder.maintenance.fixtures import (  # noqa: E402  (one parser of the fixtures' headers)
+    RightSolution,
+    WrongSolution,
+    right_solutions,
+    wrong_solutions,
+)
 
-    path: Path
-    notebook: str
-    exercise: str
-    description: str
-    expect_fail: tuple[str, ...]
-    via_nbgrader: bool
-
-    @property
-    def code(self) -> str:
-        return self.path.read_text(encoding="utf-8")
-
-    @property
-    def id(self) -> str:
-        return f"{self.notebook}/{self.path.stem}"
-
-
-@dataclass(frozen=True)
-class RightSolution:
-    """A correct solution written differently from the key: it must get full marks."""
-
-    path: Path
-    notebook: str
-    exercise: str
-    description: str
-
-    @property
-    def code(self) -> str:
-        return self.path.read_text(encoding="utf-8")
-
-    @property
-    def id(self) -> str:
-        return f"{self.notebook}/{self.path.stem}"
-
-
-def right_solutions() -> list[RightSolution]:
-    """Every file tests/fixtures/right/<notebook>/<name>.py, with ``# right: how it differs`` and ``# exercise: key``."""
-    found = []
-    for path in sorted((FIXTURES / "right").glob("*/*.py")):
-        text = path.read_text(encoding="utf-8")
-        header = dict(re.findall(r"^# (right|exercise): (.*)$", text, flags=re.M))
-        found.append(RightSolution(path, path.parent.name, header["exercise"].strip(), header["right"].strip()))
-    return found
-
-
-def wrong_solutions() -> list[WrongSolution]:
-    """Every file tests/fixtures/wrong/<notebook>/<name>.py with its header lines:
-
-    ``# wrong: what is wrong``, ``# exercise: key``, ``# expect-fail: test_a test_b``, and
-    optionally ``# via-nbgrader: yes`` for the fixtures that are also graded by a full
-    ``nbgrader autograde`` run (``test_autograde``; every fixture is judged by the checks directly,
-    ``test_checks``).
-    """
-    found = []
-    for path in sorted((FIXTURES / "wrong").glob("*/*.py")):
-        text = path.read_text(encoding="utf-8")
-        header = dict(re.findall(r"^# (wrong|exercise|expect-fail|via-nbgrader): (.*)$", text, flags=re.M))
-        found.append(
-            WrongSolution(
-                path,
-                path.parent.name,
-                header["exercise"].strip(),
-                header["wrong"].strip(),
-                tuple(header["expect-fail"].split()),
-                header.get("via-nbgrader", "").strip() == "yes",
-            )
-        )
-    return found
+__all__ = ["FIXTURES", "ROOT", "RightSolution", "WrongSolution", "right_solutions", "wrong_solutions"]
 
 
 # --- notebooks and nbgrader courses ---------------------------------------------------------------

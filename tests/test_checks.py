@@ -94,6 +94,15 @@ def test_wrong_solution_loses_points(wrong: WrongSolution, seed: int) -> None:
     assert failed, f"{wrong.description}: no check caught it"
     assert set(wrong.expect_fail) <= failed, f"{wrong.description}: expected {wrong.expect_fail} to fail, got {failed}"
     assert all(v["message"] for v in verdicts if not v["passed"]), "every failed check says what it saw"
+    # the feedback names the misconception the fixture encodes as the most likely cause (issue 37)
+    named = next(v["causes"] for v in verdicts if not v["passed"])
+    top = named[0] if named else None
+    if wrong.diagnosed:
+        assert top == wrong.misconception, (
+            f"{wrong.description}: the feedback should name {wrong.misconception!r} first, it names {named}"
+        )
+    else:
+        assert top != wrong.misconception, f"{wrong.id} is recognised now ({named}): remove its '# diagnosed: no' line"
 
 
 @pytest.mark.parametrize("right", right_solutions(), ids=lambda r: r.id)

@@ -156,3 +156,82 @@ def test_with_hidden_cases_rejects_a_missing_or_an_extra_exercise() -> None:
         with_hidden_cases(public, first={"h": _case}, second={"h": _case}, third={"h": _case})
     with pytest.raises(ValueError, match=r"not public \['third'\]"):
         with_hidden_cases(public, first={"h": _case}, second={"h": _case}, case_seconds={"third": 60})
+
+
+# --- misconceptions: in the exercise's record, each with its detector, its words and its section ----------
+
+
+def _docstring_lists(notebook: str) -> list[str]:
+    path = ROOT / "autograder" / "checks" / f"test_{module_name(notebook)}.py"
+    text = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    return [line for line in text.splitlines() if " → " in line and line.lstrip().startswith("- ")]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_every_exercise_declares_its_misconceptions_with_a_detector_each(notebook: str) -> None:
+    from autograder.checks.support import detectors_of
+
+    detectors = detectors_of(notebook)
+    for key, exercise in public_exercises(notebook).items():
+        declared = [m.key for m in exercise.misconceptions]
+        assert declared, f"{notebook} {key}: the record declares no misconception"
+        found = [info.key for info in detectors.get(key, [])]
+        assert sorted(found) == sorted(declared), (
+            f"{notebook} {key}: misconceptions without a detector {sorted(set(declared) - set(found))}, "
+            f"detectors of no misconception {sorted(set(found) - set(declared))}"
+        )
+        tests = {info.test for info in checks_of(notebook)[key]}
+        for info in detectors.get(key, []):
+            assert set(info.explains) <= tests, f"{notebook} {key} {info.key}: explains unknown checks"
+    assert not _docstring_lists(notebook), (
+        f"{notebook}: the checks' docstring still lists assumptions; they are misconception records now"
+    )
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_every_misconception_reads_as_a_teacher_would_write_it(notebook: str) -> None:
+    for key, exercise in public_exercises(notebook).items():
+        for m in exercise.misconceptions:
+            where = f"{notebook} {key} {m.key}"
+            assert m.key.isidentifier() and m.key.islower(), where
+            assert 4 <= len(m.name) <= 40 and not m.name.endswith("。"), f"{where}: a short name, no full stop"
+            sentences = [s for s in m.text.split("。") if s.strip()]
+            assert 2 <= len(sentences) <= 4 and m.text.endswith("。"), f"{where}: two or three sentences"
+            assert not any(word in m.text + m.name for word in ("報錯", "列表", "參數")), (
+                f"{where}: Taiwan usage (出錯, 串列, 引數)"
+            )
+
+
+def test_every_section_is_a_heading_of_its_chapter() -> None:
+    from autograder.course import SOURCE
+    from autograder.maintenance.sections import headings, labels_by_notebook, referenced_sections
+
+    sections = list(referenced_sections())
+    assert sections
+    for notebook, labels in labels_by_notebook().items():
+        path = SOURCE / notebook.split("-")[0] / f"{notebook}.ipynb"
+        assert path.is_file(), f"a section points to {notebook}, which does not exist"
+        found = set(headings(nbformat.read(path, as_version=4)))
+        missing = sorted(set(labels) - found)
+        assert not missing, f"{notebook} has no heading {missing}"
+
+
+def test_every_wrong_solution_names_a_misconception_of_its_exercise() -> None:
+    from autograder.maintenance.fixtures import wrong_solutions
+
+    for wrong in wrong_solutions():
+        exercise = public_exercises(wrong.notebook)[wrong.exercise]
+        assert wrong.misconception in {m.key for m in exercise.misconceptions}, (
+            f"{wrong.id}: '# misconception: {wrong.misconception}' is not one of {wrong.exercise}'s"
+        )
+
+
+def test_each_module_names_the_right_cause_for_most_wrong_solutions() -> None:
+    """Issue 37: at least 8 in 10 of a module's wrong solutions get their misconception named first
+    (``tests/test_checks.py`` holds each fixture's ``# diagnosed`` line true on every seed)."""
+    from autograder.maintenance.fixtures import TARGET_RATE, module_rates, wrong_solutions
+
+    rates = module_rates(wrong_solutions())
+    print("\n".join(f"{r.module}: {r.diagnosed}/{r.total} ({r.rate:.0%})" for r in rates))
+    low = [f"{r.module} {r.diagnosed}/{r.total}" for r in rates if r.rate < TARGET_RATE]
+    assert not low, f"modules below {TARGET_RATE:.0%} of wrong solutions diagnosed: {low}"

@@ -291,10 +291,11 @@ def test_compare_floats_dicts_lists() -> None:
     assert first_difference([1, 2], [2, 1]) is not None
     assert first_difference([True], [1]) is not None
     difference = first_difference({"obs": {"add": [3, 4]}}, {"obs": {"add": [3, 5]}})
-    assert difference is not None and difference.where == "obs.add[1]"
+    assert difference is not None and difference.where == "「obs」的「add」的第 2 項"
     assert (difference.expected, difference.seen) == ("4", "5")
     missing = first_difference({"x": 1, "y": 2}, {"x": 1})
-    assert missing is not None and missing.where == "y" and "沒有" in missing.seen
+    assert missing is not None and missing.where == "「y」" and "沒有" in missing.seen
+    assert str(missing) == "「y」：你的結果少了這一項（應該是 2）"
     assert first_difference([1, 2, 3], [1, 2]) is not None
     assert "執行時出錯" in (case_difference({"value": 1}, {"error": "TypeError", "message": "boom"}) or "")
 

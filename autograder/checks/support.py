@@ -1,7 +1,12 @@
-"""What the check modules share: the ``check`` decorator and readable comparisons.
+"""What the check modules share: the ``check`` and ``detects`` decorators and readable comparisons.
 
 A failed comparison raises ``AssertionError`` whose message is written for the
 student: what was expected and what was seen, in Chinese, with no check source.
+
+A check module also holds the *detectors* of its exercises' misconceptions (``@detects``): predicates
+over the same ``seen`` and ``expected`` evidence that recognise one misconception of the exercise's
+record (``Exercise.misconceptions``, ``selfcheck.misconceptions``). They stay here, with the checks:
+they judge hidden evidence. ``autograder.engine.diagnose`` runs them when a check of the exercise fails.
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ from typing import Any
 
 import pytest
 
+from selfcheck import diagnosis
 from selfcheck.casekit import notebook_of
 from selfcheck.evidence import derived_edges, spec_text
+from selfcheck.explain import error_sentence
 
 __all__ = ["derived_edges", "spec_text"]  # spec helpers live beside describe_spec; the checks import them from here
 
@@ -66,6 +73,54 @@ def checks_of(notebook: str) -> dict[str, list[CheckInfo]]:
     return {exercise: list(infos) for (nb, exercise), infos in list(CHECKS.items()) if nb == notebook}
 
 
+@dataclass(frozen=True)
+class DetectorInfo:
+    """A detector: the misconception of ``exercise`` it recognises, and the checks that misconception fails.
+
+    ``explains``: the checks (test function names) a student with this misconception fails; empty means
+    every check of the exercise. A detector is asked only when one of them failed, and the feedback lists
+    the failed checks it explains under the diagnosis instead of repeating their symptoms.
+    """
+
+    notebook: str
+    exercise: str
+    key: str
+    fn: Callable[[Any, Any], bool]
+    explains: tuple[str, ...]
+
+    def covers(self, test: str) -> bool:
+        return not self.explains or test in self.explains
+
+
+DETECTORS: dict[tuple[str, str], list[DetectorInfo]] = {}
+
+
+def detects(
+    exercise: str, key: str, *, explains: tuple[str, ...] = ()
+) -> Callable[[Callable[[Any, Any], bool]], Callable[[Any, Any], bool]]:
+    """Register ``fn(seen, expected) -> bool`` as the detector of misconception ``key`` of ``exercise``.
+
+    The notebook is the module's (``notebook_of``). ``explains``: see ``DetectorInfo``. The function
+    stays callable as it was (a detector may call another).
+    """
+
+    def wrap(fn: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+        notebook = notebook_of(fn.__module__)
+        registered = DETECTORS.setdefault((notebook, exercise), [])
+        if any(info.key == key for info in registered):
+            raise ValueError(f"{notebook} {exercise}: two detectors of {key!r}")
+        registered.append(DetectorInfo(notebook, exercise, key, fn, tuple(explains)))
+        return fn
+
+    return wrap
+
+
+def detectors_of(notebook: str) -> dict[str, list[DetectorInfo]]:
+    """Exercise key → its detectors, for ``notebook`` (importing its check module first; a copy, as ``checks_of``)."""
+    checks_of(notebook)
+    return {exercise: list(infos) for (nb, exercise), infos in list(DETECTORS.items()) if nb == notebook}
+
+
 class Fail(AssertionError):
     """A failed check, with its message for the student."""
 
@@ -86,7 +141,7 @@ def value(evidence: dict[str, Any], case: str) -> Any:
     if "error" in result:
         if result.get("error") == "EvidenceError" and result.get("message"):
             raise Fail(str(result["message"]))  # the case's own sentence about what it expected (a wrong type, shape…)
-        raise Fail(f"執行時出錯：{result.get('error')}: {result.get('message', '')}")
+        raise Fail(error_sentence(str(result.get("error")), str(result.get("message", ""))))
     if "value" not in result:
         raise Fail("證據格式不對")
     return result["value"]
@@ -265,3 +320,107 @@ def expect_unchanged(changed: Any, function: str) -> None:
                 f"{place}{function} 改了傳進來的圖（{'；'.join(map(str, changes))}）。"
                 "這個函式只該讀圖、回答問題，圖要原封不動留給呼叫的人"
             )
+
+
+# --- reading evidence for detectors ---------------------------------------------------------------
+# A detector never raises on purpose: evidence of an unexpected shape means "not recognised"
+# (``selfcheck.diagnosis.recognises`` turns an exception into False).
+
+
+def raised(seen: Any, errors: tuple[str, ...] = (), *, cases: tuple[str, ...] = (), says: str = "") -> bool:
+    """True when a case (one of ``cases``, any when empty) raised one of ``errors`` (any when empty),
+    with ``says`` in its message."""
+    for case, error in diagnosis.errors(seen).items():
+        if cases and case not in cases:
+            continue
+        if errors and error not in errors:
+            continue
+        if says and says not in diagnosis.error_message(seen, case):
+            continue
+        return True
+    return False
+
+
+def label_pairs(
+    seen: Any, expected: Any, *, cases: tuple[str, ...] = ()
+) -> list[tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]]:
+    """``(place, got, want)`` for every labels record (``label_groups``: ``positions``, ``annotated``) at the
+    same place in both evidences; ``cases``: only under these cases."""
+    return [
+        (place, got, want)
+        for place, got, want in diagnosis.aligned(seen, expected, "positions")
+        if isinstance(got.get("positions"), dict)
+        and isinstance(want.get("positions"), dict)
+        and (not cases or place[0] in cases)
+    ]
+
+
+def labelled_nodes(labels: dict[str, Any]) -> set[str]:
+    """The nodes that carry a label (an input edge or their output) in a ``label_groups`` record."""
+    return {str(entry.get("node")) for entry in labels["positions"].values() if isinstance(entry, dict)}
+
+
+def output_labelled(labels: dict[str, Any]) -> set[str]:
+    """The nodes whose output is labelled."""
+    return {
+        str(entry.get("node"))
+        for entry in labels["positions"].values()
+        if isinstance(entry, dict) and entry.get("output")
+    }
+
+
+def node_groups(labels: dict[str, Any], node: str) -> tuple[list[str], str | None]:
+    """The sharing groups of ``node``'s input edges (in position order) and of its output (None if unlabelled)."""
+    inputs, output = [], None
+    for _position, entry in sorted(labels["positions"].items()):
+        if not isinstance(entry, dict) or entry.get("node") != node:
+            continue
+        if entry.get("output"):
+            output = str(entry.get("group"))
+        else:
+            inputs.append(str(entry.get("group")))
+    return inputs, output
+
+
+def shared_nodes(labels: dict[str, Any]) -> list[str]:
+    """The nodes whose labelled positions (inputs and output) all share one group, at least two of them."""
+    found = []
+    for node in sorted(labelled_nodes(labels)):
+        inputs, output = node_groups(labels, node)
+        groups = [*inputs, *([output] if output is not None else [])]
+        if len(groups) >= 2 and len(set(groups)) == 1:
+            found.append(node)
+    return found
+
+
+def constant_labelled(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    """The student labelled an edge from a model constant (``get_attr``) that the key leaves alone."""
+    return any(
+        isinstance(entry, dict) and entry.get("constant") and position not in want["positions"]
+        for position, entry in got["positions"].items()
+    )
+
+
+def marks_missing(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    """A node the key marks ``_annotated`` is not marked by the student (while it is labelled)."""
+    got_marks, want_marks = got.get("annotated") or {}, want.get("annotated") or {}
+    return any(want_marks.get(node) and not got_marks.get(node) and node in got_marks for node in want_marks)
+
+
+def spec_field(entry: Any, field: str) -> Any:
+    """A field of the spec of a ``label_groups`` position (``qmin``, ``qmax``, …)."""
+    spec = entry.get("spec") if isinstance(entry, dict) else None
+    return spec.get(field) if isinstance(spec, dict) else None
+
+
+def observer_classes(prepared: dict[str, Any]) -> set[str]:
+    """The observer classes of a ``describe_prepared`` record."""
+    return {str(record.get("class")) for record in prepared.get("instances", []) if isinstance(record, dict)}
+
+
+def other_observer_class(seen: Any, expected: Any) -> bool:
+    """Some prepared graph's observers are of another class than the key's (at the same place)."""
+    return any(
+        observer_classes(got) and observer_classes(got) != observer_classes(want)
+        for _, got, want in diagnosis.aligned(seen, expected, "instances")
+    )

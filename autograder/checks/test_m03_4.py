@@ -5,36 +5,32 @@ the annotations, sharing resolved into groups, the observer class included), the
 ``prepare_pt2e`` put on every edge (how many, which instances are shared, of which class and range),
 and where asked the q/dq parameters after ``convert_pt2e``.
 
-Assumptions a half-understanding bakes in, and the hidden case that refutes each:
-add_quantizer
-- adds found by name or ``str(target)`` ("add" in addmm, an input called add, an add and a mul whose
-  names a pass swapped) → shared_branches;
-- the anchor is ``node.args[0]`` (a constant first operand), scalars and constants labelled, a
-  constant operand means "skip the add", no activation input crashes → constants;
-- ``add(r, r)`` labels one edge twice → self_add;
-- ``share`` ignored either way, the output not shared, the anchor on the producer's output or on
-  the add's output → separate, shared_residual, shared_branches, converted;
-- the output label written as edge labels on the users → every case;
-- what another Quantizer wrote first: a claimed add relabelled, an unclaimed label skipped, the own
-  add not marked ``_annotated`` → pre_annotated;
-- XNNPACK's HistogramObserver instead of ``act_spec()`` → every case.
-cat_quantizer
-- ``node.args[:2]`` like an add (a cat's inputs are one list), only the first two inputs → cat_pool,
-  three_way;
-- a constant in the list labelled, the first entry taken as the anchor (a constant), a repeated
-  input labelled twice → constant_and_repeat;
-- cats found by name (a placeholder called cat, a cat and a stack whose names a pass swapped) →
-  constant_and_repeat;
-- labels on the producers' outputs instead of the cat's input edges → constant_and_repeat;
-- no sharing, output not shared, the anchor on the cat's output → every case;
-- another Quantizer's claim overwritten, unclaimed labels skipped, no ``_annotated`` → cat_pool.
+The half-understandings these checks refute are the misconceptions of each exercise's record
+(``selfcheck/public/m03_4.py``); their detectors are at the end of this module.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from autograder.checks.support import Fail, check, compare_observers, compare_paths, expect, value
+from autograder.checks.support import (
+    Fail,
+    check,
+    compare_observers,
+    compare_paths,
+    constant_labelled,
+    detects,
+    expect,
+    label_pairs,
+    labelled_nodes,
+    marks_missing,
+    node_groups,
+    other_observer_class,
+    output_labelled,
+    raised,
+    spec_field,
+    value,
+)
 from autograder.checks.support import spec_text as _spec_text
 
 
@@ -67,16 +63,19 @@ def compare_labels(got: dict[str, Any], want: dict[str, Any], where: str, nodes:
             raise Fail(f"{where}：{position} 的規格預期 {spec_text(entry['spec'])}，看到 {spec_text(seen.get('spec'))}")
         if seen.get("group") != entry["group"]:
             raise Fail(
-                f"{where}：{position} 預期和 {_group_text(want_positions, entry['group'])} 共用，"
-                f"看到和 {_group_text(got_positions, seen.get('group'))} 共用"
+                f"{where}：{position} 應該{_partners_text(want_positions, position, entry['group'])}，"
+                f"你的{_partners_text(got_positions, position, seen.get('group'), seen=True)}"
             )
     for position in sorted({p for p, e in got_positions.items() if wanted(e)} - set(want_positions)):
-        raise Fail(f"{where}：{position} 不該有標籤，看到 {spec_text(got_positions[position].get('spec'))}")
+        raise Fail(f"{where}：{position} 不該有標籤，你的貼了（{spec_text(got_positions[position].get('spec'))}）")
 
 
-def _group_text(positions: dict[str, Any], group: Any) -> str:
-    members = sorted(p for p, e in positions.items() if e.get("group") == group)
-    return "、".join(members) if len(members) > 1 else "誰都不（自己一組）"
+def _partners_text(positions: dict[str, Any], position: str, group: Any, seen: bool = False) -> str:
+    """How ``position`` shares, as a sentence: 和 a、b 共用同一個 observer / 自己用一個 observer."""
+    partners = sorted(p for p, e in positions.items() if e.get("group") == group and p != position)
+    if partners:
+        return f"和 {'、'.join(partners)} 共用同一個 observer"
+    return "沒有和任何位置共用，自己用一個 observer" if seen else "自己用一個 observer，不和別的位置共用"
 
 
 def compare_marks(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
@@ -85,7 +84,7 @@ def compare_marks(got: dict[str, Any], want: dict[str, Any], where: str) -> None
     for node in sorted(set(got_marks) | set(want_marks)):
         expect(
             bool(got_marks.get(node)) == bool(want_marks.get(node)),
-            f"{where}：{node} 的 _annotated 預期 {bool(want_marks.get(node))}，看到 {bool(got_marks.get(node))}",
+            f"{where}：{node} 的 _annotated 應該是 {bool(want_marks.get(node))}，你的是 {bool(got_marks.get(node))}",
         )
 
 
@@ -96,7 +95,7 @@ def compare_prepared(got: dict[str, Any], want: dict[str, Any], where: str) -> N
         got_class = got["instances"][index].get("class")
         expect(
             got_class == want_record.get("class"),
-            f"{where}：observer 實例 #{index} 預期是 {want_record.get('class')}，看到 {got_class}",
+            f"{where}：observer 實例 #{index} 應該是 {want_record.get('class')}，你的是 {got_class}",
         )
 
 
@@ -216,3 +215,298 @@ def test_cat_constant_and_repeat(seen, expected):
     compare_case(
         got["renamed"], want["renamed"], "node 名字被 pass 對調的圖（叫 stack_90 的是 cat、叫 cat_91 的是 stack）"
     )
+
+
+# --- misconceptions: what recognises each (the record, with its words, is selfcheck/public/m03_4.py) --------
+
+SHARING_CHECKS = (
+    "test_add_shared_residual",
+    "test_add_shared_branches",
+    "test_add_constants",
+    "test_add_self",
+    "test_add_converted",
+    "test_add_pre_annotated",
+)
+
+
+def _nodes_sharing(got: dict[str, Any], want: dict[str, Any], node: str) -> tuple[list[str], str | None, bool]:
+    """``node``'s input groups and output group in the student's labels, and whether the key shares them all."""
+    inputs, output = node_groups(got, node)
+    want_inputs, want_output = node_groups(want, node)
+    return inputs, output, len(set(want_inputs) | {want_output}) == 1 and len(want_inputs) >= 2
+
+
+def _unshared(seen: Any, expected: Any, cases: tuple[str, ...], *, output_only: bool) -> bool:
+    """On a node whose inputs and output the key shares: the student shares nothing (or, ``output_only``,
+    shares the inputs but not the output)."""
+    for _, got, want in label_pairs(seen, expected, cases=cases):
+        for node in labelled_nodes(want) & labelled_nodes(got):
+            inputs, output, shared = _nodes_sharing(got, want, node)
+            if not shared or len(inputs) < 2 or output is None:
+                continue
+            if output_only and len(set(inputs)) == 1 and output != inputs[0]:
+                return True
+            if not output_only and len(set(inputs)) == len(inputs) and output not in inputs:
+                return True
+    return False
+
+
+def _anchored_elsewhere(seen: Any, expected: Any) -> bool:
+    """A position shares with the output of another node, which the key does not label."""
+    for _, got, want in label_pairs(seen, expected):
+        for position, entry in got["positions"].items():
+            group = str(entry.get("group"))
+            owner = group.removesuffix(" 的輸出")
+            if (
+                group.endswith(" 的輸出")
+                and owner != entry.get("node")
+                and group != want["positions"].get(position, {}).get("group")
+            ):
+                return True
+    return False
+
+
+def _found_by_name(seen: Any, expected: Any, cases: tuple[str, ...], places: tuple[str, ...]) -> bool:
+    """Where names lie (look-alike names, names a pass swapped): an op's own output labelled that the key does
+    not label, or one the key labels left without any label."""
+    for place, got, want in label_pairs(seen, expected, cases=cases):
+        if place[1:2] and place[1] not in places:
+            continue
+        extra = output_labelled(got) - labelled_nodes(want)
+        missing = output_labelled(want) - labelled_nodes(got)
+        if extra or missing:
+            return True
+    return False
+
+
+def _user_edges(seen: Any, expected: Any) -> bool:
+    """The op's output label written as input edges of its users (nodes the key leaves unlabelled)."""
+    for _, got, want in label_pairs(seen, expected):
+        strangers = labelled_nodes(got) - labelled_nodes(want)
+        lost = output_labelled(want) - output_labelled(got)
+        if (
+            strangers
+            and lost
+            and any(e.get("node") in strangers and str(p).split(" → ")[0] in lost for p, e in got["positions"].items())
+        ):
+            return True
+    return False
+
+
+def _skipped_ops(seen: Any, expected: Any, cases: tuple[str, ...]) -> bool:
+    """Ops the key labels carry no label at all (and nothing raised)."""
+    return any(
+        labelled_nodes(want) - labelled_nodes(got) and not labelled_nodes(got) - labelled_nodes(want)
+        for _, got, want in label_pairs(seen, expected, cases=cases)
+    )
+
+
+def _claims(seen: Any, expected: Any, cases: tuple[str, ...], limit: int) -> bool:
+    """A position whose key label has the int8 [-limit, limit] spec of a probe is labelled otherwise, or the
+    other way round."""
+    for _, got, want in label_pairs(seen, expected, cases=cases):
+        for position, entry in want["positions"].items():
+            mine = got["positions"].get(position)
+            if spec_field(entry, "qmax") == limit and spec_field(mine, "qmax") != limit:
+                return True
+            if spec_field(entry, "qmax") != limit and spec_field(mine, "qmax") == limit:
+                return True
+    return False
+
+
+@detects("add_quantizer", "self_add_twice", explains=("test_add_self",))
+def add_self_twice(seen: Any, expected: Any) -> bool:
+    return raised(seen, ("RecursionError",), cases=("self_add",))
+
+
+@detects("add_quantizer", "anchor_on_add_output", explains=SHARING_CHECKS)
+def add_anchor_on_output(seen: Any, expected: Any) -> bool:
+    return raised(seen, ("AssertionError",), says="only refer to edge or node that has observer")
+
+
+@detects("add_quantizer", "anchor_on_producer_output", explains=SHARING_CHECKS)
+def add_anchor_on_producer(seen: Any, expected: Any) -> bool:
+    keyed = any(
+        raised(seen, ("KeyError",), cases=(case,)) and not message.startswith("(")
+        for case, message in _messages(seen).items()
+    )
+    return keyed or _anchored_elsewhere(seen, expected)
+
+
+def _messages(seen: Any) -> dict[str, str]:
+    from selfcheck import diagnosis
+
+    return {case: diagnosis.error_message(seen, case) for case in diagnosis.errors(seen)}
+
+
+@detects("add_quantizer", "anchor_on_first_argument", explains=("test_add_constants",))
+def add_anchor_on_first(seen: Any, expected: Any) -> bool:
+    return any(
+        raised(seen, ("KeyError",), cases=(case,)) and message.startswith("(")
+        for case, message in _messages(seen).items()
+    )
+
+
+@detects("add_quantizer", "crash_without_activation", explains=("test_add_constants",))
+def add_no_activation(seen: Any, expected: Any) -> bool:
+    return raised(seen, ("IndexError",), cases=("constants",))
+
+
+@detects("add_quantizer", "scalar_as_node", explains=("test_add_constants", "test_add_separate"))
+def add_scalar_as_node(seen: Any, expected: Any) -> bool:
+    return raised(seen, ("EvidenceError", "Exception"), says="Node")
+
+
+@detects("add_quantizer", "constant_labelled", explains=("test_add_constants",))
+def add_constant_labelled(seen: Any, expected: Any) -> bool:
+    return any(constant_labelled(got, want) for _, got, want in label_pairs(seen, expected, cases=("constants",)))
+
+
+@detects("add_quantizer", "constant_operand_skips_add", explains=("test_add_constants",))
+def add_skips_constant_operand(seen: Any, expected: Any) -> bool:
+    return _skipped_ops(seen, expected, ("constants",))
+
+
+@detects("add_quantizer", "shares_without_share", explains=("test_add_separate",))
+def add_shares_without_share(seen: Any, expected: Any) -> bool:
+    return any(
+        len({e.get("group") for e in got["positions"].values()}) < len(got["positions"])
+        and len({e.get("group") for e in want["positions"].values()}) == len(want["positions"])
+        for _, got, want in label_pairs(seen, expected, cases=("separate",))
+    )
+
+
+@detects("add_quantizer", "no_shared_spec", explains=SHARING_CHECKS)
+def add_no_shared_spec(seen: Any, expected: Any) -> bool:
+    return _unshared(seen, expected, ("shared_residual", "shared_branches"), output_only=False)
+
+
+@detects("add_quantizer", "output_not_shared", explains=SHARING_CHECKS)
+def add_output_not_shared(seen: Any, expected: Any) -> bool:
+    return _unshared(seen, expected, ("shared_residual", "shared_branches"), output_only=True)
+
+
+@detects("add_quantizer", "output_as_user_edges")
+def add_user_edges(seen: Any, expected: Any) -> bool:
+    return _user_edges(seen, expected)
+
+
+@detects("add_quantizer", "found_by_name", explains=("test_add_shared_branches",))
+def add_found_by_name(seen: Any, expected: Any) -> bool:
+    return _found_by_name(seen, expected, ("shared_branches",), ("look_alikes", "renamed"))
+
+
+@detects("add_quantizer", "overwrites_claimed", explains=("test_add_pre_annotated",))
+def add_overwrites_claimed(seen: Any, expected: Any) -> bool:
+    return _claims(seen, expected, ("pre_annotated",), 100)
+
+
+@detects("add_quantizer", "skips_unclaimed_label", explains=("test_add_pre_annotated",))
+def add_skips_unclaimed(seen: Any, expected: Any) -> bool:
+    return _claims(seen, expected, ("pre_annotated",), 30)
+
+
+@detects("add_quantizer", "forgets_annotated", explains=("test_add_pre_annotated",))
+def add_forgets_annotated(seen: Any, expected: Any) -> bool:
+    return any(marks_missing(got, want) for _, got, want in label_pairs(seen, expected))
+
+
+@detects("add_quantizer", "other_observer")
+def add_other_observer(seen: Any, expected: Any) -> bool:
+    return other_observer_class(seen, expected)
+
+
+CAT_SHARING = ("test_cat_pool", "test_cat_three_way", "test_cat_constant_and_repeat")
+
+
+@detects("cat_quantizer", "reads_args_like_add")
+def cat_reads_args_like_add(seen: Any, expected: Any) -> bool:
+    return any(
+        not got["positions"] and want["positions"]
+        for _, got, want in label_pairs(seen, expected, cases=("cat_pool", "three_way"))
+    )
+
+
+@detects("cat_quantizer", "first_two_only", explains=("test_cat_three_way",))
+def cat_first_two_only(seen: Any, expected: Any) -> bool:
+    for _, got, want in label_pairs(seen, expected, cases=("three_way",)):
+        for node in labelled_nodes(want) & labelled_nodes(got):
+            inputs, _ = node_groups(got, node)
+            want_inputs, _ = node_groups(want, node)
+            if 2 == len(inputs) < len(want_inputs):
+                return True
+    return False
+
+
+@detects("cat_quantizer", "repeated_input_twice", explains=("test_cat_constant_and_repeat",))
+def cat_repeated_twice(seen: Any, expected: Any) -> bool:
+    return raised(seen, ("RecursionError",), cases=("constant_and_repeat",))
+
+
+@detects("cat_quantizer", "cat_anchor_on_output", explains=CAT_SHARING)
+def cat_anchor_on_output(seen: Any, expected: Any) -> bool:
+    return raised(seen, ("AssertionError",), says="only refer to edge or node that has observer")
+
+
+@detects("cat_quantizer", "labels_producer_outputs")
+def cat_labels_producer_outputs(seen: Any, expected: Any) -> bool:
+    for _, got, want in label_pairs(seen, expected, cases=("cat_pool", "three_way", "constant_and_repeat")):
+        strangers = output_labelled(got) - labelled_nodes(want)
+        lost = {p for p, e in want["positions"].items() if not e.get("output")} - set(got["positions"])
+        if strangers & {p.split(" → ")[0] for p in lost}:  # the producers of the lost edges got the labels
+            return True
+    return False
+
+
+@detects("cat_quantizer", "cat_anchor_on_first_entry", explains=("test_cat_constant_and_repeat",))
+def cat_anchor_on_first_entry(seen: Any, expected: Any) -> bool:
+    """In CatMix the constant is first in cat_2's list and in the middle of cat_1's: only the first is labelled."""
+    for _, got, want in label_pairs(seen, expected, cases=("constant_and_repeat",)):
+        constants = {p for p, e in got["positions"].items() if e.get("constant") and p not in want["positions"]}
+        if constants == {"table → cat_2"}:
+            return True
+    return False
+
+
+@detects("cat_quantizer", "cat_constant_labelled", explains=("test_cat_constant_and_repeat",))
+def cat_constant_labelled(seen: Any, expected: Any) -> bool:
+    return any(
+        constant_labelled(got, want) for _, got, want in label_pairs(seen, expected, cases=("constant_and_repeat",))
+    )
+
+
+@detects("cat_quantizer", "cat_found_by_name", explains=("test_cat_constant_and_repeat",))
+def cat_found_by_name(seen: Any, expected: Any) -> bool:
+    if raised(seen, ("IndexError",), cases=("constant_and_repeat",), says="tuple index"):
+        return True  # the placeholder called cat has no node.args[0]
+    return _found_by_name(seen, expected, ("constant_and_repeat",), ("renamed",))
+
+
+@detects("cat_quantizer", "cat_no_shared_spec", explains=CAT_SHARING)
+def cat_no_shared_spec(seen: Any, expected: Any) -> bool:
+    return _unshared(seen, expected, ("cat_pool", "three_way"), output_only=False)
+
+
+@detects("cat_quantizer", "cat_output_not_shared", explains=CAT_SHARING)
+def cat_output_not_shared(seen: Any, expected: Any) -> bool:
+    return _unshared(seen, expected, ("cat_pool", "three_way"), output_only=True)
+
+
+@detects("cat_quantizer", "cat_overwrites_claimed", explains=("test_cat_pool",))
+def cat_overwrites_claimed(seen: Any, expected: Any) -> bool:
+    return _claims(seen, expected, ("cat_pool",), 100)
+
+
+@detects("cat_quantizer", "cat_skips_unclaimed_label", explains=("test_cat_pool",))
+def cat_skips_unclaimed(seen: Any, expected: Any) -> bool:
+    return _claims(seen, expected, ("cat_pool",), 30)
+
+
+@detects("cat_quantizer", "cat_forgets_annotated", explains=("test_cat_pool",))
+def cat_forgets_annotated(seen: Any, expected: Any) -> bool:
+    return any(marks_missing(got, want) for _, got, want in label_pairs(seen, expected))
+
+
+@detects("cat_quantizer", "cat_other_observer")
+def cat_other_observer(seen: Any, expected: Any) -> bool:
+    return other_observer_class(seen, expected)

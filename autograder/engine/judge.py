@@ -1,7 +1,9 @@
 """Judging evidence: run a notebook's hidden checks and return their verdicts.
 
 ``judge(evidence)`` calls every check of the notebook (``@check`` functions of
-``autograder/checks``, each taking ``seen`` and ``expected``) directly, in the calling process;
+``autograder/checks``, each taking ``seen`` and ``expected``) directly, in the calling process, and
+names the likely cause of an exercise's failures (``autograder.engine.diagnose``: ``causes`` and
+``explained_by`` on each verdict);
 the grading commands call it in a process that never ran the student's code.
 ``judge_with_pytest`` runs the same checks through pytest and the plugin
 (``autograder.integrations.pytest_plugin``), as ``pytest --pyargs autograder.checks`` does: the two give the
@@ -71,6 +73,7 @@ def judge(evidence: dict[str, Any], exercises: list[str] | None = None) -> list[
     import importlib
 
     from autograder.checks.support import checks_of
+    from autograder.engine.diagnose import attach_causes
     from autograder.engine.reference_evidence import reference_evidence
 
     notebook = str(evidence.get("notebook"))
@@ -83,6 +86,7 @@ def judge(evidence: dict[str, Any], exercises: list[str] | None = None) -> list[
             continue
         expected = reference_evidence(notebook, exercise, seed)
         seen = seen_evidence(evidence, notebook, exercise)
+        first = len(verdicts)
         for info in infos:
             failure: BaseException | None = None
             try:
@@ -101,6 +105,7 @@ def judge(evidence: dict[str, Any], exercises: list[str] | None = None) -> list[
                     "message": verdict_message(failure),
                 }
             )
+        attach_causes(notebook, exercise, seen, expected, verdicts[first:])
     return verdicts
 
 
@@ -151,7 +156,21 @@ def judge_with_pytest(evidence: dict[str, Any], exercises: list[str] | None = No
         if not verdicts_path.exists():
             raise RuntimeError(f"the hidden checks of {notebook} did not run")
         verdicts = json.loads(verdicts_path.read_text(encoding="utf-8"))
+    _attach_all_causes(evidence, verdicts)
     return verdicts
+
+
+def _attach_all_causes(evidence: dict[str, Any], verdicts: list[dict[str, Any]]) -> None:
+    """The diagnosis ``judge`` adds, for verdicts that pytest gave (``autograder.engine.diagnose``)."""
+    from autograder.engine.diagnose import attach_causes
+    from autograder.engine.reference_evidence import reference_evidence
+
+    notebook = str(evidence.get("notebook"))
+    seed = evidence.get("seed", 0)
+    seed = seed if type(seed) is int else 0
+    for exercise in dict.fromkeys(str(v.get("exercise")) for v in verdicts):
+        seen = seen_evidence(evidence, notebook, exercise)
+        attach_causes(notebook, exercise, seen, reference_evidence(notebook, exercise, seed), verdicts)
 
 
 def main() -> None:

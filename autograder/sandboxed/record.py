@@ -348,13 +348,19 @@ def _register_quantizer_base() -> None:
 # --- encoding ---------------------------------------------------------------------------------------
 
 
-def exception_record(exc: BaseException) -> dict[str, str]:
+def exception_record(exc: BaseException) -> dict[str, Any]:
     from selfcheck.evidence import CaseTimeout
 
     if isinstance(exc, CaseTimeout):
         return {"type": "Timeout", "message": ""}
+    from selfcheck.explain import student_frame
+
     name = type(exc).__name__
-    return {"type": name if isinstance(name, str) else "Exception", "message": safe_text(exc, 300)}
+    record: dict[str, Any] = {"type": name if isinstance(name, str) else "Exception", "message": safe_text(exc, 300)}
+    where = student_frame(exc.__traceback__)  # the student's own line, for the feedback (never trusted further)
+    if where is not None:
+        record["where"] = where
+    return record
 
 
 def _node_ref(node: Any) -> str:

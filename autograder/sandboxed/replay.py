@@ -44,6 +44,7 @@ from selfcheck.evidence import (
     TamperingSuspected,
     safe_text,
 )
+from selfcheck.explain import clean_where
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 EXCEPTIONS = {
@@ -451,9 +452,14 @@ def _exception(data: Any) -> BaseException:
     if name == "TamperingSuspected":
         return TamperingSuspected(message)
     if name in EXCEPTIONS:
-        return EXCEPTIONS[name](message)
-    safe = name if IDENTIFIER.match(name) else "Exception"
-    return types.new_class(safe, (Exception,))(message)
+        exc = EXCEPTIONS[name](message)
+    else:
+        safe = name if IDENTIFIER.match(name) else "Exception"
+        exc = types.new_class(safe, (Exception,))(message)
+    where = clean_where(data.get("where"))
+    if where is not None:  # the student's line that raised it, shown in the feedback instead of the replay's
+        exc.student_where = where  # type: ignore[attr-defined]
+    return exc
 
 
 # --- rebuilding an edited graph ------------------------------------------------------------------

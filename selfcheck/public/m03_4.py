@@ -14,7 +14,9 @@ from torch import nn
 from torch.fx import GraphModule
 
 from common.pt2e import ANNOTATION_KEY, MinMaxObserver, QuantizationAnnotation, QuantizationSpec, Quantizer
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
+from selfcheck.misconceptions import Misconception, Section
 from selfcheck.probes import ChainQuantizer as Chain
 from selfcheck.public.m03_1 import labels, observers
 
@@ -143,6 +145,388 @@ def cat_three(ns: Namespace, seed: int) -> Any:
     }
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+SHARED_SPEC = Section("A. 顯式共用：SharedQuantizationSpec")
+LIMITS = Section("`BasicAddQuantizer` 的假設在哪裡不成立")
+ADD_RULES = Section("練習 1：AddQuantizer（7 分）")
+WITH_XNNPACK = Section("和 XNNPACKQuantizer 一起用")
+CAT_RULES = Section("練習 2：CatQuantizer（3 分）")
+EDGE_AND_OUTPUT = Section("C. 邊標籤與輸出標籤", notebook="M03-1")
+BY_TARGET = Section("A. 依 `node.target` 找 op", notebook="M03-3")
+
+
+# --- what the public cases can show (the preview names it; the hidden detectors are the grader's) ------
+
+
+def _shared_groups(seen: Any, case: str, *path: str) -> list[list[str]] | None:
+    groups = diagnosis.value(seen, case, *path, "shared")
+    return groups if isinstance(groups, list) else None
+
+
+def _raised(seen: Any, error: str, says: str = "") -> bool:
+    return any(
+        name == error and says in diagnosis.error_message(seen, case) for case, name in diagnosis.errors(seen).items()
+    )
+
+
+def _recursion(seen: Any, expected: Any) -> bool:
+    return diagnosis.error(seen, "self_and_claimed") == "RecursionError" or diagnosis.error(seen, "three_inputs") == (
+        "RecursionError"
+    )
+
+
+def _anchor_not_observed(seen: Any, expected: Any) -> bool:
+    return _raised(seen, "AssertionError", "only refer to edge or node that has observer")
+
+
+def _anchor_on_producer(seen: Any, expected: Any) -> bool:
+    return any(
+        name == "KeyError" and not diagnosis.error_message(seen, case).startswith("(")
+        for case, name in diagnosis.errors(seen).items()
+    )
+
+
+def _scalar_key(seen: Any, expected: Any) -> bool:
+    return _raised(seen, "Exception", "Expected input_edge to have type Tuple[Node, Node]")
+
+
+def _never_shares(seen: Any, expected: Any) -> bool:
+    return _shared_groups(seen, "residual", "share=True") == [] and bool(
+        _shared_groups(expected, "residual", "share=True")
+    )
+
+
+def _shares_without_share(seen: Any, expected: Any) -> bool:
+    return (
+        bool(_shared_groups(seen, "residual", "share=False"))
+        and _shared_groups(expected, "residual", "share=False") == []
+    )
+
+
+def _output_apart(seen: Any, expected: Any) -> bool:
+    got, want = _shared_groups(seen, "residual", "share=True"), _shared_groups(expected, "residual", "share=True")
+    return bool(got and want) and all("add → relu_1" not in group for group in got) and len(got[0]) >= 2
+
+
+def _labels(evidence: Any, case: str, *path: str) -> dict[str, Any]:
+    found = diagnosis.value(evidence, case, *path, "labels")
+    return found if isinstance(found, dict) else {}
+
+
+def _user_edges(seen: Any, expected: Any) -> bool:
+    got, want = _labels(seen, "residual", "share=True"), _labels(expected, "residual", "share=True")
+    return "add → relu_1" in got and "add 的輸出" in want and "add 的輸出" not in got
+
+
+def _constant_labelled(seen: Any, expected: Any) -> bool:
+    return "b → add" in _labels(seen, "self_and_claimed", "(x + b) + 1.0")
+
+
+def _claim_overwritten(seen: Any, expected: Any) -> bool:
+    got, want = _labels(seen, "self_and_claimed", "(a + b) + a"), _labels(expected, "self_and_claimed", "(a + b) + a")
+    return bool(want) and got.get("a → add") != want.get("a → add")
+
+
+def _unmarked(seen: Any, expected: Any) -> bool:
+    got = diagnosis.value(seen, "residual", "share=True", "claimed")
+    return got == [] and bool(diagnosis.value(expected, "residual", "share=True", "claimed"))
+
+
+def _histogram(seen: Any, expected: Any) -> bool:
+    return any("HistogramObserver" in str(text) for text in _labels(seen, "residual", "share=True").values()) or any(
+        "HistogramObserver" in str(text) for text in _labels(seen, "cat_pool").values()
+    )
+
+
+def _cat_unlabelled(seen: Any, expected: Any) -> bool:
+    return diagnosis.value(seen, "cat_pool", "cat_pool", "labels") == {} and bool(
+        _labels(expected, "cat_pool", "cat_pool")
+    )
+
+
+def _cat_third_missing(seen: Any, expected: Any) -> bool:
+    got, want = _labels(seen, "three_inputs", "three"), _labels(expected, "three_inputs", "three")
+    return bool(got) and "x → cat" in want and "x → cat" not in got and "relu → cat" in got
+
+
+def _cat_never_shares(seen: Any, expected: Any) -> bool:
+    return _shared_groups(seen, "cat_pool", "cat_pool") == [] and bool(_shared_groups(expected, "cat_pool", "cat_pool"))
+
+
+def _cat_output_apart(seen: Any, expected: Any) -> bool:
+    got = _shared_groups(seen, "three_inputs", "three")
+    return bool(got) and all("cat → output" not in group for group in got)
+
+
+def _cat_producer_output(seen: Any, expected: Any) -> bool:
+    got = _labels(seen, "cat_pool", "cat_pool")
+    return any(position.endswith(" 的輸出") and not position.startswith("cat") for position in got)
+
+
+def _cat_constant_labelled(seen: Any, expected: Any) -> bool:
+    return "pad → cat" in _labels(seen, "three_inputs", "constant")
+
+
+def _cat_claim_overwritten(seen: Any, expected: Any) -> bool:
+    got, want = _labels(seen, "cat_pool", "claimed"), _labels(expected, "cat_pool", "claimed")
+    return bool(want) and any(got.get(p) != want[p] for p in want if "[-100,100]" in str(want[p]))
+
+
+def _cat_unmarked(seen: Any, expected: Any) -> bool:
+    got = diagnosis.value(seen, "cat_pool", "cat_pool", "claimed")
+    return got == [] and bool(diagnosis.value(expected, "cat_pool", "cat_pool", "claimed"))
+
+
+ADD_MISCONCEPTIONS = (
+    Misconception(
+        "self_add_twice",
+        "add(r, r) 的同一條邊貼了兩次",
+        "你可能把 node.args[:2] 的兩個輸入各貼一次。add(r, r) 的兩個輸入是同一個 node，兩次寫的是同一條邊："
+        "第二次把它改成「和自己共用」，prepare_pt2e 找共用的源頭時繞不出來（RecursionError）。"
+        "同一個 node 只算一次，例如 list(dict.fromkeys(...))。",
+        LIMITS,
+        public=_recursion,
+    ),
+    Misconception(
+        "anchor_on_add_output",
+        "輸入邊指向 add 自己的輸出來共用",
+        "你可能以為輸入邊寫 SharedQuantizationSpec(node)，「大家和輸出共用」也可以。"
+        "prepare_pt2e 先處理輸入邊，那時 add 的輸出還沒有 observer，torchao 的檢查就失敗了。"
+        "共用要指向先量化的位置：第一條輸入邊 (inputs[0], node)。",
+        SHARED_SPEC,
+        public=_anchor_not_observed,
+    ),
+    Misconception(
+        "anchor_on_producer_output",
+        "SharedQuantizationSpec 指向上游的輸出，而不是那條邊",
+        "SharedQuantizationSpec(inputs[0]) 的意思是「和 inputs[0] 這個 node 的輸出共用」，可是那個輸出通常沒有標籤，"
+        "torchao 找不到它（KeyError），或讓你共用到別人的標籤。邊要寫成 (producer, consumer)：(inputs[0], node)；"
+        "只有 node 的輸出才直接寫 node。",
+        SHARED_SPEC,
+        public=_anchor_on_producer,
+    ),
+    Misconception(
+        "anchor_on_first_argument",
+        "共用的位置寫死成 (node.args[0], node)",
+        "第一個運算元不一定是 activation：add(self.b, x) 的 node.args[0] 是模型常數，那條邊沒有標籤，"
+        "共用就指向一個不存在的位置。錨點要用過濾之後的 inputs[0]，不是 node.args[0]。",
+        ADD_RULES,
+    ),
+    Misconception(
+        "crash_without_activation",
+        "沒想到有的 add 一個 activation 輸入都沒有",
+        "像 self.offset + 1.0 這樣的 add，兩個運算元都不是 activation，過濾之後 inputs 是空的，取 inputs[0] 就出錯。"
+        "一個 activation 都不剩的 add 不用標，直接跳過。",
+        ADD_RULES,
+    ),
+    Misconception(
+        "scalar_as_node",
+        "把 Python 純量當成 node 貼標籤",
+        "add(x, 0.5) 的 0.5 是 Python 的 float，不是圖上的 Node，不能當 input_qspec_map 的 key。"
+        "貼標籤之前先用 isinstance(a, Node) 把純量濾掉。",
+        LIMITS,
+        public=_scalar_key,
+    ),
+    Misconception(
+        "constant_labelled",
+        "模型常數也貼了標籤",
+        'op == "get_attr" 的 node 是模型常數（buffer），不是 activation：要不要量化、怎麼量化，是 weight、bias 的規格管的事。'
+        "add 只標來自 activation 的邊，常數排第一個或第二個都一樣。",
+        LIMITS,
+        public=_constant_labelled,
+    ),
+    Misconception(
+        "constant_operand_skips_add",
+        "以為有常數或純量的 add 整個不用量化",
+        "add 的另一個運算元是常數或純量時，activation 那條邊和 add 的輸出還是要量化，只是常數本身不標。"
+        "你把整個 add 跳過了，圖上就少了這幾個量化點。",
+        ADD_RULES,
+    ),
+    Misconception(
+        "shares_without_share",
+        "share=False 也共用了",
+        "share 是開關：share=False 時每個位置用同一份一般 spec，各有各的 observer；只有 share=True 才寫 "
+        "SharedQuantizationSpec。你的程式不看 share，兩種都共用了。",
+        SHARED_SPEC,
+        public=_shares_without_share,
+    ),
+    Misconception(
+        "no_shared_spec",
+        "share=True 卻沒有用 SharedQuantizationSpec",
+        "你可能以為每個位置都寫同一份 act_spec() 就會共用。其實每個位置的 spec 各自產生一個 observer，各算各的 scale；"
+        "要讓 add 的輸入與輸出共用同一個 observer 實例，其餘位置都得寫 SharedQuantizationSpec((inputs[0], node))，"
+        "指向第一條輸入邊。",
+        SHARED_SPEC,
+        public=_never_shares,
+    ),
+    Misconception(
+        "output_not_shared",
+        "輸入共用了，輸出沒有共用",
+        "整數加法要求輸入和輸出在同一個尺度上，結果才不用再 rescale。你讓輸入邊共用了，輸出卻另用一份 spec，"
+        "它就有自己的 observer 和 scale。輸出也要寫 SharedQuantizationSpec((inputs[0], node))。",
+        SHARED_SPEC,
+        public=_output_apart,
+    ),
+    Misconception(
+        "output_as_user_edges",
+        "把 add 的輸出標籤貼成每個使用者的輸入邊",
+        "輸出標籤要用 annotate_output_qspec(node, spec) 貼在 add 自己身上。你把它貼成 add 每個使用者的輸入邊，"
+        "標籤就寫到了別人的 node 上，圖的輸出（output node）也收不到。邊標籤只影響一個 consumer，輸出標籤影響所有 consumer。",
+        EDGE_AND_OUTPUT,
+        public=_user_edges,
+    ),
+    Misconception(
+        "found_by_name",
+        "用名字找 add，不是用 node.target",
+        "node 的名字只是標記，不代表它做什麼：名叫 add 的輸入、addmm 都不是加法；pass 改過名字之後，"
+        '真正的 add 也可能叫別的名字。要用 node.op == "call_function" 而且 node.target == ADD 判斷。',
+        BY_TARGET,
+    ),
+    Misconception(
+        "overwrites_claimed",
+        "別的 Quantizer 認領過的 add 又被你改寫",
+        "_annotated=True 表示這個 node 已經有 Quantizer 負責，標籤是它的。你的程式照樣重貼，覆蓋了別人的決定"
+        "（放在 XNNPACKQuantizer 後面時，會拆掉它的 add + relu 融合）。先看 node.meta[ANNOTATION_KEY]._annotated，是 True 就跳過。",
+        WITH_XNNPACK,
+        public=_claim_overwritten,
+    ),
+    Misconception(
+        "skips_unclaimed_label",
+        "有標籤就跳過，不看 _annotated",
+        "有標籤不代表有人認領：_annotated=False 的標籤是沒有人負責的草稿，照規則重貼才對。"
+        "要跳過的只有 _annotated 是 True 的 node。",
+        ADD_RULES,
+    ),
+    Misconception(
+        "forgets_annotated",
+        "標完沒有設 _annotated = True",
+        "貼完標籤要把 node.meta[ANNOTATION_KEY]._annotated 設成 True，這是告訴後面的 Quantizer「這個 node 有人負責了」。"
+        "沒有設，下一個 Quantizer 會以為沒人標過，把你的標籤換掉。",
+        WITH_XNNPACK,
+        public=_unmarked,
+    ),
+    Misconception(
+        "other_observer",
+        "observer 換成了別的類別",
+        "規格裡的 observer 類別也是答案的一部分：練習要的是 act_spec()（MinMaxObserver）。"
+        "照抄 XNNPACK 設定的 HistogramObserver 數字範圍一樣，算出來的 scale 卻不同。",
+        ADD_RULES,
+        public=_histogram,
+    ),
+)
+
+CAT_MISCONCEPTIONS = (
+    Misconception(
+        "reads_args_like_add",
+        "照 add 的寫法讀 node.args[:2]",
+        "torch.cat([a, b, c]) 的輸入都在 node.args[0] 這個 list 裡；node.args[1] 是 dim（一個整數）。"
+        "照 add 讀 node.args[:2]，拿到的是一個 list 和一個整數，沒有一個是輸入的 node，cat 就沒有標籤。",
+        CAT_RULES,
+        public=_cat_unlabelled,
+    ),
+    Misconception(
+        "first_two_only",
+        "只標了 cat 的前兩個輸入",
+        "cat 的輸入個數不固定：node.args[0] 有幾個 activation，就有幾條輸入邊要貼、要共用。"
+        "只看前兩個，第三個以後的輸入沒有標籤，也沒有和其他輸入共用 qparams。",
+        CAT_RULES,
+        public=_cat_third_missing,
+    ),
+    Misconception(
+        "repeated_input_twice",
+        "重複的輸入貼了兩次",
+        "cat([r, 常數, r]) 裡 r 出現兩次，但 r → cat 只是一條邊：貼兩次的話第二次把它改成「和自己共用」，"
+        "prepare_pt2e 找不到源頭。同一個 node 只算一次，保持原本的順序。",
+        CAT_RULES,
+    ),
+    Misconception(
+        "cat_anchor_on_output",
+        "輸入邊指向 cat 自己的輸出來共用",
+        "prepare_pt2e 先處理輸入邊，那時 cat 的輸出還沒有 observer，SharedQuantizationSpec(node) 指向的東西不存在。"
+        "共用要指向第一條輸入邊 (inputs[0], node)。",
+        SHARED_SPEC,
+        public=_anchor_not_observed,
+    ),
+    Misconception(
+        "labels_producer_outputs",
+        "把標籤貼在上游的輸出，不是 cat 的輸入邊",
+        "annotate_output_qspec(上游, spec) 改的是上游的輸出，上游的其他 consumer 也讀到量化後的值；"
+        "cat 要的是自己的輸入邊：annotate_input_qspec_map(cat, 上游, spec)。邊標籤只影響一個 consumer，輸出標籤影響所有 consumer。",
+        EDGE_AND_OUTPUT,
+        public=_cat_producer_output,
+    ),
+    Misconception(
+        "cat_anchor_on_first_entry",
+        "第一個輸入寫死成 node.args[0][0]",
+        "排在 list 第一個的不一定是 activation：cat([常數, r * 2, r]) 的第一個是模型常數，寫死它就把常數量化了，"
+        "共用也錨在常數上。先濾掉常數與非 Node 的值，再取剩下的第一個。",
+        CAT_RULES,
+    ),
+    Misconception(
+        "cat_constant_labelled",
+        "cat 裡的模型常數也貼了標籤",
+        'op == "get_attr" 的 node 是模型常數，不是 activation，cat 只量化 activation 的輸入邊。'
+        "常數不貼標籤，也不參與共用。",
+        LIMITS,
+        public=_cat_constant_labelled,
+    ),
+    Misconception(
+        "cat_found_by_name",
+        "用名字找 cat，不是用 node.target",
+        "名叫 cat 的 placeholder 不是 cat，pass 改過名字之後真正的 cat 也可能叫別的名字。"
+        '要用 node.op == "call_function" 而且 node.target == CAT 判斷。',
+        BY_TARGET,
+    ),
+    Misconception(
+        "cat_no_shared_spec",
+        "cat 的輸入與輸出沒有共用",
+        "每個位置各寫一份 act_spec()，就各有一個 observer、各算各的 scale。cat 要求所有輸入與輸出在同一個尺度上："
+        "第一條輸入邊用 act_spec()，其餘輸入邊與輸出都寫 SharedQuantizationSpec((inputs[0], node))。",
+        SHARED_SPEC,
+        public=_cat_never_shares,
+    ),
+    Misconception(
+        "cat_output_not_shared",
+        "cat 的輸入共用了，輸出沒有共用",
+        "concat 只是把整數排在一起，輸出必須和輸入在同一個尺度上；你讓輸出另用一份 spec，它就有自己的 scale。"
+        "輸出也要寫 SharedQuantizationSpec((inputs[0], node))。",
+        SHARED_SPEC,
+        public=_cat_output_apart,
+    ),
+    Misconception(
+        "cat_overwrites_claimed",
+        "別的 Quantizer 認領過的 cat 又被你改寫",
+        "_annotated=True 的 cat 已經有 Quantizer 負責，你的程式照樣重貼，覆蓋了別人的決定。"
+        "先看 node.meta[ANNOTATION_KEY]._annotated，是 True 就跳過。",
+        WITH_XNNPACK,
+        public=_cat_claim_overwritten,
+    ),
+    Misconception(
+        "cat_skips_unclaimed_label",
+        "cat 有標籤就跳過，不看 _annotated",
+        "有標籤不代表有人認領：_annotated=False 的標籤沒有人負責，照規則重貼才對。要跳過的只有 _annotated 是 True 的 cat。",
+        CAT_RULES,
+    ),
+    Misconception(
+        "cat_forgets_annotated",
+        "標完 cat 沒有設 _annotated = True",
+        "_annotated 是給後面的 Quantizer 看的：它是 True，後面的 Quantizer 才知道這個 cat 有人負責。"
+        "沒有設，下一個 Quantizer 會把你的標籤換掉；貼完標籤要把 node.meta[ANNOTATION_KEY]._annotated 設成 True。",
+        WITH_XNNPACK,
+        public=_cat_unmarked,
+    ),
+    Misconception(
+        "cat_other_observer",
+        "cat 的 observer 換成了別的類別",
+        "規格裡的 observer 類別也是答案的一部分：練習要的是 act_spec()（MinMaxObserver）。"
+        "HistogramObserver 的數字範圍一樣，算出來的 scale 卻不同。",
+        CAT_RULES,
+        public=_histogram,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -150,11 +534,13 @@ PUBLIC = declare(
         "AddQuantizer：add 的輸入與輸出共用 qparams",
         ("AddQuantizer",),
         {"residual": add_residual, "self_and_claimed": add_self_and_claimed},
+        misconceptions=ADD_MISCONCEPTIONS,
     ),
     Exercise(
         "cat_quantizer",
         "CatQuantizer：cat 的所有輸入與輸出共用 qparams",
         ("CatQuantizer",),
         {"cat_pool": cat_pool, "three_inputs": cat_three},
+        misconceptions=CAT_MISCONCEPTIONS,
     ),
 )

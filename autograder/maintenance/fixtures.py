@@ -1,0 +1,180 @@
+"""The kept solutions of every exercise (``tests/fixtures``), and how well the grader diagnoses the wrong ones.
+
+A wrong solution is a file ``tests/fixtures/wrong/<notebook>/<name>.py`` with header lines:
+
+- ``# wrong: what is wrong`` (for the maintainer);
+- ``# exercise: key``;
+- ``# expect-fail: test_a test_b``: checks it must fail on every seed;
+- ``# misconception: key``: the misconception of the exercise's record it encodes
+  (``Exercise.misconceptions``); the grader should name it as the most likely cause;
+- ``# diagnosed: no``: only where no detector recognises it yet (it counts against the module's
+  diagnosis rate, and ``tests/test_checks.py`` fails once it is recognised, so the line goes);
+- ``# via-nbgrader: yes`` (optional): also graded by a full ``nbgrader autograde`` run.
+
+A right solution (``tests/fixtures/right/<notebook>/<name>.py``) has ``# right: how it differs`` and
+``# exercise: key``: a correct answer written another way, which must get full marks.
+
+``pt2e-course diagnoses [NOTEBOOK…]`` grades the wrong solutions as the grader does and prints, per
+fixture, the cause the feedback names, and per module the share of fixtures diagnosed right.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.course import ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures"
+TARGET_RATE = 0.8
+"""At least this share of a module's wrong solutions gets the right cause named (issue 37)."""
+
+
+@dataclass(frozen=True)
+class WrongSolution:
+    """A plausible wrong solution kept as a fixture: code for one exercise's solution cell."""
+
+    path: Path
+    notebook: str
+    exercise: str
+    description: str
+    expect_fail: tuple[str, ...]
+    via_nbgrader: bool
+    misconception: str = ""
+    diagnosed: bool = True
+    """False for a fixture marked ``# diagnosed: no``: no detector recognises it yet."""
+
+    @property
+    def code(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+    @property
+    def id(self) -> str:
+        return f"{self.notebook}/{self.path.stem}"
+
+    @property
+    def module(self) -> str:
+        return self.notebook.split("-")[0]
+
+
+@dataclass(frozen=True)
+class RightSolution:
+    """A correct solution written differently from the key: it must get full marks."""
+
+    path: Path
+    notebook: str
+    exercise: str
+    description: str
+
+    @property
+    def code(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+    @property
+    def id(self) -> str:
+        return f"{self.notebook}/{self.path.stem}"
+
+
+def _header(text: str, names: str) -> dict[str, str]:
+    return {key: value.strip() for key, value in re.findall(rf"^# ({names}): (.*)$", text, flags=re.M)}
+
+
+def right_solutions(root: Path = FIXTURES) -> list[RightSolution]:
+    """Every file ``right/<notebook>/<name>.py``."""
+    found = []
+    for path in sorted((root / "right").glob("*/*.py")):
+        header = _header(path.read_text(encoding="utf-8"), "right|exercise")
+        found.append(RightSolution(path, path.parent.name, header["exercise"], header["right"]))
+    return found
+
+
+def wrong_solutions(root: Path = FIXTURES) -> list[WrongSolution]:
+    """Every file ``wrong/<notebook>/<name>.py`` with its header (see the module docstring)."""
+    found = []
+    for path in sorted((root / "wrong").glob("*/*.py")):
+        header = _header(
+            path.read_text(encoding="utf-8"), "wrong|exercise|expect-fail|via-nbgrader|misconception|diagnosed"
+        )
+        found.append(
+            WrongSolution(
+                path,
+                path.parent.name,
+                header["exercise"],
+                header["wrong"],
+                tuple(header["expect-fail"].split()),
+                header.get("via-nbgrader", "") == "yes",
+                header.get("misconception", ""),
+                header.get("diagnosed", "yes") != "no",
+            )
+        )
+    return found
+
+
+# --- how well the grader diagnoses them -------------------------------------------------------------
+
+
+def named_causes(wrong: WrongSolution, seed: int) -> tuple[list[str], set[str]]:
+    """The causes the grader names for ``wrong`` on ``seed`` (most likely first) and the checks it fails.
+
+    Graded as the grader grades: recorded, sent as JSON, replayed, judged.
+    """
+    from autograder.engine.judge import judge
+    from autograder.sandboxed.cases.base import exercises_of
+    from autograder.sandboxed.record import record_exercise
+    from autograder.sandboxed.replay import derive
+
+    namespace: dict = {}
+    exec(compile(wrong.code, str(wrong.path), "exec"), namespace)
+    spec = exercises_of(wrong.notebook)[wrong.exercise]
+    recorded = json.loads(json.dumps(record_exercise(spec, namespace, seed)))
+    evidence = {"notebook": wrong.notebook, "seed": seed, "exercises": {wrong.exercise: derive(spec, recorded, seed)}}
+    verdicts = judge(evidence, [wrong.exercise])
+    failed = {v["id"].rsplit(":", 1)[-1] for v in verdicts if not v["passed"]}
+    causes = next((list(v.get("causes", [])) for v in verdicts if not v["passed"]), [])
+    return causes, failed
+
+
+@dataclass(frozen=True)
+class ModuleRate:
+    """How many of a module's wrong solutions are marked diagnosed (and so must be diagnosed right)."""
+
+    module: str
+    diagnosed: int
+    total: int
+
+    @property
+    def rate(self) -> float:
+        return self.diagnosed / self.total if self.total else 1.0
+
+
+def module_rates(wrongs: Iterable[WrongSolution]) -> list[ModuleRate]:
+    """Per module, the wrong solutions whose stated misconception the grader names first (by their headers;
+    ``tests/test_checks.py`` holds each header true on every seed)."""
+    counts: dict[str, list[int]] = {}
+    for wrong in wrongs:
+        tally = counts.setdefault(wrong.module, [0, 0])
+        tally[0] += int(wrong.diagnosed and bool(wrong.misconception))
+        tally[1] += 1
+    return [ModuleRate(module, d, t) for module, (d, t) in sorted(counts.items())]
+
+
+def report(notebooks: Iterable[str] = (), seeds: Iterable[int] = (0,)) -> str:
+    """A table: each wrong solution of ``notebooks`` (all when empty), what it encodes, what the grader names."""
+    wanted = set(notebooks)
+    wrongs = [w for w in wrong_solutions() if not wanted or w.notebook in wanted or w.module in wanted]
+    lines = []
+    for wrong in wrongs:
+        per_seed = []
+        for seed in seeds:
+            causes, _ = named_causes(wrong, seed)
+            per_seed.append(causes[0] if causes else "—")
+        right = all(cause == wrong.misconception for cause in per_seed)
+        mark = "✓" if right else "✗"
+        lines.append(f"{mark} {wrong.id:<50} {wrong.misconception or '（沒寫）':<32} 得到：{'、'.join(per_seed)}")
+    lines.append("")
+    for rate in module_rates(wrongs):
+        lines.append(f"{rate.module}：{rate.diagnosed} / {rate.total} 標為診斷得出（{rate.rate:.0%}）")
+    return "\n".join(lines)

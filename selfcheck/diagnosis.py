@@ -1,0 +1,114 @@
+"""Reading an exercise's evidence to recognise a misconception (``selfcheck.misconceptions``).
+
+A detector is called with ``(seen, expected)``, the student's and the answer key's evidence of one
+exercise: ``{"cases": {case: {"value": …} | {"error": …, "message": …}}}`` (or ``{"missing": …}``).
+The readers here never raise on evidence of an unexpected shape: a submission chose it. They serve
+the public detectors the preview runs (this package ships) and the hidden ones beside the checks.
+
+``public_causes`` is the preview's diagnosis: the misconceptions whose public detector recognises the
+student's public evidence, most likely first (the order of the exercise's record).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from selfcheck.misconceptions import Detector, Misconception
+
+Path = tuple[Any, ...]
+
+
+def cases(evidence: Any) -> dict[str, Any]:
+    """The case records of an exercise's evidence (empty when it has none)."""
+    if isinstance(evidence, dict) and isinstance(evidence.get("cases"), dict):
+        return evidence["cases"]
+    return {}
+
+
+def value(evidence: Any, case: str, *path: Any) -> Any:
+    """What ``case`` returned, or the item at ``path`` inside it; None when the case raised or the item is absent."""
+    record = cases(evidence).get(case)
+    if not isinstance(record, dict) or "value" not in record:
+        return None
+    return at(record["value"], *path)
+
+
+def at(data: Any, *path: Any) -> Any:
+    """``data[path[0]][path[1]]…``, None as soon as a step is absent."""
+    for step in path:
+        if isinstance(data, dict) and isinstance(step, str):
+            data = data.get(step)
+        elif isinstance(data, list) and isinstance(step, int) and -len(data) <= step < len(data):
+            data = data[step]
+        else:
+            return None
+    return data
+
+
+def error(evidence: Any, case: str) -> str | None:
+    """The name of the exception ``case`` raised (``"IndexError"``), None when it returned."""
+    record = cases(evidence).get(case)
+    if isinstance(record, dict) and "error" in record:
+        return str(record.get("error"))
+    return None
+
+
+def errors(evidence: Any) -> dict[str, str]:
+    """Case → the exception it raised, for every case that raised."""
+    return {case: str(r.get("error")) for case, r in cases(evidence).items() if isinstance(r, dict) and "error" in r}
+
+
+def error_message(evidence: Any, case: str) -> str:
+    """The message of what ``case`` raised ('' when it returned)."""
+    record = cases(evidence).get(case)
+    return str(record.get("message", "")) if isinstance(record, dict) and "error" in record else ""
+
+
+def walk(data: Any, key: str, path: Path = ()) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every dict inside ``data`` that holds ``key``, with its path, outermost first."""
+    if isinstance(data, dict):
+        if key in data:
+            yield path, data
+        for name, item in data.items():
+            yield from walk(item, key, (*path, name))
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            yield from walk(item, key, (*path, index))
+
+
+def aligned(seen: Any, expected: Any, key: str) -> Iterator[tuple[Path, dict[str, Any], dict[str, Any]]]:
+    """The dicts holding ``key`` at the same place in the expected and the seen evidence: ``(path, got, want)``.
+
+    Places are found in the expected evidence (inside each case's value); a place the student's evidence
+    does not have is skipped.
+    """
+    for case, record in cases(expected).items():
+        if not isinstance(record, dict) or "value" not in record:
+            continue
+        for path, want in walk(record["value"], key):
+            got = value(seen, case, *path)
+            if isinstance(got, dict) and key in got:
+                yield (case, *path), got, want
+
+
+def any_aligned(seen: Any, expected: Any, key: str, test: Callable[[dict[str, Any], dict[str, Any]], bool]) -> bool:
+    """True when ``test(got, want)`` holds at some place of ``aligned(seen, expected, key)``."""
+    return any(_holds(test, got, want) for _, got, want in aligned(seen, expected, key))
+
+
+def _holds(test: Callable[..., Any], *args: Any) -> bool:
+    try:
+        return bool(test(*args))
+    except Exception:  # evidence of a shape the detector did not expect: it does not recognise it
+        return False
+
+
+def recognises(detector: Detector, seen: Any, expected: Any) -> bool:
+    """``detector(seen, expected)`` as a bool; False when it raises (a submission chose the evidence's shape)."""
+    return _holds(detector, seen, expected)
+
+
+def public_causes(misconceptions: tuple[Misconception, ...], seen: Any, expected: Any) -> list[Misconception]:
+    """The misconceptions whose public detector recognises ``seen`` (most likely first: the record's order)."""
+    return [m for m in misconceptions if m.public is not None and recognises(m.public, seen, expected)]
