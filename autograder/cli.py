@@ -18,6 +18,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from autograder.course import ROOT, CourseNotFound, modules, notebook_id, require_root, source_notebooks
 
@@ -99,7 +100,16 @@ def cmd_grade(args: argparse.Namespace) -> int:
     print(f"成績表：{csv_path}" + (f"（更新了 {len(students)} 位，保留先前評過的 {len(kept)} 位）" if kept else ""))
     print(f"回饋：{out}/<學生>/{args.module}/feedback.html（Gradescope 格式：results.json）")
     print(f"隱藏測試的亂數種子：{seed}（--seed {seed} 可重現這次評分）")
+    for note in sandbox_notes(students):
+        print(f"沙盒：{note}")
     return 0
+
+
+def sandbox_notes(students: list[Any]) -> list[str]:
+    """How the sandbox ran, said once for the class (the students' feedback leaves it out)."""
+    from autograder.reports.hygiene import clean
+
+    return list(dict.fromkeys(clean(n) for s in students for r in s.notebooks for n in r.instructor_notes))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -136,6 +146,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"⚠ {clean(warning)}")
     for note in result.notes:
         print(f"・{clean(note)}")
+    for note in result.instructor_notes:
+        print(f"・沙盒：{clean(note)}")
     for key, title in titles.items():
         print(exercise_report(title, [v for v in result.verdicts if v["exercise"] == key]))
     for error in result.cell_errors:

@@ -8,8 +8,10 @@ nothing useful. Wrapped in ``after_exercise``, it stops with one Chinese line in
         prepared = prepare_pt2e(export_module(model, inputs), AddQuantizer(share=True))
 
 shows ``先完成練習 1：AddQuantizer（這一格要用到它）`` while the answer is missing or still a
-stub, and does nothing once it is answered. Errors of a finished answer are left alone: they
-are the student's to see.
+stub, and does nothing once it is answered. When a finished answer makes the cell fail (an assert that
+pins what the chapter showed, or an error inside torchao), the student reads a few lines instead of a
+traceback (``AnswerBreaksCell``): the assert's message or the line that raised and what it means, and
+which exercise to go back to; the full traceback stays one click away (``common.explain``).
 
 Once a cell has found exercise N unfinished, a later ``after_exercise(N, ...)`` cell (say, the
 asserts that pin what it showed) that fails says the same line, instead of failing on the
@@ -21,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
+
+from common.explain import ShortFailure, failure_head, show_traceback_folded
 
 
 class ExerciseNotDone(Exception):
@@ -34,6 +38,10 @@ class ExerciseNotDone(Exception):
 
     def _render_traceback_(self) -> list[str]:  # IPython shows this instead of a traceback
         return [str(self)]
+
+
+class AnswerBreaksCell(ShortFailure):
+    """A cell that needs an exercise's answer failed with the answer there: the answer is likely wrong."""
 
 
 def _unfinished(error: BaseException) -> bool:
@@ -71,6 +79,13 @@ def after_exercise(number: int | None, name: str) -> Iterator[None]:
         if _unfinished(error):
             _UNFINISHED[number] = cell
             raise ExerciseNotDone(number, name) from None
-        raise
+        label = f"練習 {number}" if number is not None else "練習"
+        show_traceback_folded(error)
+        raise AnswerBreaksCell(
+            [
+                failure_head(error, failed="這一格沒有通過", crashed="這一格執行時出錯"),
+                f"  這一格用到{label}的 {name}，上面的結果要你的答案對才成立：回到{label}，看它的自我檢查與評分預覽怎麼說。",
+            ]
+        ) from None
     if _UNFINISHED.get(number) == cell:  # the cell that needed the answer now runs: it is there
         del _UNFINISHED[number]

@@ -192,7 +192,7 @@ def case_difference(
     The expected record always holds a value: the release refuses an answer key that fails a public case.
     """
     if "error" in seen:
-        from selfcheck.explain import error_sentence
+        from common.explain import error_sentence
 
         message = " ".join(str(seen.get("message", "")).split())[:MESSAGE_SHOWN]
         return error_sentence(str(seen.get("error")), message)

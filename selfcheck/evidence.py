@@ -49,11 +49,11 @@ def safe_text(value: object, limit: int = MESSAGE_LIMIT) -> str:
 def describe_error(exc: BaseException, seconds: int = CASE_SECONDS) -> dict[str, str]:
     """``{"error": type, "message": text}`` for an exception raised by student code (``seconds``: the case's limit).
 
-    The message ends with the student's own line that raised it (``selfcheck.explain.where_text``), never
+    The message ends with the student's own line that raised it (``common.explain.where_text``), never
     with a line of torchao or of the grader: the place a replayed exception carries (``student_where``)
     or, for code run here, the innermost frame of student code.
     """
-    from selfcheck.explain import student_frame, where_text
+    from common.explain import student_frame, where_text
 
     if isinstance(exc, CaseTimeout):
         return {"error": "Timeout", "message": f"超過 {seconds} 秒沒有結束"}

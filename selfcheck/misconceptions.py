@@ -21,12 +21,12 @@ notebook and for the grader's feedback alike.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
+
+from common.anchors import heading_anchor, site_anchor
 
 Detector = Callable[[Any, Any], bool]
 """``(seen, expected) -> bool``: the exercise's evidence, the student's and the answer key's."""
@@ -49,10 +49,8 @@ class Section:
 
     @property
     def anchor(self) -> str:
-        """The heading's ASCII words and a short hash of the whole heading: ``a-sharedquantizationspec-3f2a9c``."""
-        words = re.findall(r"[a-z0-9]+", self.heading.lower())[:6]
-        digest = hashlib.sha1(self.heading.encode("utf-8")).hexdigest()[:6]
-        return "-".join([*words, digest])
+        """Derived from the heading (``common.anchors.heading_anchor``): ``a-sharedquantizationspec-a6e4d2``."""
+        return heading_anchor(self.heading)
 
 
 @dataclass(frozen=True)
@@ -70,12 +68,6 @@ class Misconception:
     text: str
     section: Section
     public: Detector | None = None
-
-
-def site_anchor(notebook: str, anchor: str) -> str:
-    """The id of a section on the course site: ``("M03-4", "a-sharedquantizationspec-3f2a9c")`` →
-    ``"m03-4-a-sharedquantizationspec-3f2a9c"``."""
-    return f"{notebook.lower()}-{anchor}"
 
 
 @cache
@@ -115,7 +107,7 @@ def section_url(exercise_notebook: str, section: Section) -> str | None:
 
 def where_to_read(exercise_notebook: str, section: Section) -> str:
     """How to find the section offline: ``M03-4 的「A. 顯式共用：SharedQuantizationSpec」``."""
-    return f"{section_notebook(exercise_notebook, section)} 的「{section.heading}」"
+    return f"{section_notebook(exercise_notebook, section)} 的「{section.heading.replace('`', '')}」"
 
 
 def cause_lines(notebook: str, misconception: Misconception, first: bool = True) -> list[str]:

@@ -24,7 +24,13 @@ PREVIEW_SEED = 0
 
 
 class ChecksFailed(AssertionError):
-    """A preview with a failing public case or a missing definition (the cell shows as failed)."""
+    """A preview with a failing public case or a missing definition (the cell shows as failed).
+
+    IPython shows its message instead of a traceback (``_render_traceback_``): what failed is printed above it.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
 
 
 class PreviewUnavailable(RuntimeError):
@@ -53,8 +59,10 @@ def expected_evidence(notebook: str) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _missing_message(names: list[str]) -> str:
+def _missing_message(names: list[str], stub: bool = False) -> str:
     listed = "、".join(names)
+    if stub:
+        return f"先完成練習：{listed} 還沒有作答（把 raise NotImplementedError() 換成你的程式，執行那一格，再執行這一格）"
     return f"先完成練習：還沒有定義 {listed}（先執行寫好 {listed} 的那一格，再執行這一格）"
 
 
@@ -80,11 +88,29 @@ def public_problems(notebook: str, exercise: str, namespace: Mapping[str, Any]) 
 def preview(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> None:
     """Run the public cases of ``exercise`` on ``namespace``; print ✓ / ✗ per case.
 
-    Raises ``ChecksFailed`` (one line, in Chinese) when a definition is missing or any
-    public case differs from the expected evidence. Returns None, so the cell shows no
-    ``Out:`` value.
+    When a case fails, the misconceptions the exercise's public detectors recognise follow, in the words the
+    grader's feedback uses (``selfcheck.misconceptions.cause_lines``). Raises ``ChecksFailed`` (one line, in
+    Chinese, shown without a traceback) when a definition is missing or any public case differs from the
+    expected evidence, or (one line, nothing printed) when the exercise is not answered
+    yet (its stub raises ``NotImplementedError`` in every case). Returns None, so the cell shows no ``Out:`` value.
     """
-    problems = public_problems(notebook, exercise, namespace)
+    from selfcheck.diagnosis import public_causes
+    from selfcheck.misconceptions import cause_lines
+
+    spec = public_exercises(notebook).get(exercise)
+    if spec is None:
+        raise PreviewUnavailable(f"{notebook} 沒有練習 {exercise!r} 的公開例子")
+    evidence = collect(spec, dict(namespace), PREVIEW_SEED)
+    if "missing" in evidence:
+        raise ChecksFailed(_missing_message(list(evidence["missing"])))
+    records = evidence["cases"]
+    if records and all(r.get("error") == "NotImplementedError" for r in records.values()):
+        raise ChecksFailed(_missing_message(list(spec.names), stub=True))
+    shipped = expected_evidence(notebook)
+    expected = shipped.get("exercises", {}).get(exercise, {})
+    if shipped.get("seed") != PREVIEW_SEED or set(expected.get("cases", {})) != set(spec.cases):
+        raise PreviewUnavailable(f"{notebook} 的預期結果和公開例子對不上：請更新課程套件")
+    problems = {name: case_difference(expected["cases"][name], records[name], spec.tolerances) for name in spec.cases}
     for name, problem in problems.items():
         if problem is None:
             print(f"✓ 公開例子「{name}」通過")
@@ -92,4 +118,8 @@ def preview(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> None:
             print(f"✗ 公開例子「{name}」：{problem}")
     failed = sum(problem is not None for problem in problems.values())
     if failed:
+        for index, misconception in enumerate(public_causes(spec.misconceptions, evidence, expected)[:2]):
+            first, *rest = cause_lines(notebook, misconception, first=index == 0)
+            print(first)
+            print("\n".join(f"  {line}" for line in rest))
         raise ChecksFailed(f"{len(problems)} 個公開例子中有 {failed} 個沒有通過（見上面的 ✗）")

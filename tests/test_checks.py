@@ -32,12 +32,24 @@ def all_exercises() -> list[tuple[str, str]]:
     return pairs
 
 
-def verdicts_for(notebook: str, exercise: str, namespace: dict, seed: int) -> list[dict]:
-    """What the grader gives: record the answers, pass them as JSON, replay them, judge the evidence."""
+def evidence_for(notebook: str, exercise: str, namespace: dict, seed: int) -> dict:
+    """What the grader derives: record the answers, pass them as JSON, replay them."""
     spec = exercises_of(notebook)[exercise]
     recorded = json.loads(json.dumps(record_exercise(spec, namespace, seed)))
-    evidence = {"notebook": notebook, "seed": seed, "exercises": {exercise: derive(spec, recorded, seed)}}
-    return judge(evidence, [exercise])
+    return {"notebook": notebook, "seed": seed, "exercises": {exercise: derive(spec, recorded, seed)}}
+
+
+def verdicts_for(notebook: str, exercise: str, namespace: dict, seed: int) -> list[dict]:
+    """What the grader gives: record the answers, pass them as JSON, replay them, judge the evidence."""
+    return judge(evidence_for(notebook, exercise, namespace, seed), [exercise])
+
+
+def recognised_in(notebook: str, exercise: str, seen: dict, expected: dict) -> list[str]:
+    """The misconceptions whose detectors recognise ``seen``, asked directly (as if every check had failed)."""
+    from autograder.checks.support import detectors_of
+    from selfcheck.diagnosis import recognises
+
+    return [info.key for info in detectors_of(notebook).get(exercise, []) if recognises(info.fn, seen, expected)]
 
 
 @pytest.mark.parametrize(("notebook", "exercise"), all_exercises())
@@ -51,6 +63,8 @@ def test_answer_key_gets_full_marks(notebook: str, exercise: str, seed: int) -> 
     verdicts = judge({"notebook": notebook, "seed": seed, "exercises": {exercise: evidence}}, [exercise])
     assert verdicts and all(v["passed"] for v in verdicts), [v for v in verdicts if not v["passed"]]
     assert len(verdicts) == len(CHECKS[(notebook, exercise)])
+    # a detector recognises a mistake, never the answer key (asked as if every check had failed)
+    assert not recognised_in(notebook, exercise, evidence, evidence), "detectors recognise the answer key"
 
 
 @pytest.mark.parametrize(("notebook", "exercise"), all_exercises())
@@ -110,10 +124,16 @@ def test_wrong_solution_loses_points(wrong: WrongSolution, seed: int) -> None:
 def test_correct_but_different_solution_gets_full_marks(right: RightSolution, seed: int) -> None:
     namespace: dict = {}
     exec(compile(right.code, str(right.path), "exec"), namespace)
-    verdicts = verdicts_for(right.notebook, right.exercise, namespace, seed)
+    evidence = evidence_for(right.notebook, right.exercise, namespace, seed)
+    verdicts = judge(evidence, [right.exercise])
     assert verdicts and all(v["passed"] for v in verdicts), (
         right.description,
         [v for v in verdicts if not v["passed"]],
+    )
+    expected = reference_evidence(right.notebook, right.exercise, seed)
+    seen = evidence["exercises"][right.exercise]
+    assert not recognised_in(right.notebook, right.exercise, seen, expected), (
+        f"{right.description}: a detector takes this correct answer for a misconception"
     )
 
 

@@ -653,7 +653,7 @@ def exercise_score(result: NotebookResult, exercise: str) -> float:
 
 def applied(result: NotebookResult, measure: str) -> bool:
     """The sandbox applied ``measure`` for this notebook (the feedback names every one it could not)."""
-    return not any(measure in note for note in result.notes)
+    return not any(measure in note for note in result.instructor_notes)
 
 
 def found(result: NotebookResult) -> str:

@@ -229,6 +229,7 @@ def test_no_terminal_escape_reaches_the_outputs(graded) -> None:
     assert score(erring, "insert_clamp")[0] == score(erring, "insert_clamp")[1]  # its answer was still graded
 
 
-def test_each_feedback_names_how_memory_was_limited(graded) -> None:
+def test_the_instructor_is_told_how_memory_was_limited_and_the_student_is_not(graded) -> None:
     found = result(graded, "honest")
-    assert any(note.startswith("記憶體上限：整份作業所有行程合計") for note in found.notes)
+    assert any(note.startswith("記憶體上限：整份作業所有行程合計") for note in found.instructor_notes)
+    assert not any("記憶體上限" in note for note in found.notes), "a limit not hit is not the student's business"

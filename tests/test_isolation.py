@@ -447,7 +447,7 @@ def test_the_missing_measures_reach_the_feedback(tmp_path: Path) -> None:
         sb.use_sandbox(previous)
         box.stop()
     assert result.score == result.max_score > 0
-    assert any(confine.BWRAP in note and "無法套用" in note for note in result.notes)
+    assert any(confine.BWRAP in note and "無法套用" in note for note in result.instructor_notes)
 
 
 # --- the protocol, without a sandbox ----------------------------------------------------------------

@@ -267,3 +267,110 @@ def test_the_landing_page_says_who_the_course_is_for_and_how_to_start(site: Site
     assert who.group(1) in text
     colab = browser.evaluate("[...document.querySelectorAll('article a')].filter(a => a.href.includes('colab')).length")
     assert colab == 0, "the README's table of Colab links stays in the README: each chapter has its own"
+
+
+# --- read on a phone too (issue 37) ----------------------------------------------------------------------
+
+WIDTHS = (390, 1280)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("page", ["index.html", "M03/M03-4.html", "glossary.html"])
+def test_one_search_box_at_the_top_right_and_nothing_runs_off_the_screen(site: Site, page: str, width: int) -> None:
+    with Browser(width=width, height=800) as browser:
+        browser.open(f"{site.url}/{page}")
+        boxes = browser.evaluate(
+            "[...document.querySelectorAll('.search-button, .search-button-field, form.bd-search input')]"
+            ".filter(e => e.offsetParent !== null && e.getBoundingClientRect().width > 0)"
+            ".map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top]; })"
+        )
+        assert len(boxes) == 1, f"{page} at {width} px: {len(boxes)} search boxes"
+        left, top = boxes[0]
+        assert left > width * 0.5 and top < 100, f"{page} at {width} px: the search box is at ({left}, {top})"
+        assert browser.evaluate("document.documentElement.scrollWidth") <= width, f"{page} runs off at {width} px"
+        title = browser.evaluate(
+            "(() => { const h = document.querySelector('article h1'); return h ? h.scrollWidth <= h.clientWidth : true })()"
+        )
+        assert title, f"{page}: the title overflows at {width} px"
+
+
+def test_tables_have_room_around_their_values(site: Site, browser: Browser) -> None:
+    browser.open(f"{site.url}/M03/M03-4.html")
+    padding = browser.evaluate(
+        "[...document.querySelectorAll('div.cell_output table td')].slice(0, 5)"
+        ".map(td => parseFloat(getComputedStyle(td).paddingLeft))"
+    )
+    assert padding and min(padding) >= 6, padding
+
+
+def test_the_site_has_a_favicon(site: Site) -> None:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{site.url}/favicon.ico") as answer:
+        assert answer.status == 200 and answer.read(4) == b"\x00\x00\x01\x00"  # an ICO file
+    page = (site.out / "M03" / "M03-4.html").read_text(encoding="utf-8")
+    assert re.search(r'<link rel="icon" href="[^"]*favicon\.svg"', page)
+
+
+def _feedback_of_wrong_sharing(tmp: Path) -> Path:
+    """The feedback page of a student whose AddQuantizer and CatQuantizer never share (the sample class's
+    wrong-sharing student), graded as the grader grades, without a sandbox."""
+    from autograder.engine.grading import NotebookResult, StudentResult, failing_cases
+    from autograder.engine.judge import judge
+    from autograder.maintenance.fixtures import wrong_solutions
+    from autograder.reports.results import feedback_html
+    from autograder.sandboxed.cases.base import exercises_of
+    from autograder.sandboxed.record import record_exercise
+    from autograder.sandboxed.replay import derive
+
+    chosen = {w.path.stem: w for w in wrong_solutions() if w.notebook == "M03-4"}
+    evidence = {}
+    for stem in ("add_no_sharing", "cat_no_sharing"):
+        wrong = chosen[stem]
+        namespace: dict = {}
+        exec(compile(wrong.code, str(wrong.path), "exec"), namespace)
+        spec = exercises_of("M03-4")[wrong.exercise]
+        recorded = json.loads(json.dumps(record_exercise(spec, namespace, 0)))
+        evidence[wrong.exercise] = derive(spec, recorded, 0)
+    result = NotebookResult("M03-4", "M03-4.ipynb")
+    result.verdicts = judge({"notebook": "M03-4", "seed": 0, "exercises": evidence})
+    result.failing_cases = failing_cases("M03-4", 0, evidence, result.verdicts)
+    page = tmp / "feedback.html"
+    page.write_text(feedback_html(StudentResult("wrong-sharing", "M03", [result])), encoding="utf-8")
+    return page
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_feedback_names_each_cause_once_reads_on_a_phone_and_links_to_a_section(
+    site: Site, tmp_path_factory: pytest.TempPathFactory, width: int
+) -> None:
+    from selfcheck.misconceptions import site_url
+
+    page = _feedback_of_wrong_sharing(tmp_path_factory.mktemp("feedback"))
+    with Browser(width=width, height=900) as browser:
+        browser.open(page.as_uri())
+        causes = browser.evaluate("[...document.querySelectorAll('.cause')].map(c => c.textContent)")
+        assert len(causes) == 2, "one diagnosis per exercise (AddQuantizer, CatQuantizer), not one per check"
+        assert all(text.count("可能的原因") == 1 for text in causes), causes
+        explained = browser.evaluate("document.querySelectorAll('.exercise ul.checks li.fail pre').length")
+        assert explained == 0, "the checks the cause explains are listed, not explained again"
+        assert browser.evaluate("document.documentElement.scrollWidth") <= width, f"runs off at {width} px"
+        scores = browser.evaluate("[...document.querySelectorAll('.score')].map(s => s.getClientRects().length)")
+        assert scores and all(lines == 1 for lines in scores), "a score never wraps onto two lines"
+        drawings = browser.evaluate(
+            "[...document.querySelectorAll('img.drawing')].map(i => i.complete && i.naturalWidth > 0"
+            " && i.getBoundingClientRect().right <= window.innerWidth)"
+        )
+        assert drawings and all(drawings), "each diagnosis shows its drawing, within the page"
+        links = browser.evaluate("[...document.querySelectorAll('.cause a')].map(a => a.href)")
+    assert len(links) == 2 and all(link.startswith(str(site_url())) for link in links), links
+    with Browser(width=1280, height=900) as browser:
+        for link in links:
+            path, _, anchor = link.removeprefix(str(site_url())).partition("#")
+            browser.open("about:blank")  # a link to another section of the same page loads no page
+            browser.open(f"{site.url}/{path}#{anchor}")
+            found = browser.evaluate(
+                f"(() => {{ const e = document.getElementById({json.dumps(anchor)});"
+                " return e ? [e.tagName, !!e.closest('section'), (e.closest('section').querySelector('h1,h2,h3,h4') || {}).textContent] : null })()"
+            )
+            assert found and found[1], f"{link} does not land on a section of the built site"

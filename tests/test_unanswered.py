@@ -101,8 +101,10 @@ def test_the_pins_after_it_say_the_same_until_that_cell_runs() -> None:
         _run("with after_exercise(7, 'f'):\n    assert rows\n", "<cell-pin>", namespace)
     namespace["answer"] = lambda: None
     _run("with after_exercise(7, 'f'):\n    answer()\n", "<cell-show>", namespace)
-    with pytest.raises(AssertionError):  # answered: a real failure is the student's to see
-        _run("with after_exercise(7, 'f'):\n    assert rows\n", "<cell-pin>", namespace)
+    with pytest.raises(AssertionError) as caught:  # answered: a real failure is the student's to see, in words
+        _run("with after_exercise(7, 'f'):\n    assert rows, '結果應該有幾列'\n", "<cell-pin>", namespace)
+    assert caught.value._render_traceback_()[0] == "✗ 這一格沒有通過：結果應該有幾列"
+    assert "練習 7" in caught.value._render_traceback_()[1]
 
 
 def test_a_later_cell_missing_what_the_first_one_computes_says_where_to_rerun() -> None:
@@ -113,6 +115,11 @@ def test_a_later_cell_missing_what_the_first_one_computes_says_where_to_rerun() 
         _run("with after_exercise(5, 'h'):\n    assert table\n", "<cell-pin-name>", namespace)
 
 
-def test_errors_of_a_finished_answer_pass_through() -> None:
-    with pytest.raises(IndexError), after_exercise(9, "g"):
+def test_errors_of_a_finished_answer_say_what_they_mean_without_a_traceback() -> None:
+    from common.exercises import AnswerBreaksCell
+
+    with pytest.raises(AnswerBreaksCell) as caught, after_exercise(9, "g"):
         [][1]
+    first, second = caught.value._render_traceback_()
+    assert first.startswith("✗ 這一格執行時出錯：IndexError（索引超出範圍") and "list index out of range" in first
+    assert "練習 9" in second and "g" in second

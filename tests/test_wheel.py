@@ -364,9 +364,20 @@ def test_preview_reports_errors_of_student_code(capsys) -> None:
     exercise, spec = next(iter(public_exercises(NOTEBOOK).items()))
 
     def broken(*args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("還沒寫")
+        raise RuntimeError("壞了")
 
     with pytest.raises(ChecksFailed):
         preview(NOTEBOOK, exercise, dict.fromkeys(spec.names, broken))
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(spec.cases) and all(line.startswith("✗") and "執行時出錯" in line for line in lines), lines
+
+
+def test_preview_of_an_unanswered_exercise_says_so_in_one_line(capsys) -> None:
+    exercise, spec = next(iter(public_exercises(NOTEBOOK).items()))
+
+    def stub(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError()
+
+    with pytest.raises(ChecksFailed, match="還沒有作答") as raised:
+        preview(NOTEBOOK, exercise, dict.fromkeys(spec.names, stub))
+    assert capsys.readouterr().out == "" and raised.value._render_traceback_() == [str(raised.value)]

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from common.explain import error_sentence
 from selfcheck import diagnosis
 from selfcheck.casekit import notebook_of
 from selfcheck.evidence import derived_edges, spec_text
-from selfcheck.explain import error_sentence
 
 __all__ = ["derived_edges", "spec_text"]  # spec helpers live beside describe_spec; the checks import them from here
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from autograder.checks.support import DetectorInfo, detectors_of
+from selfcheck import diagnosis
 from selfcheck.diagnosis import recognises
 
 SHOWN_CAUSES = 2
@@ -67,3 +68,39 @@ def attach_causes(notebook: str, exercise: str, seen: Any, expected: Any, verdic
             continue
         test = test_name(verdict)
         verdict["explained_by"] = next((info.key for info in shown if info.covers(test)), None)
+
+
+MAX_DRAWN_POSITIONS = 40
+"""A case with more labelled positions than this is not drawn: the picture would not help."""
+
+
+def _shares_like(got: dict[str, Any], want: dict[str, Any], position: str) -> bool:
+    def partners(positions: dict[str, Any]) -> list[str]:
+        group = positions[position].get("group")
+        return sorted(p for p, e in positions.items() if e.get("group") == group and p != position)
+
+    return partners(got) == partners(want)
+
+
+def _labels_differ(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    mine, key = got["positions"], want["positions"]
+    if set(mine) != set(key):
+        return True
+    return any(mine[p].get("spec") != key[p].get("spec") or not _shares_like(mine, key, p) for p in key)
+
+
+def failing_case(seen: Any, expected: Any) -> dict[str, Any] | None:
+    """The smallest hidden case whose labels (``label_groups``) the student got wrong, for the feedback's drawing:
+    ``{"place": [case, …], "got": labels, "want": labels}``; None when the exercise has no labels or none differ."""
+    candidates = []
+    for place, got, want in diagnosis.aligned(seen, expected, "positions"):
+        records = got.get("positions"), want.get("positions")
+        if not all(isinstance(r, dict) and all(isinstance(e, dict) for e in r.values()) for r in records):
+            continue
+        size = len(set(records[0]) | set(records[1]))
+        if 0 < size <= MAX_DRAWN_POSITIONS and _labels_differ(got, want):
+            candidates.append((size, [str(step) for step in place], got, want))
+    if not candidates:
+        return None
+    _, place, got, want = min(candidates, key=lambda c: (c[0], c[1]))
+    return {"place": place, "got": {"positions": got["positions"]}, "want": {"positions": want["positions"]}}

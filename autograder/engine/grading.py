@@ -61,8 +61,14 @@ class NotebookResult:
     file: str | None
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    """What the student reads about the run (a limit that was hit, output cut, the notebook not handed in…)."""
     tampering: list[str] = field(default_factory=list)
     cell_errors: list[str] = field(default_factory=list)
+    instructor_notes: list[str] = field(default_factory=list)
+    """How the sandbox ran (how memory was limited, measures this machine could not apply): for the
+    instructor's terminal and log, never in the student's feedback, which says a limit only when it was hit."""
+    failing_cases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Exercise → its smallest failing hidden case, which the feedback draws (``autograder.engine.diagnose``)."""
 
     @property
     def score(self) -> float:
@@ -170,7 +176,7 @@ def grade_notebook(
             result.verdicts += zero_verdicts(notebook, exercise, UNANSWERED)
         return result
     outcome = run_sandboxed(Job(notebook, tuple(prepared.cells), seed, limits), limits)
-    result.notes.append(f"{fork_context().memory_mode}，上限 {limits.memory_mb} MB")
+    result.instructor_notes.append(f"{fork_context().memory_mode}，上限 {limits.memory_mb} MB")
     recorded, reasons = read_outcome(outcome, result, limits)
     reasons.update(reached_for_secrets(result, exercises))
     evidence, refused = derive_evidence(notebook, recorded, seed, limits, result)
@@ -180,12 +186,28 @@ def grade_notebook(
     # (sandbox.ENVIRONMENT): same reductions, same floats; only plain data from the worker is judged
     with _judging, one_thread():
         judged = judge({"notebook": notebook, "seed": seed, "exercises": evidence}) if evidence else []
+        result.failing_cases = failing_cases(notebook, seed, evidence, judged)
     for exercise in exercises:
         if exercise in reasons:
             result.verdicts += zero_verdicts(notebook, exercise, reasons[exercise])
         else:
             result.verdicts += [v for v in judged if v["exercise"] == exercise]
     return result
+
+
+def failing_cases(
+    notebook: str, seed: int, evidence: dict[str, Any], judged: list[dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Exercise → the smallest hidden case it failed, for the feedback's drawing (only exercises that lost points)."""
+    from autograder.engine.diagnose import failing_case
+    from autograder.engine.reference_evidence import reference_evidence
+
+    found = {}
+    for exercise in {v["exercise"] for v in judged if not v["passed"]} & set(evidence):
+        case = failing_case(evidence[exercise], reference_evidence(notebook, exercise, seed))
+        if case is not None:
+            found[exercise] = case
+    return found
 
 
 SECRET_MODULES = (
@@ -308,7 +330,7 @@ def read_outcome(outcome: RunOutcome, result: NotebookResult, limits: Limits) ->
     reasons: dict[str, str] = {}
     budget = STUDENT_TEXT_CHARS
     if outcome.unconfined:
-        result.notes.append("這台評分機器無法套用：" + "、".join(outcome.unconfined))
+        result.instructor_notes.append("這台評分機器無法套用：" + "、".join(outcome.unconfined))
     unfit = outcome.malformed + outcome.out_of_order
     if unfit:
         result.tampering.append(

@@ -229,7 +229,8 @@ _CELL_LABEL = re.compile(r"^第 (\d+) 格$")
 
 def _error_output(text: str) -> NotebookNode:
     text = text[:ERROR_CHARS]
-    name, _, message = text.partition(": ")
+    name, _, message = text.partition("：") if "：" in text.split(": ", 1)[0] else text.partition(": ")
+    name = name.split("（", 1)[0]
     if not name.isidentifier():
         name, message = "Error", text
     return new_output("error", ename=name, evalue=message, traceback=[text])
@@ -239,6 +240,7 @@ def write_results(nb: NotebookNode, source: NotebookNode, result: Any, seed: int
     """Write a ``NotebookResult`` into the cells nbgrader reads: reports and scores, errors, notes."""
     from autograder.reports.hygiene import clean
     from autograder.reports.report import exercise_report
+    from autograder.reports.results import drawings
     from autograder.sandboxed.cases.base import exercises_of
 
     # errors where they happened: the student's own cells are labelled by their position in ``nb`` as graded
@@ -259,6 +261,7 @@ def write_results(nb: NotebookNode, source: NotebookNode, result: Any, seed: int
     header += [f"執行時出錯：{e}" for e in unplaced]
     header.append(f"（隱藏測試的亂數種子：{seed}）")
     titles = {key: exercise.title for key, exercise in exercises_of(result.notebook).items()}
+    pictures = drawings([result]).get(result.notebook, {})
     for index, cell in enumerate(_graded_cells(nb)):
         exercise = _grade_id(cell).removesuffix(HIDDEN_SUFFIX)
         verdicts = [v for v in result.verdicts if v["exercise"] == exercise]
@@ -273,7 +276,13 @@ def write_results(nb: NotebookNode, source: NotebookNode, result: Any, seed: int
             score = earned if checks == points else (earned * points / checks if checks else 0.0)
         else:
             lines.append("評分程式沒有這一格的檢查：這一格 0 分，請通知助教")
-        cell.outputs = [_stream("\n".join(lines)), _score(min(max(score, 0.0), points))]
+        outputs = [_stream("\n".join(lines))]
+        picture = pictures.get(exercise)
+        if picture is not None:  # the smallest failing hidden case, as the student's program labelled it
+            outputs.append(
+                new_output("display_data", data={"image/svg+xml": picture["svg"], "text/plain": picture["caption"]})
+            )
+        cell.outputs = [*outputs, _score(min(max(score, 0.0), points))]
 
 
 def _cell_points(cell: NotebookNode) -> float:

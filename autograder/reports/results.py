@@ -1,11 +1,13 @@
 """Writing grades: Gradescope's results.json, a feedback page, a gradebook CSV, a terminal table.
 
-Feedback shows each check's Chinese name, points, and on failure what was expected and
-what was seen; it never shows a check's source.
+Feedback shows, per exercise, the likely cause of its failures once (the misconception, why it is wrong,
+the section to reread, a drawing of the smallest failing case), then each check's Chinese name and points;
+a failure no cause explains says what was expected and what was seen. It never shows a check's source.
 """
 
 from __future__ import annotations
 
+import base64
 import csv
 import html
 import json
@@ -14,8 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from autograder.engine.grading import NotebookResult, StudentResult
+from autograder.reports.drawing import draw_case
 from autograder.reports.hygiene import clean, clean_name
-from autograder.reports.report import points_text
+from autograder.reports.report import (
+    Cause,
+    ExerciseSection,
+    by_exercise,
+    exercise_section,
+    exercise_titles,
+    points_text,
+)
 
 
 def notebook_text(result: NotebookResult) -> str:
@@ -27,25 +37,73 @@ def notebook_text(result: NotebookResult) -> str:
     return "\n".join(lines)
 
 
-def gradescope_results(results: Iterable[NotebookResult], seed: int | None = None) -> dict[str, Any]:
-    """Gradescope's results.json: one test per check, scores in points."""
+def causes_text(result: NotebookResult) -> str:
+    """The likely cause of each exercise's failures, once per exercise, as the feedback words it."""
+    blocks = []
+    titles = exercise_titles(result.notebook)
+    for exercise, verdicts in by_exercise(result.verdicts).items():
+        section = exercise_section(titles.get(exercise, exercise), verdicts)
+        if not section.causes:
+            continue
+        lines = [section.headline]
+        for cause in section.causes:
+            first, *rest = cause.lines
+            lines += [f"  {clean(first)}", *(f"    {clean(line)}" for line in rest)]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def _test_output(verdict: dict[str, Any], section: ExerciseSection) -> str:
+    if verdict["passed"]:
+        return ""
+    cause = next((c for c in section.causes if c.misconception.key == verdict.get("explained_by")), None)
+    if cause is not None:
+        return f"可能的原因：{clean(cause.misconception.name)}（說明與要重讀的段落見最上方）"
+    return clean(verdict["message"])
+
+
+def gradescope_results(
+    results: Iterable[NotebookResult], seed: int | None = None, drawn: Drawings | None = None
+) -> dict[str, Any]:
+    """Gradescope's results.json: one test per check, scores in points; the likely causes in the summary, and
+    the drawing of an exercise's smallest failing case as an image on its first failed check (HTML output)."""
     results = list(results)
+    drawn = drawings(results) if drawn is None else drawn
     tests = []
     for result in results:
+        titles = exercise_titles(result.notebook)
+        sections = {e: exercise_section(titles.get(e, e), v) for e, v in by_exercise(result.verdicts).items()}
+        pictured: set[str] = set()
         for number, verdict in enumerate(result.verdicts, start=1):
-            tests.append(
-                {
-                    "name": f"{result.notebook}｜{clean(verdict['name'])}",
-                    "number": f"{result.notebook}.{number}",
-                    "score": verdict["score"],
-                    "max_score": verdict["points"],
-                    "status": "passed" if verdict["passed"] else "failed",
-                    "output": clean(verdict["message"]) if not verdict["passed"] else "",
-                    "visibility": "visible",
-                }
-            )
+            exercise = str(verdict.get("exercise"))
+            test = {
+                "name": f"{result.notebook}｜{clean(verdict['name'])}",
+                "number": f"{result.notebook}.{number}",
+                "score": verdict["score"],
+                "max_score": verdict["points"],
+                "status": "passed" if verdict["passed"] else "failed",
+                "output": _test_output(verdict, sections[exercise]),
+                "visibility": "visible",
+            }
+            picture = drawn.get(result.notebook, {}).get(exercise)
+            if picture and not verdict["passed"] and exercise not in pictured:
+                pictured.add(exercise)
+                test["output"] = (
+                    f"<p>{html.escape(test['output'])}</p>"
+                    f"<p>{html.escape(clean(picture['caption']))}</p>{picture_img(picture)}"
+                )
+                test["output_format"] = "html"
+            tests.append(test)
     summary = "\n\n".join(
-        f"{r.notebook}：{points_text(r.score)} / {points_text(r.max_score)} 分\n{notebook_text(r)}".rstrip()
+        "\n".join(
+            part
+            for part in (
+                f"{r.notebook}：{points_text(r.score)} / {points_text(r.max_score)} 分",
+                notebook_text(r),
+                causes_text(r),
+            )
+            if part
+        )
         for r in results
     )
     return {
@@ -57,52 +115,154 @@ def gradescope_results(results: Iterable[NotebookResult], seed: int | None = Non
     }
 
 
+Drawings = dict[str, dict[str, dict[str, str]]]
+"""Notebook → exercise → the drawing of its smallest failing case (``{"caption", "svg"}``)."""
+
+
+def drawings(results: Iterable[NotebookResult]) -> Drawings:
+    """The drawings of every failing case of ``results`` (``autograder.reports.drawing.draw_case``), each drawn once."""
+    found: Drawings = {}
+    for result in results:
+        for exercise, case in result.failing_cases.items():
+            picture = draw_case(case)
+            if picture is not None:
+                found.setdefault(result.notebook, {})[exercise] = picture
+    return found
+
+
+def picture_img(picture: dict[str, str]) -> str:
+    """A drawing as an ``<img>`` of an SVG data URI: it shows in any browser and in Gradescope's HTML output, and an
+    SVG shown as an image runs nothing."""
+    data = base64.b64encode(picture["svg"].encode("utf-8")).decode("ascii")
+    alt = html.escape(clean(picture["caption"]), quote=True)
+    return f'<img class="drawing" alt="{alt}" src="data:image/svg+xml;base64,{data}">'
+
+
 _STYLE = """
-body { font-family: "Noto Sans TC", "PingFang TC", "Microsoft JhengHei", sans-serif; max-width: 960px; margin: 2em auto; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
-.pass { color: #15803d; } .fail { color: #b91c1c; } .warn { background: #fef3c7; padding: .5em 1em; }
-table { border-collapse: collapse; width: 100%; } td, th { border-bottom: 1px solid #e5e7eb; padding: .4em; vertical-align: top; }
-pre { white-space: pre-wrap; margin: .3em 0 0; color: #374151; }
+:root { color-scheme: light; }
+body { font-family: "Noto Sans TC", "Noto Sans CJK TC", "PingFang TC", "Microsoft JhengHei", sans-serif;
+  max-width: 960px; margin: 0 auto; padding: 1rem 1.25rem 3rem; line-height: 1.6; color: #1f2937;
+  overflow-wrap: anywhere; }
+h1 { font-size: 1.45rem; margin: .5rem 0; } h2 { font-size: 1.2rem; margin-top: 2.2rem;
+  border-bottom: 2px solid #e5e7eb; padding-bottom: .2rem; }
+h3 { font-size: 1.05rem; margin: 1.5rem 0 .5rem; }
+.score { white-space: nowrap; font-variant-numeric: tabular-nums; color: #374151; }
+h2 .score, h3 .score { font-weight: normal; margin-left: .5em; }
+.warn { background: #fef3c7; padding: .5em 1em; border-radius: 6px; }
+.cause { background: #eff6ff; border-left: 4px solid #2563eb; padding: .6em 1em; border-radius: 6px; margin: .6em 0; }
+.cause p { margin: .35em 0; } .cause .also { border-top: 1px dashed #93c5fd; padding-top: .4em; }
+.cause a { color: #1d4ed8; }
+.group { margin: .8em 0 .2em; font-weight: bold; color: #374151; }
+ul.checks { list-style: none; padding: 0; margin: 0; }
+ul.checks li { display: grid; grid-template-columns: 1.4em 1fr auto; column-gap: .5em;
+  padding: .35em 0; border-bottom: 1px solid #e5e7eb; }
+ul.checks li .message { grid-column: 2 / 4; }
+.pass .mark { color: #15803d; } .fail .mark { color: #b91c1c; }
+pre { white-space: pre-wrap; margin: .2em 0 0; color: #374151; font-family: inherit; font-size: .95em; }
+figure { margin: .8em 0 0; } figure img { max-width: 100%; height: auto; display: block; }
+figcaption { font-size: .9em; color: #4b5563; }
+details { margin: .8em 0; }
+@media (max-width: 480px) { body { padding: .75rem; } h1 { font-size: 1.25rem; } }
 """
 
 
-def feedback_html(student: StudentResult) -> str:
-    """One page for one student and module: scores, every check, notes.
+def _checks_html(verdicts: list[dict[str, Any]], with_messages: bool) -> str:
+    items = []
+    for verdict in verdicts:
+        kind = "pass" if verdict["passed"] else "fail"
+        mark = "✓" if verdict["passed"] else "✗"
+        message = ""
+        if with_messages and not verdict["passed"] and verdict["message"]:
+            message = f'<pre class="message">{html.escape(clean(verdict["message"]))}</pre>'
+        items.append(
+            f'<li class="{kind}"><span class="mark">{mark}</span><span class="name">{html.escape(clean(verdict["name"]))}'
+            f'</span><span class="score">{points_text(verdict["score"])} / {points_text(verdict["points"])}</span>'
+            f"{message}</li>"
+        )
+    return '<ul class="checks">' + "".join(items) + "</ul>"
+
+
+def _cause_html(cause: Cause) -> str:
+    name, text, _ = cause.lines
+    lead, _, phrase = name.partition("：")
+    where = html.escape(cause.where)
+    link = f'<a href="{html.escape(cause.url, quote=True)}">{where}</a>' if cause.url else where
+    also = "" if cause.first else ' class="also"'
+    return (
+        f"<p{also}><strong>{html.escape(lead)}</strong>：{html.escape(clean(phrase))}</p>"
+        f"<p>{html.escape(clean(text))}</p><p>重讀 {link}</p>"
+    )
+
+
+def exercise_html(section: ExerciseSection, picture: dict[str, str] | None) -> str:
+    """One exercise: its score, the likely cause once (with the drawing), then its checks."""
+    parts = [
+        f'<section class="exercise"><h3>練習「{html.escape(clean(section.title))}」'
+        f'<span class="score">{points_text(section.score)} / {points_text(section.total)} 分</span></h3>'
+    ]
+    if section.causes:
+        figure = ""
+        if picture:
+            figure = f"<figure>{picture_img(picture)}<figcaption>{html.escape(clean(picture['caption']))}</figcaption></figure>"
+        parts.append('<div class="cause">' + "".join(_cause_html(c) for c in section.causes) + figure + "</div>")
+        if section.explained:
+            parts.append(f'<p class="group">這個原因讓 {len(section.explained)} 項檢查沒有通過：</p>')
+            parts.append(_checks_html(section.explained, with_messages=False))
+        if section.unexplained:
+            parts.append('<p class="group">其他沒有通過的檢查：</p>' + _checks_html(section.unexplained, True))
+        if section.passed:
+            parts.append('<p class="group">通過的檢查：</p>' + _checks_html(section.passed, False))
+    else:
+        if picture and section.unexplained:
+            parts.append(
+                f"<figure>{picture_img(picture)}<figcaption>{html.escape(clean(picture['caption']))}</figcaption></figure>"
+            )
+        parts.append(_checks_html(section.verdicts, with_messages=True))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def feedback_html(student: StudentResult, drawn: Drawings | None = None) -> str:
+    """One page for one student and module: scores, each exercise's likely cause and checks, notes.
 
     Every string is cleaned (``autograder.reports.hygiene.clean``) and then HTML-escaped, whoever wrote it.
+    It reads at phone width (390 px) and at desktop width: no table, the score never wraps.
     """
 
     def esc(text: object) -> str:
         return html.escape(clean(text))
 
+    drawn = drawings(student.notebooks) if drawn is None else drawn
+    title = f"{esc(student.module)} 評分回饋：{html.escape(clean_name(student.student))}"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="zh-Hant-TW"><head><meta charset="utf-8">',
-        f"<title>{esc(student.module)} 評分回饋：{html.escape(clean_name(student.student))}</title>"
-        f"<style>{_STYLE}</style></head><body>",
-        f"<h1>{esc(student.module)} 評分回饋：{html.escape(clean_name(student.student))}</h1>",
-        f"<p>總分 <b>{points_text(student.score)} / {points_text(student.max_score)}</b></p>",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{title}</title><style>{_STYLE}</style></head><body><main>",
+        f"<h1>{title}</h1>",
+        f'<p>總分 <b class="score">{points_text(student.score)} / {points_text(student.max_score)}</b></p>',
     ]
     for result in student.notebooks:
         parts.append(
-            f"<h2>{esc(result.notebook)}：{points_text(result.score)} / {points_text(result.max_score)} 分</h2>"
+            f'<section class="notebook"><h2>{esc(result.notebook)}'
+            f'<span class="score">{points_text(result.score)} / {points_text(result.max_score)} 分</span></h2>'
         )
         for warning in result.tampering:
             parts.append(f'<p class="warn">⚠ {esc(warning)}</p>')
         for note in result.notes:
-            parts.append(f"<p>・{esc(note)}</p>")
-        parts.append("<table><tr><th></th><th>檢查</th><th>分數</th></tr>")
-        for verdict in result.verdicts:
-            mark = '<span class="pass">✓</span>' if verdict["passed"] else '<span class="fail">✗</span>'
-            detail = "" if verdict["passed"] or not verdict["message"] else f"<pre>{esc(verdict['message'])}</pre>"
-            parts.append(
-                f"<tr><td>{mark}</td><td>{esc(verdict['name'])}{detail}</td>"
-                f"<td>{points_text(verdict['score'])} / {points_text(verdict['points'])}</td></tr>"
-            )
-        parts.append("</table>")
+            parts.append(f'<p class="note">・{esc(note)}</p>')
+        titles = exercise_titles(result.notebook)
+        for exercise, verdicts in by_exercise(result.verdicts).items():
+            section = exercise_section(titles.get(exercise, exercise), verdicts)
+            parts.append(exercise_html(section, drawn.get(result.notebook, {}).get(exercise)))
         if result.cell_errors:
-            parts.append("<p>執行時出錯的儲存格：</p><pre>" + esc("\n".join(result.cell_errors)) + "</pre>")
-    parts.append("</body></html>")
+            parts.append(
+                f"<details><summary>執行時出錯的儲存格（{len(result.cell_errors)}）</summary><pre>"
+                + esc("\n".join(result.cell_errors))
+                + "</pre></details>"
+            )
+        parts.append("</section>")
+    parts.append("</main></body></html>")
     return "\n".join(parts)
 
 
@@ -110,10 +270,11 @@ def write_student(out: Path, student: StudentResult, seed: int | None) -> Path:
     """OUT/<student>/<module>/results.json and feedback.html; returns the folder."""
     folder = out / student.student / student.module
     folder.mkdir(parents=True, exist_ok=True)
+    drawn = drawings(student.notebooks)
     (folder / "results.json").write_text(
-        json.dumps(gradescope_results(student.notebooks, seed), ensure_ascii=False, indent=1), encoding="utf-8"
+        json.dumps(gradescope_results(student.notebooks, seed, drawn), ensure_ascii=False, indent=1), encoding="utf-8"
     )
-    (folder / "feedback.html").write_text(feedback_html(student), encoding="utf-8")
+    (folder / "feedback.html").write_text(feedback_html(student, drawn), encoding="utf-8")
     return folder
 
 

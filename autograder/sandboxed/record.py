@@ -353,7 +353,7 @@ def exception_record(exc: BaseException) -> dict[str, Any]:
 
     if isinstance(exc, CaseTimeout):
         return {"type": "Timeout", "message": ""}
-    from selfcheck.explain import student_frame
+    from common.explain import student_frame
 
     name = type(exc).__name__
     record: dict[str, Any] = {"type": name if isinstance(name, str) else "Exception", "message": safe_text(exc, 300)}

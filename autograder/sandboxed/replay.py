@@ -34,6 +34,7 @@ from torch.fx import GraphModule, Node
 
 from autograder.sandboxed import allowed
 from autograder.sandboxed.record import reachable_graphs
+from common.explain import clean_where
 from selfcheck.casekit import Exercise, collect
 from selfcheck.evidence import (
     ANNOTATION_KEY,
@@ -44,7 +45,6 @@ from selfcheck.evidence import (
     TamperingSuspected,
     safe_text,
 )
-from selfcheck.explain import clean_where
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 EXCEPTIONS = {

@@ -126,7 +126,10 @@ def _shell() -> Any:
 
 
 def _error_text(error: BaseException | None) -> str:
-    """Type, the start of the message's first line, and the cell's line number: nothing else."""
+    """What the student reads about a cell that raised: the type (with what it means when the message is empty),
+    the start of the message's first line, and the cell's line that raised it: nothing else."""
+    from common.explain import meaning
+
     if isinstance(error, CellTimeout):
         return "超過每格的時間上限"
     if error is None:
@@ -135,12 +138,16 @@ def _error_text(error: BaseException | None) -> str:
     try:
         frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("<ipython-input")]
         if frames:
-            where = f"（第 {int(frames[-1].lineno or 0)} 行）"
+            code = " ".join(str(frames[-1].line or "").split())[:80]
+            where = f"（第 {int(frames[-1].lineno or 0)} 行" + (f"：{code}）" if code else "）")
     except BaseException:
         where = ""
     lines = safe_text(error, ERROR_CHARS).splitlines()
     name = safe_text(type(error).__name__, 60)
-    return f"{name}: {lines[0] if lines else ''}{where}"
+    if lines and lines[0].strip():
+        return f"{name}：{lines[0].strip()}{where}"
+    gloss = meaning(name)
+    return f"{name}{f'（{gloss}）' if gloss else ''}{where}"
 
 
 def _recorder() -> Any:
@@ -166,6 +173,9 @@ def run(job: Job, fd: int, unconfined: Iterable[str] = ()) -> None:
 
     reporter = Reporter(fd)
     record = _recorder()
+    import selfcheck.self_check
+
+    selfcheck.self_check.DIAGNOSE = False  # nobody reads a graded run's outputs: no public cases on a failed self-check
     reporter.send(protocol.message(protocol.START, unconfined=list(unconfined)))
     output = CappedStream(job.limits.output_kb * 1024)
     sys.stdout = sys.stderr = output  # what cells print stays here, capped

@@ -13,7 +13,8 @@ drawing and table as the notebook shows it) and the syllabus into the navigation
   stay (on purpose); everything of the hidden grading goes: the ``### BEGIN HIDDEN TESTS`` region of
   each graded cell and what it printed (the hidden checks' report), any other cell that imports
   ``autograder``, and nbgrader's cell metadata. Under the title: links to open the student version
-  (``release/``) in Colab and to download it;
+  (``release/``) in Colab and to download it. Every section heading gets a label derived from its text
+  (``label_sections``), where the grader's feedback links a misconception's section;
 - ``_student/<module>/<notebook>.ipynb``: the release notebooks, offered for download.
 
 Modules are whatever ``source/M*/`` holds when the site is built; a module's caption comes from the
@@ -40,6 +41,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from autograder.maintenance.colab import README_END, README_START, colab_url, repository  # noqa: E402
+from common.anchors import heading_anchor, site_anchor  # noqa: E402  (no torch: the site's build has none)
 
 CONF = Path(__file__).resolve().parent
 """Sphinx's configuration folder (``conf.py``, ``_static/``), kept apart from the staged sources."""
@@ -48,6 +50,8 @@ DEFAULT_OUT = ROOT / "_site"
 STUDENT = "_student"
 """Folder of the staged sources that holds the release notebooks (downloads, not pages)."""
 
+HEADING = re.compile(r"^(#{2,6})\s+(.*?)\s*#*\s*$")
+"""A section heading of a chapter (the title, ``#``, is the page itself)."""
 HIDDEN_REGION = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.M | re.S)
 IMPORTS_AUTOGRADER = re.compile(r"^\s*(from\s+autograder\b|import\s+autograder\b)", re.M)
 PREVIEW_LINE = re.compile(r"^[✓✗] 公開例子「")
@@ -191,7 +195,29 @@ def site_notebook(nb: Any, release_path: Path, download: str) -> Any:
     )
     first.source = title + links + rest
     nb.metadata.pop("nbgrader", None)
+    label_sections(nb, release_path.stem)
     return nb
+
+
+def label_sections(nb: Any, notebook: str) -> None:
+    """Put a label ``(<notebook>-<anchor>)=`` before every section heading, the anchor derived from the heading
+    (``common.anchors``, as ``selfcheck.misconceptions.Section`` does): the feedback's links to a section (``section_url``) land on it."""
+    seen: set[str] = set()
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        out: list[str] = []
+        for line in cell.source.splitlines():
+            match = HEADING.match(line)
+            if match:
+                label = site_anchor(notebook, heading_anchor(match.group(2)))
+                if label not in seen:  # the same heading twice in a chapter: the first one is the target
+                    seen.add(label)
+                    if out and out[-1].strip():
+                        out.append("")
+                    out.append(f"({label})=")
+            out.append(line)
+        cell.source = "\n".join(out)
 
 
 def stage(target: Path = STAGE / "src") -> dict[str, list[tuple[str, str]]]:

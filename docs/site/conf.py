@@ -59,6 +59,11 @@ html_js_files = ["search-summary.js"]
 html_show_sourcelink = False
 html_copy_source = False
 html_last_updated_fmt = None
+# One search, at the top right of every page: the magnifier in the article header (course.css shows it at
+# every width). Neither pydata's header bar nor the sidebar gets a second search field.
+html_sidebars = {"**": ["navbar-logo.html", "icon-links.html", "sbt-sidebar-nav.html"]}
+html_favicon = str(HERE / "_static" / "favicon.svg")
+html_extra_path = [str(HERE / "extra")]  # favicon.ico at the site's root, where browsers also look
 html_theme_options = {
     "repository_url": repository(),
     "repository_branch": "main",
@@ -70,6 +75,7 @@ html_theme_options = {
     "show_toc_level": 2,
     "navigation_with_keys": False,
     "footer_content_items": [],
+    "navbar_persistent": [],
 }
 html_search_language = "zh"
 html_search_options = {"dict": str(HERE / "zh_terms.txt")}

@@ -5,7 +5,8 @@ replay of a recording). What helps is the student's own line and what the except
 the library's frames. This module finds the innermost frame of student code in a traceback
 (``student_frame``), says it as ``AddQuantizer.annotate 第 5 行：inputs[0]`` (``where_text``) and glosses
 the common exception types in Chinese (``meaning``). ``autograder`` uses the same words on the
-grader's side; everything here ships with the course.
+grader's side; everything here ships with the course. In a notebook, ``failure_lines`` says what a
+failed cell did wrong in a few lines and ``show_traceback_folded`` keeps the full traceback one click away.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import linecache
 import os
 import re
 import sysconfig
+import traceback
 from functools import cache
 from pathlib import Path
 from types import TracebackType
@@ -21,7 +23,7 @@ from typing import Any
 
 MEANINGS = {
     "NotImplementedError": "還沒寫完：程式走到了 raise NotImplementedError()，也就是練習要你填的地方",
-    "RecursionError": "函式一層呼叫一層停不下來（遞迴太深），通常是某個東西指向了自己",
+    "RecursionError": "函式一層呼叫一層停不下來，遞迴太深；通常是某個東西指向了自己",
     "IndexError": "索引超出範圍：串列或 tuple 比你以為的短（也可能是空的）",
     "KeyError": "字典裡沒有這個 key：要找的東西不在那裡",
     "AttributeError": "這個物件沒有你用的屬性或方法：它的型別可能和你以為的不同",
@@ -31,7 +33,7 @@ MEANINGS = {
     "AssertionError": "assert 的條件不成立",
     "ZeroDivisionError": "除以零",
     "StopIteration": "next() 沒有東西可以拿了：要找的東西不存在",
-    "RuntimeError": "執行時出錯（常見於 torch 拒絕一個操作）",
+    "RuntimeError": "torch 或 torchao 拒絕了一個操作，訊息會說原因",
     "UnboundLocalError": "區域變數在給值之前就被用了",
     "Timeout": "超過時間上限還沒有結束（可能是無窮迴圈）",
     "MemoryError": "記憶體不夠",
@@ -118,3 +120,56 @@ def error_sentence(error: str, message: str) -> str:
     if not message:
         return f"執行時出錯：{head}"
     return f"執行時出錯：{head}{'' if message.startswith('（') else '：'}{message}"
+
+
+TRACEBACK_CHARS = 20_000
+
+
+def failure_head(error: BaseException, failed: str = "自我檢查沒有通過", crashed: str = "自我檢查時出錯") -> str:
+    """The first line a student reads about a failed check cell: the assert's message (or its line), or the
+    exception, what it means, and the innermost line of notebook code that raised it."""
+    if isinstance(error, AssertionError):
+        message = " ".join(str(error).split())
+        if not message:
+            where = student_frame(error.__traceback__)
+            message = f"這個條件不成立：{where['code']}" if where and where["code"] else "有一個 assert 的條件不成立"
+        return f"✗ {failed}：{message}"
+    name = type(error).__name__
+    gloss = meaning(name)
+    text = " ".join(str(error).split())[:300]
+    head = f"✗ {crashed}：{name}" + (f"（{gloss}）" if gloss else "") + (f"：{text}" if text else "")
+    where = where_text(student_frame(error.__traceback__))
+    return head + where.replace("（你寫的", "（出錯的是 notebook 裡", 1) if where else head
+
+
+def show_traceback_folded(error: BaseException) -> None:
+    """In a notebook, the full traceback folded (HTML ``<details>``), for whoever wants it; elsewhere nothing."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+
+        if get_ipython() is None:
+            return
+        import html
+
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))[-TRACEBACK_CHARS:]
+        folded = (
+            "<details><summary>完整的 traceback（想看細節的話）</summary>"
+            f'<pre style="white-space: pre-wrap; font-size: 0.85em">{html.escape(text)}</pre></details>'
+        )
+        display(
+            {"text/html": folded, "text/plain": "（完整的 traceback 收起來了：在 JupyterLab 或 Colab 點開）"}, raw=True
+        )
+    except Exception:
+        return
+
+
+class ShortFailure(AssertionError):
+    """A check cell that failed; ``lines`` is what the student reads, shown by IPython instead of a traceback."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__(lines[0] if lines else "沒有通過")
+
+    def _render_traceback_(self) -> list[str]:
+        return list(self.lines)

@@ -1,0 +1,132 @@
+"""A picture for the feedback: the smallest failing hidden case, as the student's program labelled it.
+
+For graph exercises the evidence holds the student's labels (``label_groups``: each labelled position,
+its spec and its sharing group) beside the answer key's. The judge keeps the smallest case where the two
+differ (``autograder.engine.diagnose.failing_case``); ``draw_case`` draws it with graphviz: every labelled edge with
+the student's spec and sharing group (one colour a group), the wrong ones red and thick, with one line
+saying what they should be; a position the student left out is a dashed red edge. It shows no more of
+the answer than the check's own message does (which positions share, which should have a label).
+
+Everything drawn comes from a submission's evidence: the text is cleaned and quoted for DOT, and the SVG is
+shown as an image (``results.picture_img``), so nothing in it runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from autograder.reports.hygiene import clean
+from selfcheck.evidence import spec_text
+
+PALETTE = ("#2563eb", "#9333ea", "#0d9488", "#ca8a04", "#db2777", "#4b5563")
+WRONG = "#dc2626"
+FONT = "Noto Sans CJK TC, Noto Sans TC, PingFang TC, Microsoft JhengHei, sans-serif"
+
+
+def _quote(text: object) -> str:
+    """A DOT double-quoted string of cleaned text."""
+    value = clean(text, 200).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{value}"'
+
+
+def _node_id(name: str) -> str:
+    return "n" + hashlib.sha1(name.encode("utf-8")).hexdigest()[:10]
+
+
+def _split(position: str) -> tuple[str, str | None]:
+    """``"a → b"`` → (a, b); ``"b 的輸出"`` → (b, None)."""
+    if " → " in position:
+        source, _, consumer = position.partition(" → ")
+        return source, consumer
+    return position.removesuffix(" 的輸出"), None
+
+
+def _groups(positions: dict[str, Any]) -> dict[str, list[str]]:
+    members: dict[str, list[str]] = {}
+    for position, entry in sorted(positions.items()):
+        if isinstance(entry, dict):
+            members.setdefault(str(entry.get("group")), []).append(position)
+    return members
+
+
+def _partners(positions: dict[str, Any], position: str) -> list[str]:
+    group = positions.get(position, {}).get("group") if isinstance(positions.get(position), dict) else None
+    return sorted(p for p, e in positions.items() if isinstance(e, dict) and e.get("group") == group and p != position)
+
+
+def _spec_brief(entry: Any) -> str:
+    spec = entry.get("spec") if isinstance(entry, dict) else None
+    text = spec_text(spec, none="沒有 spec")
+    return text.replace("per_tensor_", "").replace("per_channel_", "per-channel ").replace("Observer", "")
+
+
+def _labels_dot(got: dict[str, Any], want: dict[str, Any], title: str) -> str:
+    got_positions, want_positions = got["positions"], want["positions"]
+    letters = {
+        group: chr(ord("A") + index)
+        for index, (group, members) in enumerate(g for g in _groups(got_positions).items() if len(g[1]) > 1)
+    }
+    colours = {group: PALETTE[index % len(PALETTE)] for index, group in enumerate(letters)}
+    lines = [
+        "digraph case {",
+        f'  graph [rankdir=TB, fontname="{FONT}", fontsize=12, labelloc=t, label={_quote(title)}, nodesep=0.4];',
+        f'  node [fontname="{FONT}", fontsize=11, shape=box, style="rounded,filled", fillcolor="#f3f4f6", color="#9ca3af"];',
+        f'  edge [fontname="{FONT}", fontsize=10, color="#6b7280"];',
+    ]
+    nodes: dict[str, str] = {}
+
+    def node(name: str, shape: str = "box") -> str:
+        if name not in nodes:
+            nodes[name] = _node_id(name)
+            extra = ', shape=plaintext, style=""' if shape == "out" else ""
+            label = "（輸出）" if shape == "out" else name
+            lines.append(f"  {nodes[name]} [label={_quote(label)}{extra}];")
+        return nodes[name]
+
+    for position in sorted(set(got_positions) | set(want_positions)):
+        mine, key = got_positions.get(position), want_positions.get(position)
+        source, consumer = _split(position)
+        head = node(consumer) if consumer is not None else node(f"{source} 的輸出", "out")
+        tail = node(source)
+        if mine is None:
+            label = f"沒有標籤\n✗ 應該有標籤（{_spec_brief(key)}）"
+            lines.append(
+                f'  {tail} -> {head} [label={_quote(label)}, color="{WRONG}", fontcolor="{WRONG}", style=dashed];'
+            )
+            continue
+        group = str(mine.get("group"))
+        share = f"共用組 {letters[group]}" if group in letters else "自己一組"
+        label = f"{_spec_brief(mine)}\n{share}"
+        wrong = ""
+        if key is None:
+            wrong = "✗ 不該有標籤"
+        elif mine.get("spec") != key.get("spec"):
+            wrong = f"✗ 應該是 {_spec_brief(key)}"
+        elif _partners(got_positions, position) != _partners(want_positions, position):
+            partners = _partners(want_positions, position)
+            wrong = "✗ 應該和 " + "、".join(partners) + " 共用" if partners else "✗ 應該自己一組"
+        colour = WRONG if wrong else colours.get(group, "#6b7280")
+        width = 2.6 if wrong else 1.6
+        text = f"{label}\n{wrong}" if wrong else label
+        lines.append(
+            f'  {tail} -> {head} [label={_quote(text)}, color="{colour}", fontcolor="{colour if wrong else "#374151"}",'
+            f" penwidth={width}];"
+        )
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def draw_case(case: dict[str, Any]) -> dict[str, str] | None:
+    """``{"caption", "svg"}`` for a failing case chosen by ``autograder.engine.diagnose.failing_case``; None when
+    dot is missing or the case cannot be drawn."""
+    from common.viz import dot_available, render_svg
+
+    if not dot_available():
+        return None
+    try:
+        svg = render_svg(_labels_dot(case["got"], case["want"], "一個你沒看過的模型：你的程式貼的標籤"))
+    except Exception:  # a drawing is a courtesy: the feedback stands without it
+        return None
+    caption = "出錯的隱藏例子裡最小的一個。每條邊寫著你貼的規格與共用組；紅色是不對的位置，虛線是少貼的"
+    return {"caption": caption, "svg": svg}
