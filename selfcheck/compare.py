@@ -73,7 +73,6 @@ MESSAGE_SHOWN = 160
 """At most this many characters of an error message."""
 
 
-
 MISSING = "（沒有這一項）"
 """What ``Difference.seen`` (or ``expected``) holds when that side has no such item."""
 

@@ -26,6 +26,14 @@ def cases(evidence: Any) -> dict[str, Any]:
     return {}
 
 
+def refusal(evidence: Any) -> str:
+    """Why the grader refused to replay the student's recording (a Python function or an unknown module on the
+    graph), '' when it did not: the whole exercise's evidence is then this sentence, with no cases."""
+    if isinstance(evidence, dict) and isinstance(evidence.get("refused"), str):
+        return evidence["refused"]
+    return ""
+
+
 def value(evidence: Any, case: str, *path: Any) -> Any:
     """What ``case`` returned, or the item at ``path`` inside it; None when the case raised or the item is absent."""
     record = cases(evidence).get(case)

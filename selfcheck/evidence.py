@@ -65,7 +65,19 @@ def describe_error(exc: BaseException, seconds: int = CASE_SECONDS) -> dict[str,
             where = student_frame(exc.__traceback__)
     except BaseException:
         where = None
-    return {"error": type(exc).__name__, "message": safe_text(exc) + where_text(where)}
+    return {"error": type(exc).__name__, "message": safe_text(exc) + cause_text(exc) + where_text(where)}
+
+
+def cause_text(exc: BaseException) -> str:
+    """``（原因：…）`` with the message of the exception ``exc`` was raised from (a torch pass wraps the real
+    error: "An error occurred when running the 'PortNodeMetaForQDQ' pass" from "Expecting single user…")."""
+    try:
+        cause = exc.__cause__
+        if cause is None or type(cause) is CaseTimeout:
+            return ""
+        return f"（原因：{type(cause).__name__}: {safe_text(cause, 200)}）"
+    except BaseException:
+        return ""
 
 
 @contextmanager

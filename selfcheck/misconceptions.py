@@ -31,6 +31,7 @@ from common.anchors import heading_anchor, site_anchor
 Detector = Callable[[Any, Any], bool]
 """``(seen, expected) -> bool``: the exercise's evidence, the student's and the answer key's."""
 
+
 @dataclass(frozen=True)
 class Section:
     """A part of a chapter: its heading as the notebook shows it (``A. 顯式共用：SharedQuantizationSpec``, the

@@ -62,7 +62,9 @@ def expected_evidence(notebook: str) -> dict[str, Any]:
 def _missing_message(names: list[str], stub: bool = False) -> str:
     listed = "、".join(names)
     if stub:
-        return f"先完成練習：{listed} 還沒有作答（把 raise NotImplementedError() 換成你的程式，執行那一格，再執行這一格）"
+        return (
+            f"先完成練習：{listed} 還沒有作答（把 raise NotImplementedError() 換成你的程式，執行那一格，再執行這一格）"
+        )
     return f"先完成練習：還沒有定義 {listed}（先執行寫好 {listed} 的那一格，再執行這一格）"
 
 

@@ -183,7 +183,7 @@ def test_a_recording_that_names_anything_else_is_refused_before_it_runs(
     threads, autocast = torch.get_num_threads(), torch.is_autocast_enabled("cpu")
     evidence = derive(exercises_of("M01-3")["replace_op"], recorded, SEED)
     assert set(evidence) == {"refused"}, f"{attack}: not refused: {json.dumps(evidence)[:300]}"
-    assert evidence["refused"].startswith("評分紀錄要求執行課程不允許的東西")
+    assert evidence["refused"].startswith("評分時沒有執行你的答案留下的圖")
     assert not MARKER.exists()
     assert "\x1b" not in capfd.readouterr().out
     assert torch.get_num_threads() == threads and torch.is_autocast_enabled("cpu") == autocast

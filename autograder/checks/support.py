@@ -154,19 +154,19 @@ def expect(condition: bool, message: str) -> None:
 
 
 def expect_equal(got: Any, want: Any, what: str) -> None:
-    """Fail with "what：預期 want，看到 got" unless the two are equal."""
+    """Fail with "what 應該是 want，你的是 got" unless the two are equal."""
     if got != want:
-        raise Fail(f"{what}：預期 {want!r}，看到 {got!r}")
+        raise Fail(f"{what} 應該是 {want!r}，你的是 {got!r}")
 
 
 # --- prepared graphs ------------------------------------------------------------------------------
 
 
 def chain_text(chain: list[int]) -> str:
-    """How an edge is observed: ``不量化`` or ``observer 實例 #0 → #1``."""
+    """How an edge is observed, as the end of a sentence: ``不量化（沒有 observer）`` or ``經過 observer 實例 #0 → #1``."""
     if not chain:
         return "不量化（沒有 observer）"
-    return "observer 實例 " + " → ".join(f"#{i}" for i in chain)
+    return "經過 observer 實例 " + " → ".join(f"#{i}" for i in chain)
 
 
 def instance_text(record: dict[str, Any]) -> str:
@@ -178,7 +178,7 @@ def instance_text(record: dict[str, Any]) -> str:
 
 def counts_text(prepared: dict[str, Any]) -> str:
     observers = prepared.get("observers", [])
-    return f"observer node {len(observers)} 個、實例 {len(prepared.get('instances', []))} 個"
+    return f"{len(observers)} 個 observer node、{len(prepared.get('instances', []))} 個實例"
 
 
 def compare_observers(got: dict[str, Any], want: dict[str, Any], where: str, *, records: bool = True) -> None:
@@ -198,17 +198,17 @@ def compare_observers(got: dict[str, Any], want: dict[str, Any], where: str, *, 
             if got_chain != want_chain:
                 seen = chain_text(got_chain) if got_chain is not None else "這條邊不見了"
                 raise Fail(
-                    f"{where}：邊 {source} → {consumer} 預期 {chain_text(want_chain)}，看到 {seen}"
-                    f"（預期 {counts_text(want)}，看到 {counts_text(got)}）"
+                    f"{where}：邊 {source} → {consumer} 應該{chain_text(want_chain)}，你的{seen}"
+                    f"（整張圖應該有 {counts_text(want)}，你的有 {counts_text(got)}）"
                 )
     if len(got_edges) != len(want_edges) or counts_text(got) != counts_text(want):
-        raise Fail(f"{where}：預期 {counts_text(want)}，看到 {counts_text(got)}")
+        raise Fail(f"{where}：整張圖應該有 {counts_text(want)}，你的有 {counts_text(got)}")
     if records:
         for index, want_record in enumerate(want["instances"]):
             got_record = got_instances[index]
             got_kind, want_kind = instance_text(got_record), instance_text(want_record)
             if got_kind != want_kind:
-                raise Fail(f"{where}：observer 實例 #{index} 預期 {want_kind}，看到 {got_kind}")
+                raise Fail(f"{where}：observer 實例 #{index} 應該是 {want_kind}，你的是 {got_kind}")
 
 
 def instances_reading(prepared: dict[str, Any], consumer: str) -> set[int]:
@@ -233,7 +233,8 @@ def _short(number: Any) -> str:
 
 
 def path_text(steps: list[list[Any]]) -> str:
-    return " → ".join(step_text(s) for s in steps) if steps else "沒有 q/dq"
+    """The q/dq steps on an edge, as the end of a sentence: ``經過 q(…) → dq(…)`` or ``沒有 q/dq``."""
+    return "經過 " + " → ".join(step_text(s) for s in steps) if steps else "沒有 q/dq"
 
 
 def _close(a: Any, b: Any, rel: float) -> bool:
@@ -256,7 +257,7 @@ def compare_paths(got: dict[str, Any], want: dict[str, Any], where: str, consume
             got_steps = got_inputs.get(source)
             if got_steps is None or not _close(got_steps, want_steps, 1e-5):
                 seen = path_text(got_steps) if got_steps is not None else "這條邊不見了"
-                raise Fail(f"{where}：{source} → {consumer} 預期 {path_text(want_steps)}，看到 {seen}")
+                raise Fail(f"{where}：{source} → {consumer} 應該{path_text(want_steps)}，你的{seen}")
 
 
 def _relabel(prepared: dict[str, Any], consumers: list[str]) -> tuple[dict[str, dict[str, list[int]]], list[Any]]:
@@ -293,11 +294,11 @@ def compare_edges(got: dict[str, Any], want: dict[str, Any], where: str, consume
             got_chain = got_chains[consumer].get(source)
             if got_chain != want_chain:
                 seen = chain_text(got_chain) if got_chain is not None else "這條邊不見了"
-                raise Fail(f"{where}：邊 {source} → {consumer} 預期 {chain_text(want_chain)}，看到 {seen}")
+                raise Fail(f"{where}：邊 {source} → {consumer} 應該{chain_text(want_chain)}，你的{seen}")
     for index, want_record in enumerate(want_records):
         got_kind, want_kind = instance_text(got_records[index]), instance_text(want_record)
         if got_kind != want_kind:
-            raise Fail(f"{where}：observer 實例 #{index} 預期 {want_kind}，看到 {got_kind}")
+            raise Fail(f"{where}：observer 實例 #{index} 應該是 {want_kind}，你的是 {got_kind}")
 
 
 # --- arguments a reading exercise must leave alone ------------------------------------------------

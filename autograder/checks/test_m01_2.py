@@ -1,26 +1,20 @@
 """Hidden checks of M01-2: find_nodes by node.target on graphs the student has not seen.
 
-Assumptions a half-understanding bakes in, and the hidden case that refutes each:
-- a packet compares equal to its overloads (``node.target == aten.conv2d``), or only ``.default``
-  counts → packets / overloads: conv2d ``.default`` and ``.padding``, mean ``.dim`` and ``.default``,
-  the ``.default`` and ``.tensor`` quantize / dequantize;
-- an overload query matches the whole packet → overloads;
-- matching by node name, by ``str(target)`` prefix or substring → similar: ``max`` beside
-  ``max_pool2d``, a parameter ``relu_scale``, inputs called ``relu`` and ``sigmoid``, a node named
-  ``relu_1`` that a pass retargeted to hardtanh, ``dequantize_per_tensor`` containing
-  ``quantize_per_tensor``, an ``aten`` op beside the ``quantized_decomposed`` one of the same name;
-- only ``aten`` ops → qdq (``quantized_decomposed``);
-- ``getitem`` and other non-OpOverload targets crash the search → mixed (max.dim → getitem);
-- results sorted by name (``relu_10`` before ``relu_2``) → order (a chain of 11–13 relus);
-- the namespace ignored (``_opname`` only) → similar (``aten.quantize_per_tensor``);
-- a searching function may change the graph → every graph must come back unchanged (first check).
+Each check compares the nodes the student's function found on hidden graphs (two overloads of one op,
+ops of another namespace, names that look like ops, a node a pass retargeted, a chain of more than ten
+identical ops) with the answer key's, and that the graph handed in comes back unchanged.
+
+The half-understandings these checks refute are the misconceptions of the exercise's record
+(``selfcheck/public/m01_2.py``); their detectors are at the end of this module.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from autograder.checks.support import Fail, check, expect_unchanged, value
+from autograder.checks.support import Fail, check, detects, expect_unchanged, raised, value
+from selfcheck import diagnosis
+from selfcheck.public import m01_2 as public
 
 CASES = ("packets", "overloads", "similar", "order")
 
@@ -45,10 +39,10 @@ def _compare(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
                 continue
             hint = ""
             if got is not None and sorted(got) == sorted(want):
-                hint = "（node 都對，但不是圖上的順序）"
+                hint = "。node 都對，順序卻不是圖上的順序"
             elif got is not None and set(want) < set(got):
-                hint = f"（多找到 {[g for g in got if g not in want]}：比的是 node.target，不是名字或字串）"
-            raise Fail(f"{GRAPHS[graph]}：find_nodes(gm, {query}) 預期 {want}，看到 {got}{hint}")
+                hint = f"。你多找到了 {[g for g in got if g not in want]}：要比的是 node.target，不是名字或字串"
+            raise Fail(f"{GRAPHS[graph]}：find_nodes(gm, {query}) 應該找到 {want}，你的找到 {got}{hint}")
 
 
 @check(
@@ -82,3 +76,72 @@ def test_find_similar(seen, expected):
 @check("find_nodes", 1, "十幾個相同的 op：依圖上順序回傳圖上的 Node")
 def test_find_order(seen, expected):
     _compare(seen, expected, "order")
+
+
+# --- misconceptions: what recognises each (the record, with its words, is selfcheck/public/m01_2.py) --------
+
+ALL = ("test_find_packet", "test_find_overload", "test_find_similar", "test_find_order")
+
+
+@detects("find_nodes", "changes_graph", explains=("test_find_packet",))
+def find_changes_graph(seen: Any, expected: Any) -> bool:
+    return any(
+        isinstance(changed := diagnosis.value(seen, case, "changed"), dict) and any(changed.values())
+        for case in diagnosis.cases(seen)
+    )
+
+
+@detects("find_nodes", "returns_names")
+def find_returns_names(seen: Any, expected: Any) -> bool:
+    return public._strings(seen, expected)
+
+
+@detects("find_nodes", "crashes_on_getitem")
+def find_crashes(seen: Any, expected: Any) -> bool:
+    return raised(seen, ("AttributeError", "TypeError"), says="builtin_function_or_method")
+
+
+@detects("find_nodes", "packet_equals_overload", explains=("test_find_packet", "test_find_similar"))
+def find_packets_nothing(seen: Any, expected: Any) -> bool:
+    return public._packets_find_nothing(seen, expected)
+
+
+@detects("find_nodes", "packet_as_default", explains=("test_find_packet", "test_find_similar"))
+def find_packet_as_default(seen: Any, expected: Any) -> bool:
+    return public._packet_finds_some(seen, expected)
+
+
+@detects("find_nodes", "aten_only", explains=("test_find_packet", "test_find_overload", "test_find_similar"))
+def find_aten_only(seen: Any, expected: Any) -> bool:
+    return public._aten_only(seen, expected)
+
+
+@detects("find_nodes", "by_node_name")
+def find_by_node_name(seen: Any, expected: Any) -> bool:
+    """Names lie: a node the key finds is missed although nothing else is (its name is not its op's, a pass
+    retargeted it), or a node found is no op the key finds anywhere on that graph (a constant, an input)."""
+    for _, query, got, want in public.pairs(seen, expected):
+        op = public.query_parts(query)[1]
+        if set(got) <= set(want) and any(node not in got and op not in str(node) for node in want):
+            return True
+    return any(not what for _, _, _, what in public._extras(seen, expected))
+
+
+@detects("find_nodes", "overload_finds_packet", explains=("test_find_overload", "test_find_similar"))
+def find_overload_packet(seen: Any, expected: Any) -> bool:
+    return public._whole_packet(seen, expected)
+
+
+@detects("find_nodes", "by_target_string", explains=("test_find_packet", "test_find_similar"))
+def find_by_target_string(seen: Any, expected: Any) -> bool:
+    return public._longer_name(seen, expected)
+
+
+@detects("find_nodes", "ignores_namespace", explains=("test_find_similar",))
+def find_ignores_namespace(seen: Any, expected: Any) -> bool:
+    return public._same_name_other_namespace(seen, expected)
+
+
+@detects("find_nodes", "sorted_by_name")
+def find_sorted(seen: Any, expected: Any) -> bool:
+    return public._order(seen, expected)

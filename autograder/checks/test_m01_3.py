@@ -1,23 +1,12 @@
 """Hidden checks of M01-3: replace_op and insert_clamp on models the student has not seen.
 
-Assumptions a half-understanding bakes in, and the hidden case that refutes each:
-replace_op
-- matching by node name instead of ``node.target`` → retargeted: a graph an earlier pass edited in place
-  (the node named ``sigmoid`` is a relu, the node named ``relu`` a tanh);
-- the new node takes ``node.args[0]`` only → add (two tensors, and a tensor plus a scalar);
-- ``extra_args`` dropped, or put before the original arguments → relu6 (hardtanh(x, 0, 6));
-- only the first match, or only the first consumer rewired, or rewiring by rebuilding ``args`` (misses
-  a consumer that reads it inside a list, and the output node) → relu6, add (cat of a list, outputs);
-- the old node left on the graph, the new one appended at the end (lint fails), no recompile → every case;
-- a copy returned instead of the graph edited in place → every case.
-insert_clamp
-- matching by node name → module_names: ops renamed after their modules (``linear_act`` is a relu,
-  the linears are ``proj`` and ``head``);
-- ``replace_all_uses_with`` without excluding the clamp itself (a self loop), or only the first
-  consumer, or the output node skipped → fan_out, output, chain;
-- a clamp after a target that feeds the next target: each gets its own → chain;
-- low / high swapped, hardtanh or ``torch.clamp`` instead of ``aten.clamp.default``, no recompile →
-  every case (counts and numerics).
+Each check describes the graph after the student's pass (how many nodes of each op, what every node
+that was there before reads, whether it passes lint and was recompiled) and runs it, against the answer
+key's, on hidden graphs: several consumers, a list and the output reading the node, a graph whose node
+names no longer match their ops.
+
+The half-understandings these checks refute are the misconceptions of each exercise's record
+(``selfcheck/public/m01_3.py``); their detectors are at the end of this module.
 """
 
 from __future__ import annotations
@@ -25,7 +14,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autograder.checks.support import Fail, check, value
+from autograder.checks.support import Fail, check, detects, raised, value
+from selfcheck import diagnosis
+from selfcheck.diagnosis import refusal
+from selfcheck.public import m01_3 as public
 
 CASES = {
     "relu6": "relu → hardtanh(0, 6)（一個 relu 有三個 consumer、其中一個在 cat 的 list 裡；一個 relu 是輸出）",
@@ -47,9 +39,9 @@ def _counts(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
         return
     targets = sorted(set(got) | set(want))
     diff = [
-        f"{t}：預期 {want.get(t, 0)} 個，看到 {got.get(t, 0)} 個" for t in targets if got.get(t, 0) != want.get(t, 0)
+        f"{t} 應該有 {want.get(t, 0)} 個，你的有 {got.get(t, 0)} 個" for t in targets if got.get(t, 0) != want.get(t, 0)
     ]
-    raise Fail(f"{CASES[case]}：圖上各 op 的數量不對，" + "；".join(diff))
+    raise Fail(f"{CASES[case]}：圖上各 op 的數量不對：" + "；".join(diff))
 
 
 def _wiring(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
@@ -58,12 +50,12 @@ def _wiring(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
     for name, inputs in want.items():
         if got.get(name) != inputs:
             seen_inputs = got.get(name, "（這個 node 不見了，或 target 被改了）")
-            raise Fail(f"{CASES[case]}：{name} 的輸入預期 {inputs}，看到 {seen_inputs}")
+            raise Fail(f"{CASES[case]}：{name} 應該讀 {inputs}，你的讀 {seen_inputs}")
     extra = sorted(set(got) - set(want))
     if extra:
-        raise Fail(f"{CASES[case]}：{extra} 還留在圖上（應該已經被換掉、刪除）")
+        raise Fail(f"{CASES[case]}：{extra} 還留在圖上，應該已經被換掉、刪除")
     if got_case["lint"] != "ok":
-        raise Fail(f"{CASES[case]}：gm.graph.lint() 失敗：{got_case['lint']}")
+        raise Fail(f"{CASES[case]}：改過的圖通不過 gm.graph.lint()：{got_case['lint']}")
 
 
 def _numerics(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
@@ -72,7 +64,7 @@ def _numerics(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None
     if isinstance(got, dict):
         raise Fail(f"{CASES[case]}：執行改過的 gm 出錯：{got.get('error')}")
     if len(got) != len(want):
-        raise Fail(f"{CASES[case]}：輸出的元素個數預期 {len(want)}，看到 {len(got)}")
+        raise Fail(f"{CASES[case]}：輸出應該有 {len(want)} 個元素，你的有 {len(got)} 個")
     bad = [
         i for i, (g, w) in enumerate(zip(got, want, strict=True)) if not math.isclose(g, w, rel_tol=1e-4, abs_tol=1e-5)
     ]
@@ -80,12 +72,12 @@ def _numerics(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None
         i = bad[0]
         hint = ""
         if not got_case.get("recompiled", True):
-            hint = "（gm 執行的還是改圖之前產生的程式碼：改完圖要 gm.recompile()）"
+            hint = "。gm 執行的還是改圖之前產生的程式碼：改完圖要 gm.recompile()"
         elif got_case["unchanged"]:
-            hint = "（輸出和改圖之前一模一樣）"
+            hint = "。你的輸出和改圖之前一模一樣"
         raise Fail(
-            f"{CASES[case]}：輸出和預期不符（allclose 不成立），{len(bad)} / {len(want)} 個元素不同，"
-            f"例如第 {i} 個預期 {want[i]:.6g}，看到 {got[i]:.6g}{hint}"
+            f"{CASES[case]}：輸出和預期不符（allclose 不成立），{len(bad)} / {len(want)} 個元素不一樣，"
+            f"例如第 {i} 個應該是 {want[i]:.6g}，你的是 {got[i]:.6g}{hint}"
         )
 
 
@@ -132,3 +124,142 @@ def test_clamp_output(seen, expected):
 def test_clamp_numerics(seen, expected):
     for case in CLAMP:
         _numerics(seen, expected, case)
+
+
+# --- misconceptions: what recognises each (the record, with its words, is selfcheck/public/m01_3.py) --------
+
+REPLACE_CHECKS = ("test_replace_counts", "test_replace_wiring", "test_replace_numerics")
+CLAMP_WIRING = ("test_clamp_fan_out", "test_clamp_output", "test_clamp_numerics")
+
+
+def _only_where_names_lie(seen: Any, expected: Any, trap: str) -> bool:
+    """The graph whose node names no longer match their ops is the only one edited wrong."""
+    if diagnosis.errors(seen):
+        return False
+    wrong = {
+        place[0]
+        for place, got, want in public.passes(seen, expected)
+        if got["counts"] != want["counts"] or got["wiring"] != want["wiring"]
+    }
+    return wrong == {trap}
+
+
+@detects("replace_op", "returns_copy")
+def replace_returns_copy(seen: Any, expected: Any) -> bool:
+    # a copy of the whole graph brings a module that is no observer (the grader refuses to replay it)
+    return raised(seen, ("EvidenceError",), says="原地修改") or "複製了整個圖" in refusal(seen)
+
+
+@detects("replace_op", "python_function", explains=REPLACE_CHECKS)
+def replace_python_function(seen: Any, expected: Any) -> bool:
+    return public._python_function(seen, expected) or "是 Python 函式" in refusal(seen)
+
+
+@detects("replace_op", "no_recompile", explains=("test_replace_numerics",))
+def replace_no_recompile(seen: Any, expected: Any) -> bool:
+    return public._not_recompiled(seen, expected)
+
+
+@detects("replace_op", "appended_at_end", explains=("test_replace_wiring", "test_replace_numerics"))
+def replace_at_end(seen: Any, expected: Any) -> bool:
+    return public._after_output(seen, expected)
+
+
+@detects("replace_op", "by_name", explains=REPLACE_CHECKS)
+def replace_by_name(seen: Any, expected: Any) -> bool:
+    return _only_where_names_lie(seen, expected, "retargeted")
+
+
+@detects("replace_op", "first_argument_only", explains=("test_replace_wiring", "test_replace_numerics"))
+def replace_first_argument(seen: Any, expected: Any) -> bool:
+    return public._fewer_inputs(seen, expected)
+
+
+@detects("replace_op", "extra_args_misplaced", explains=("test_replace_numerics",))
+def replace_extra_args(seen: Any, expected: Any) -> bool:
+    return public._only_numbers_wrong(seen, expected)
+
+
+@detects("replace_op", "first_match_only", explains=REPLACE_CHECKS)
+def replace_first_match(seen: Any, expected: Any) -> bool:
+    return public._fewer_new_nodes(seen, expected)
+
+
+@detects("replace_op", "first_user_only", explains=REPLACE_CHECKS)
+def replace_first_user(seen: Any, expected: Any) -> bool:
+    return public._some_users_only(seen, expected)
+
+
+@detects("replace_op", "rewrites_args_tuple", explains=("test_replace_counts", "test_replace_wiring"))
+def replace_rewrites_args(seen: Any, expected: Any) -> bool:
+    return public._list_users_missed(seen, expected)
+
+
+@detects("replace_op", "old_node_left", explains=("test_replace_counts", "test_replace_wiring"))
+def replace_old_left(seen: Any, expected: Any) -> bool:
+    return public._old_left(seen, expected)
+
+
+@detects("insert_clamp", "python_function")
+def clamp_python_function(seen: Any, expected: Any) -> bool:
+    return public._python_function(seen, expected) or "是 Python 函式" in refusal(seen)
+
+
+@detects("insert_clamp", "no_recompile", explains=("test_clamp_numerics",))
+def clamp_no_recompile(seen: Any, expected: Any) -> bool:
+    return public._not_recompiled(seen, expected)
+
+
+@detects("insert_clamp", "appended_at_end", explains=CLAMP_WIRING)
+def clamp_at_end(seen: Any, expected: Any) -> bool:
+    return public._after_output(seen, expected)
+
+
+@detects("insert_clamp", "clamp_reads_itself", explains=CLAMP_WIRING)
+def clamp_reads_itself(seen: Any, expected: Any) -> bool:
+    return public._reads_itself(seen, expected)
+
+
+@detects("insert_clamp", "by_name")
+def clamp_by_name(seen: Any, expected: Any) -> bool:
+    return _only_where_names_lie(seen, expected, "module_names")
+
+
+@detects("insert_clamp", "packet_target")
+def clamp_packet(seen: Any, expected: Any) -> bool:
+    return public._packet_target(seen, expected)
+
+
+@detects("insert_clamp", "other_clamping_op")
+def clamp_other_op(seen: Any, expected: Any) -> bool:
+    return public._other_op(seen, expected)
+
+
+@detects("insert_clamp", "first_match_only")
+def clamp_first_match(seen: Any, expected: Any) -> bool:
+    return public._fewer_clamps(seen, expected)
+
+
+@detects("insert_clamp", "clamp_reads_input", explains=CLAMP_WIRING)
+def clamp_reads_input(seen: Any, expected: Any) -> bool:
+    return public._clamps_input(seen, expected)
+
+
+@detects("insert_clamp", "first_user_only", explains=CLAMP_WIRING)
+def clamp_first_user(seen: Any, expected: Any) -> bool:
+    return public._some_users_only(seen, expected)
+
+
+@detects("insert_clamp", "rewrites_args_tuple", explains=CLAMP_WIRING)
+def clamp_rewrites_args(seen: Any, expected: Any) -> bool:
+    return public._list_users_missed(seen, expected)
+
+
+@detects("insert_clamp", "output_skipped", explains=("test_clamp_output", "test_clamp_numerics"))
+def clamp_output_skipped(seen: Any, expected: Any) -> bool:
+    return public._output_missed(seen, expected)
+
+
+@detects("insert_clamp", "swapped_bounds", explains=("test_clamp_numerics",))
+def clamp_swapped(seen: Any, expected: Any) -> bool:
+    return public._collapsed(seen, expected)

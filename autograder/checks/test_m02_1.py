@@ -1,19 +1,13 @@
 """Hidden checks of M02-1: every observer's quantization error, and which observer is best.
 
-Assumptions a half-understanding bakes in, and the hidden case that refutes each:
-- the observer sees all batches at once (``torch.cat``) instead of one after another → late_outlier
-  (MovingAverage differs), configs;
-- the error measured on the last batch only, or qparams taken after each batch → late_outlier, configs;
-- MSE written as a sum, a mean of absolute values, or on the observer's own min / max formula instead
-  of ``calculate_qparams`` (Histogram clips) → channel_outlier, long_tail;
-- every observer is per-tensor, or the channel axis is always 1 → channel_outlier, weight (axis 0);
-- the range is always int8 [-128, 127], or taken from the dtype → configs (uint8 [0, 255], 4-bit
-  [-8, 7], symmetric [-127, 127]), relu;
-- ``torch.quantize_per_tensor`` (a dtype's full range) instead of the observer's range → configs;
-- the best observer is the last, the largest or a fixed name (PerChannel) → the six scenarios have
-  different winners, and the names are shuffled per seed;
-- (the batches are copies and the observers are built fresh by each case: an exercise that changes
-  them only changes its own inputs.)
+Each check compares the error the student's function measured for every observer (fresh observers
+of the case's configurations, hidden data: a channel outlier, an outlier in a late batch, data that is
+never negative, a long tail, a conv weight) with the answer key's, and the observer it names best.
+
+The half-understandings these checks refute are the misconceptions of the exercise's record
+(``selfcheck/public/m02_1.py``); their detectors are at the end of this module. (The batches are
+copies and the observers are built fresh by each case: an exercise that changes them only changes
+its own inputs.)
 """
 
 from __future__ import annotations
@@ -21,7 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autograder.checks.support import Fail, check, expect_equal, value
+from autograder.checks.support import Fail, check, detects, value
+from selfcheck.public import m02_1 as public
 
 RELATIVE = 1e-4
 
@@ -34,12 +29,13 @@ def compare_errors(seen: dict[str, Any], expected: dict[str, Any], case: str) ->
     """The same error for every observer (relative tolerance 1e-4)."""
     got, want = value(seen, case), value(expected, case)
     where = f"{want['title']}（{want['data']}）"
-    expect_equal(sorted(got["errors"]), sorted(want["errors"]), f"{where}：observer_errors 的 key")
+    if sorted(got["errors"]) != sorted(want["errors"]):
+        raise Fail(f"{where}：observer_errors 的 key 應該是 {sorted(want['errors'])}，你的是 {sorted(got['errors'])}")
     for name, number in want["errors"].items():
         mine = got["errors"][name]
         if not math.isclose(mine, number, rel_tol=RELATIVE, abs_tol=1e-12):
             raise Fail(
-                f"{where}：{name} 的量化誤差（MSE）預期 {number:.6g}，看到 {mine:.6g}"
+                f"{where}：{name} 的量化誤差（MSE）應該是 {number:.6g}，你的是 {mine:.6g}"
                 f"\n這個情況的 observer：{_observers_text(want)}"
             )
 
@@ -74,6 +70,77 @@ def test_best_observer(seen, expected):
         got, want = value(seen, case), value(expected, case)
         if got["best"] != want["best"]:
             raise Fail(
-                f"{want['title']}：best_observer 預期 {want['best']!r}，看到 {got['best']!r}"
+                f"{want['title']}：best_observer 應該回傳 {want['best']!r}，你的回傳 {got['best']!r}"
                 f"\n這個情況的 observer：{_observers_text(want)}"
             )
+
+
+# --- misconceptions: what recognises each (the record, with its words, is selfcheck/public/m02_1.py) --------
+
+ERROR_CHECKS = ("test_errors_default", "test_errors_batch_order", "test_errors_configs", "test_errors_weight")
+ALL = (*ERROR_CHECKS, "test_best_observer")
+
+
+@detects("observer_errors", "fixed_channel_axis", explains=("test_errors_weight", "test_best_observer"))
+def fixed_channel_axis(seen: Any, expected: Any) -> bool:
+    return public._channel_axis_crash(seen, expected)
+
+
+@detects("observer_errors", "int8_range_always", explains=("test_errors_configs", "test_best_observer"))
+def int8_range_always(seen: Any, expected: Any) -> bool:
+    return public._int8_range(seen, expected)
+
+
+@detects("observer_errors", "sum_of_squares", explains=ALL)
+def sum_of_squares(seen: Any, expected: Any) -> bool:
+    return public._summed(seen, expected)
+
+
+@detects("observer_errors", "not_squared_error", explains=ALL)
+def not_squared_error(seen: Any, expected: Any) -> bool:
+    return public._not_squared(seen, expected)
+
+
+@detects("observer_errors", "own_range_formula", explains=ALL)
+def own_range_formula(seen: Any, expected: Any) -> bool:
+    return public._histogram_as_min_max(seen, expected)
+
+
+@detects("observer_errors", "per_channel_as_per_tensor", explains=ALL)
+def per_channel_as_per_tensor(seen: Any, expected: Any) -> bool:
+    return public._per_channel_as_tensor(seen, expected)
+
+
+@detects("observer_errors", "range_from_dtype", explains=("test_errors_configs", "test_best_observer"))
+def range_from_dtype(seen: Any, expected: Any) -> bool:
+    return public._dtype_range(seen, expected)
+
+
+@detects("observer_errors", "calibrates_once", explains=ALL)
+def calibrates_once(seen: Any, expected: Any) -> bool:
+    return public._moving_average_only(seen, expected)
+
+
+@detects("observer_errors", "qparams_each_batch", explains=ALL)
+def qparams_each_batch(seen: Any, expected: Any) -> bool:
+    return public._early_qparams(seen, expected)
+
+
+@detects("observer_errors", "error_on_part", explains=ALL)
+def error_on_part(seen: Any, expected: Any) -> bool:
+    return public._single_batch_right(seen, expected)
+
+
+@detects("observer_errors", "best_sorted_by_name", explains=("test_best_observer",))
+def best_sorted_by_name(seen: Any, expected: Any) -> bool:
+    return public._best_first_name(seen, expected)
+
+
+@detects("observer_errors", "best_is_largest", explains=("test_best_observer",))
+def best_is_largest(seen: Any, expected: Any) -> bool:
+    return public._best_largest(seen, expected)
+
+
+@detects("observer_errors", "best_not_measured", explains=("test_best_observer",))
+def best_not_measured(seen: Any, expected: Any) -> bool:
+    return public._best_not_measured(seen, expected)

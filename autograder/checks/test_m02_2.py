@@ -1,18 +1,7 @@
 """Hidden checks of M02-2: observers inserted by hand behave like prepare_pt2e's on the same positions.
 
-Assumptions a half-understanding bakes in, and the hidden case that refutes each:
-- an edge observer replaces every use of the producer (``replace_all_uses_with``) → edges (x has
-  three readers);
-- an edge is rewired by rebuilding ``consumer.args`` (a producer inside a cat's list, a producer in
-  second position, a scalar beside it) → edges;
-- only the first argument, or one observer node per argument (``r * r``) → repeated_input;
-- a node observer rewires only call_function users, or the first user, or loops onto itself →
-  nodes (the output node reads it; x's users include the guard);
-- a copy of the observer per position, so a shared instance stops being shared → shared;
-- a fixed attribute name, or names numbered by ``len(named_modules())`` (shared instances are
-  listed once) → prepared (names already taken, one instance under two names);
-- the node appended at the end of the graph, no recompile, nothing returned → every case / first check;
-- the XNNPACK positions only (activation, weight, relu output) → edges, nodes, shared on other models.
+The half-understandings these checks refute are the misconceptions of the exercise's record
+(``selfcheck/public/m02_2.py``); their detectors are at the end of this module.
 """
 
 from __future__ import annotations
@@ -20,7 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autograder.checks.support import Fail, check, expect, value
+from autograder.checks.support import Fail, check, detects, expect, value
+from selfcheck.public import m02_2 as evidence
 
 
 def _instance_text(records: list[dict[str, Any]], index: int) -> str:
@@ -61,12 +51,12 @@ def compare_graph(got: dict[str, Any], want: dict[str, Any], where: str) -> None
         if [s for s, _ in got_inputs] != [s for s, _ in want_inputs]:
             seen = "、".join(f"{s}（{_chain_text(c, got_records)}）" for s, c in got_inputs) or "沒有輸入"
             want_text = "、".join(f"{s}（{_chain_text(c, want_records)}）" for s, c in want_inputs)
-            raise Fail(f"{where}：{consumer} 的輸入預期是 {want_text}，看到 {seen}")
+            raise Fail(f"{where}：{consumer} 的輸入應該是 {want_text}，你的是 {seen}")
         for (source, want_chain), (_, got_chain) in zip(want_inputs, got_inputs, strict=True):
             if got_chain != want_chain:
                 raise Fail(
-                    f"{where}：{consumer} 讀 {source} 時預期{_chain_text(want_chain, want_records)}，"
-                    f"看到{_chain_text(got_chain, got_records)}"
+                    f"{where}：{consumer} 讀 {source} 時應該{_chain_text(want_chain, want_records)}，"
+                    f"你的{_chain_text(got_chain, got_records)}"
                     f"（prepare_pt2e 有 {len(want_records)} 個 observer 實例，你的圖有 {len(got_records)} 個）"
                 )
     if len(got_records) != len(want_records):
@@ -75,14 +65,14 @@ def compare_graph(got: dict[str, Any], want: dict[str, Any], where: str) -> None
         observer = f"{where}：observer {_instance_text(want_records, index)}"
         for field in ("class", "dtype", "qmin", "qmax", "qscheme", "ch_axis"):
             if mine.get(field) != theirs.get(field):
-                raise Fail(f"{observer} 的 {field} 預期 {theirs.get(field)!r}，看到 {mine.get(field)!r}")
+                raise Fail(f"{observer} 的 {field} 應該是 {theirs.get(field)!r}，你的是 {mine.get(field)!r}")
         if "scale" not in mine and "scale" in theirs:
-            raise Fail(f"{observer} 校準後什麼都沒看到（插完有沒有 gm.recompile()？）")
+            raise Fail(f"{observer} 校準之後什麼都沒看到：forward 從來沒呼叫它（插完有沒有 gm.recompile()？）")
         for field in ("scale", "zero_point"):
             if not _same_number(mine.get(field), theirs.get(field)):
                 raise Fail(
-                    f"{observer} 校準後的 {field} 預期 {theirs.get(field)}，"
-                    f"看到 {mine.get(field)}（它看到的 tensor 和 prepare_pt2e 的不一樣）"
+                    f"{observer} 校準後的 {field} 應該是 {theirs.get(field)}，你的是 {mine.get(field)}："
+                    "它看到的 tensor 和 prepare_pt2e 的 observer 看到的不一樣"
                 )
 
 
@@ -145,3 +135,73 @@ def test_shared_instance(seen, expected):
         value(expected, "prepared"),
         "prepare_pt2e 已經插過 observer 的圖（名字 activation_post_process_0 … 已被用掉，其中兩個是同一個實例）",
     )
+
+
+# --- misconceptions: what recognises each (the record, with its words, is selfcheck/public/m02_2.py) --------
+
+NODE_CHECKS = ("test_xnnpack_conv_relu", "test_xnnpack_linear_relu", "test_node_all_users", "test_shared_instance")
+
+
+@detects("insert_observer", "appended_at_end")
+def appended_at_end(seen: Any, expected: Any) -> bool:
+    return evidence.placed_after_users(seen, expected)
+
+
+@detects("insert_observer", "node_self_loop", explains=NODE_CHECKS)
+def node_self_loop(seen: Any, expected: Any) -> bool:
+    return evidence.reads_itself(seen, expected)
+
+
+@detects("insert_observer", "no_recompile")
+def no_recompile(seen: Any, expected: Any) -> bool:
+    return evidence.never_called(seen, expected)
+
+
+@detects("insert_observer", "one_node_per_argument", explains=("test_repeated_input", "test_edge_one_consumer"))
+def one_node_per_argument(seen: Any, expected: Any) -> bool:
+    return evidence.node_per_argument(seen, expected)
+
+
+@detects("insert_observer", "first_argument_only", explains=("test_repeated_input", "test_edge_one_consumer"))
+def first_argument_only(seen: Any, expected: Any) -> bool:
+    return evidence.first_argument_only(seen, expected)
+
+
+@detects("insert_observer", "copies_observer", explains=("test_xnnpack_conv_relu", "test_shared_instance"))
+def copies_observer(seen: Any, expected: Any) -> bool:
+    return evidence.copies_observer(seen, expected)
+
+
+@detects("insert_observer", "fixed_name")
+def fixed_name(seen: Any, expected: Any) -> bool:
+    return evidence.one_name(seen, expected)
+
+
+@detects("insert_observer", "name_by_observer_count", explains=("test_shared_instance",))
+def name_by_observer_count(seen: Any, expected: Any) -> bool:
+    return evidence.name_taken(seen, expected)
+
+
+@detects("insert_observer", "edge_replaces_all_uses", explains=("test_edge_one_consumer", "test_node_all_users"))
+def edge_replaces_all_uses(seen: Any, expected: Any) -> bool:
+    return evidence.edge_to_every_user(seen, expected)
+
+
+@detects("insert_observer", "rebuilds_args", explains=("test_edge_one_consumer", *NODE_CHECKS))
+def rebuilds_args(seen: Any, expected: Any) -> bool:
+    return evidence.rebuilds_args(seen, expected)
+
+
+@detects("insert_observer", "node_first_user_only", explains=NODE_CHECKS)
+def node_first_user_only(seen: Any, expected: Any) -> bool:
+    return evidence.one_user(seen, expected)
+
+
+@detects("insert_observer", "node_skips_output", explains=NODE_CHECKS)
+def node_skips_output(seen: Any, expected: Any) -> bool:
+    return evidence.output_left_out(seen, expected)
+
+
+@detects("insert_observer", "returns_nothing", explains=("test_xnnpack_conv_relu",))
+def returns_nothing(seen: Any, expected: Any) -> bool:
+    return evidence.returns_other(seen, expected)

@@ -1,33 +1,15 @@
 """Hidden checks of M02-3: scale / zero point, quantize and dequantize, equal to torchao's bit for bit.
 
-Assumptions a half-understanding bakes in, and the hidden case that refutes each:
-calculate_qparams
-- Python floats or float64 arithmetic (``.item()``) → affine, symmetric (the last bit of the scale),
-  per_channel (one value for many channels);
-- the range not widened to include 0 → one_sided;
-- no eps clamp, the default eps instead of the argument → zero_range, eps;
-- the docstring's "min == max gives (1.0, 0)" → zero_range;
-- round half up or away from zero instead of ``torch.round`` (half to even) → ties;
-- one global min / max for every channel → per_channel;
-- symmetric divides by ``quant_max``, or its zero point is the range's midpoint → symmetric
-  ([-128, 127] divides by 127.5; zero point 0 on signed ranges);
-- the zero point from the max end → zero_range, ties;
-- int8 [-128, 127] everywhere → affine (uint8 and 4-bit ranges), symmetric ([-8, 7]).
-quantize_dequantize
-- ``x / scale`` instead of ``x * (1 / scale)``, zero point added before rounding, Python ``round``,
-  ``floor(x + 0.5)`` → near_ties;
-- clamped to the dtype's range instead of [quant_min, quant_max], or cast before clamping (wraps
-  around) → clamp (4-bit [-8, 7] inside int8);
-- a float tensor returned from quantize → seeded (dtype compared);
-- dequantize subtracts in int8 / uint8 (wraps), distributes the product, or computes in float64 →
-  dequantize (every integer of the range).
+The half-understandings these checks refute are the misconceptions of each exercise's record
+(``selfcheck/public/m02_3.py``); their detectors are at the end of this module.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from autograder.checks.support import Fail, check, value
+from autograder.checks.support import Fail, check, detects, value
+from selfcheck.public import m02_3 as evidence
 
 
 def _rows(seen: dict[str, Any], expected: dict[str, Any], case: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -53,12 +35,12 @@ def compare_qparams(seen: dict[str, Any], expected: dict[str, Any], case: str) -
         for field in ("scale", "zero_point"):
             i = _first_difference(mine[field], torchao[field])
             if i == -1:
-                raise Fail(f"{where}：{field} 預期 {len(torchao[field])} 個值，看到 {len(mine[field])} 個")
+                raise Fail(f"{where}：{field} 應該有 {len(torchao[field])} 個值，你的有 {len(mine[field])} 個")
             if i is not None:
                 channel = f"第 {i} 個 channel 的 " if len(torchao[field]) > 1 else ""
                 raise Fail(
-                    f"{where}：{channel}{field} 預期 {torchao[field][i]!r}（observer 的 calculate_qparams），"
-                    f"看到 {mine[field][i]!r}"
+                    f"{where}：{channel}{field} 應該是 {torchao[field][i]!r}（observer 的 calculate_qparams() 算出的），"
+                    f"你的是 {mine[field][i]!r}"
                 )
 
 
@@ -68,12 +50,12 @@ def compare_values(seen: dict[str, Any], expected: dict[str, Any], case: str, wh
         mine, torchao = got["mine"], want["torchao"]
         i = _first_difference(mine, torchao)
         if i == -1:
-            raise Fail(f"{want['label']}：{what} 預期 {len(torchao)} 個值，看到 {len(mine)} 個")
+            raise Fail(f"{want['label']}：{what.strip()} 應該有 {len(torchao)} 個值，你的有 {len(mine)} 個")
         if i is not None:
             wrong = sum(1 for a, b in zip(mine, torchao, strict=True) if a != b)
             raise Fail(
-                f"{want['label']}：輸入 {want['x'][i]!r} 的 {what} 預期 {torchao[i]!r}，看到 {mine[i]!r}"
-                f"（{len(torchao)} 個值裡有 {wrong} 個不同）"
+                f"{want['label']}：輸入 {want['x'][i]!r} 的{what}應該是 {torchao[i]!r}，你的是 {mine[i]!r}"
+                f"（{len(torchao)} 個值裡有 {wrong} 個和 op 的不同）"
             )
 
 
@@ -128,21 +110,144 @@ def test_eps_argument(seen, expected):
 
 @check("quantize_dequantize", 1, "quantize：亂數資料上和 quantize_per_tensor 的結果與 dtype 相同")
 def test_quantize_seeded(seen, expected):
-    compare_values(seen, expected, "seeded", "quantize 結果")
+    compare_values(seen, expected, "seeded", " quantize 結果")
 
 
 @check(
     "quantize_dequantize", 1, "quantize：剛好在兩個整數中間附近的值（x * (1 / scale)、torch.round、再加 zero point）"
 )
 def test_quantize_near_ties(seen, expected):
-    compare_values(seen, expected, "near_ties", "quantize 結果")
+    compare_values(seen, expected, "near_ties", " quantize 結果")
 
 
 @check("quantize_dequantize", 1, "quantize：超出範圍的值夾到 [quant_min, quant_max]，不是 dtype 的範圍，也不會溢位")
 def test_quantize_clamp(seen, expected):
-    compare_values(seen, expected, "clamp", "quantize 結果")
+    compare_values(seen, expected, "clamp", " quantize 結果")
 
 
 @check("quantize_dequantize", 1, "dequantize：每個整數都和 dequantize_per_tensor 的 float32 結果相同")
 def test_dequantize(seen, expected):
-    compare_values(seen, expected, "dequantize", "dequantize 結果")
+    compare_values(seen, expected, "dequantize", " dequantize 結果")
+
+
+# --- misconceptions: what recognises each (the records, with their words, are selfcheck/public/m02_3.py) ----
+
+ZERO_POINTS = ("test_round_half_even", "test_affine", "test_one_sided", "test_per_channel")
+SYMMETRIC = ("test_symmetric", "test_one_sided", "test_per_channel")
+FLAT = ("test_zero_range", "test_one_sided", "test_per_channel", "test_eps_argument")
+QUANTIZE = ("test_quantize_seeded", "test_quantize_near_ties", "test_quantize_clamp")
+
+
+@detects("calculate_qparams", "python_floats")
+def python_floats(seen: Any, expected: Any) -> bool:
+    return evidence.one_value_for_channels(seen, expected)
+
+
+@detects("calculate_qparams", "global_min_max", explains=("test_per_channel",))
+def global_min_max(seen: Any, expected: Any) -> bool:
+    return evidence.channels_share_range(seen, expected)
+
+
+@detects("calculate_qparams", "docstring_equal_min_max", explains=FLAT)
+def docstring_equal_min_max(seen: Any, expected: Any) -> bool:
+    return evidence.unit_scale_when_flat(seen, expected)
+
+
+@detects("calculate_qparams", "no_eps_clamp", explains=FLAT)
+def no_eps_clamp(seen: Any, expected: Any) -> bool:
+    return evidence.no_floor(seen, expected)
+
+
+@detects("calculate_qparams", "ignores_eps_argument", explains=("test_eps_argument",))
+def ignores_eps_argument(seen: Any, expected: Any) -> bool:
+    return evidence.default_eps(seen, expected)
+
+
+@detects("calculate_qparams", "zero_point_from_max", explains=(*FLAT, *ZERO_POINTS))
+def zero_point_from_max(seen: Any, expected: Any) -> bool:
+    return evidence.zero_point_from_max(seen, expected)
+
+
+@detects("calculate_qparams", "ignores_quant_range")
+def ignores_quant_range(seen: Any, expected: Any) -> bool:
+    return evidence.only_int8_right(seen, expected)
+
+
+@detects("calculate_qparams", "symmetric_divides_by_qmax", explains=SYMMETRIC)
+def symmetric_divides_by_qmax(seen: Any, expected: Any) -> bool:
+    return evidence.symmetric_divisor(seen, expected)
+
+
+@detects("calculate_qparams", "symmetric_zero_point_midpoint", explains=SYMMETRIC)
+def symmetric_zero_point_midpoint(seen: Any, expected: Any) -> bool:
+    return evidence.symmetric_zero_point(seen, expected)
+
+
+@detects("calculate_qparams", "range_without_zero", explains=("test_one_sided", "test_per_channel", "test_zero_range"))
+def range_without_zero(seen: Any, expected: Any) -> bool:
+    return evidence.narrower_range(seen, expected)
+
+
+@detects("calculate_qparams", "round_half_away", explains=ZERO_POINTS)
+def round_half_away(seen: Any, expected: Any) -> bool:
+    return evidence.rounds_half_away(seen, expected)
+
+
+@detects("calculate_qparams", "round_half_up", explains=ZERO_POINTS)
+def round_half_up(seen: Any, expected: Any) -> bool:
+    return evidence.rounds_half_up(seen, expected)
+
+
+@detects("calculate_qparams", "float64_arithmetic")
+def float64_arithmetic(seen: Any, expected: Any) -> bool:
+    return evidence.last_bit(seen, expected)
+
+
+@detects("quantize_dequantize", "quantize_returns_float", explains=QUANTIZE)
+def quantize_returns_float(seen: Any, expected: Any) -> bool:
+    return evidence.quantize_type_error(seen, expected)
+
+
+@detects("quantize_dequantize", "dequantize_float64", explains=("test_dequantize",))
+def dequantize_float64(seen: Any, expected: Any) -> bool:
+    return evidence.dequantize_float64(seen, expected)
+
+
+@detects("quantize_dequantize", "quantize_cast_then_clamp", explains=QUANTIZE)
+def quantize_cast_then_clamp(seen: Any, expected: Any) -> bool:
+    return evidence.wraps_around(seen, expected)
+
+
+@detects("quantize_dequantize", "quantize_clamps_to_dtype", explains=QUANTIZE)
+def quantize_clamps_to_dtype(seen: Any, expected: Any) -> bool:
+    return evidence.dtype_range(seen, expected)
+
+
+@detects("quantize_dequantize", "quantize_zero_point_before_round", explains=QUANTIZE)
+def quantize_zero_point_before_round(seen: Any, expected: Any) -> bool:
+    return evidence.zero_point_before_rounding(seen, expected)
+
+
+@detects("quantize_dequantize", "quantize_divides", explains=QUANTIZE)
+def quantize_divides(seen: Any, expected: Any) -> bool:
+    return evidence.divides_by_scale(seen, expected)
+
+
+@detects("quantize_dequantize", "quantize_uses_python_round", explains=QUANTIZE)
+def quantize_uses_python_round(seen: Any, expected: Any) -> bool:
+    return evidence.rounds_in_float64(seen, expected)
+
+
+@detects("quantize_dequantize", "quantize_round_half_up", explains=QUANTIZE)
+def quantize_round_half_up(seen: Any, expected: Any) -> bool:
+    return evidence.quantize_rounds_half_up(seen, expected)
+
+
+@detects("quantize_dequantize", "dequantize_int_subtraction", explains=("test_dequantize",))
+def dequantize_int_subtraction(seen: Any, expected: Any) -> bool:
+    return evidence.dequantize_wraps(seen, expected)
+
+
+@detects("quantize_dequantize", "dequantize_distributes", explains=("test_dequantize",))
+def dequantize_distributes(seen: Any, expected: Any) -> bool:
+    return evidence.dequantize_last_bits(seen, expected)

@@ -4,30 +4,8 @@ add_label checks compare the labels the student's add_label left (read from the 
 positions, specs with their observer class, someone else's ``_annotated`` flags) and the observers
 ``prepare_pt2e`` inserted for them. reads_quantized checks compare the returned dicts.
 
-Assumptions a half-understanding bakes in, and the hidden case that refutes each:
-add_label
-- an output label is an edge label on every consumer (the output node misses it), or an edge label is
-  the producer's output label (every consumer quantized) → output_many_users, edge_one_user;
-- the ``input_qspec_map`` key is the consumer, or the edge is checked with ``producer in
-  consumer.args`` (a cat's list, a keyword) → edge_one_user (cat of a list, a second argument, a
-  constant weight);
-- a fresh ``QuantizationAnnotation`` each time (overwrites the labels another Quantizer or an earlier
-  call wrote, or drops their ``_annotated`` / ``allow_implicit_sharing``), or a label claimed by someone
-  else is skipped → stacked, keeps_existing;
-- the spec rebuilt or replaced (``act_spec()``, a hard-coded observer) → every case (observer class
-  compared);
-- no check, an ``assert``, a check in the wrong direction, a message naming one node, or the bad edge
-  written before raising → not_an_input.
-reads_quantized
-- labels mean observers (a ``None`` spec, labels put after prepare_pt2e), or a hand-inserted observer
-  without a label is missed → edge, output;
-- observers recognised by name (``activation_post_process``) or every call_module is an observer →
-  output (a hand-inserted observer named otherwise), chained (an ``nn.Identity`` named like one);
-- one hop only, or the observer node taken for the consumer → chained;
-- any observer after the producer means every consumer is quantized → edge (one edge of four);
-- consumers found by scanning ``args`` (lists, the output tuple) or call_function only → edge
-  (cat of a list), graph_output (the output node);
-- a reading function may change the graph → every prepared graph must come back unchanged (first check).
+The half-understandings these checks refute are the misconceptions of each exercise's record
+(``selfcheck/public/m03_1.py``); their detectors are at the end of this module.
 """
 
 from __future__ import annotations
@@ -38,12 +16,13 @@ from autograder.checks.support import (
     Fail,
     check,
     compare_observers,
+    detects,
     expect,
-    expect_equal,
     expect_unchanged,
     spec_text,
     value,
 )
+from selfcheck.public import m03_1 as evidence
 
 
 def _spec_text(spec: Any) -> str:
@@ -57,30 +36,42 @@ def compare_labels(got: dict[str, Any], want: dict[str, Any], where: str) -> Non
     for node in sorted(set(got) | set(want)):
         g, w = got.get(node), want.get(node)
         if w is None:
-            raise Fail(f"{where}：{node} 不該有標籤，看到 {g}")
+            raise Fail(f"{where}：{node} 不該有標籤，你的貼了（{_label_text(g)}）")
         if g is None:
-            raise Fail(f"{where}：{node} 應該有標籤，看到沒有")
+            raise Fail(f"{where}：{node} 應該有標籤（{_label_text(w)}），你的沒有")
         got_inputs, want_inputs = dict(map(tuple, g.get("inputs", []))), dict(map(tuple, w["inputs"]))
         for source in sorted(set(got_inputs) | set(want_inputs)):
             if source not in want_inputs:
-                raise Fail(f"{where}：{node} 的 input_qspec_map 不該有 {source}（邊 {source} → {node}）")
+                raise Fail(f"{where}：{node} 的 input_qspec_map 不該有 {source}（邊 {source} → {node}），你的有")
             if source not in got_inputs:
-                raise Fail(f"{where}：{node} 的 input_qspec_map 少了 {source}（邊 {source} → {node}），標籤被蓋掉了？")
+                raise Fail(
+                    f"{where}：{node} 的 input_qspec_map 應該有 {source}（邊 {source} → {node}），你的沒有：標籤是不是被蓋掉了？"
+                )
             expect(
                 got_inputs[source] == want_inputs[source],
-                f"{where}：邊 {source} → {node} 的規格預期 {_spec_text(want_inputs[source])}，"
-                f"看到 {_spec_text(got_inputs[source])}",
+                f"{where}：邊 {source} → {node} 的規格應該是 {_spec_text(want_inputs[source])}，"
+                f"你的是 {_spec_text(got_inputs[source])}",
             )
         expect(
             g.get("output") == w["output"],
-            f"{where}：{node} 的 output_qspec 預期 {_spec_text(w['output'])}，看到 {_spec_text(g.get('output'))}",
+            f"{where}：{node} 的 output_qspec 應該是 {_spec_text(w['output'])}，你的是 {_spec_text(g.get('output'))}",
         )
         for flag, text in (("annotated", "_annotated"), ("implicit_sharing", "allow_implicit_sharing")):
             if flag in w and not (flag == "annotated" and w[flag] is False):  # claiming a label is allowed
                 expect(
                     g.get(flag) == w[flag],
-                    f"{where}：{node} 原本那張標籤的 {text} 是 {w[flag]}，看到 {g.get(flag)}：不要換掉整張標籤",
+                    f"{where}：{node} 原本那張標籤的 {text} 是 {w[flag]}，你的變成 {g.get(flag)}：不要換掉整張標籤",
                 )
+
+
+def _label_text(entry: Any) -> str:
+    """A node's label in words: which input edges and whether its output."""
+    if not isinstance(entry, dict):
+        return str(entry)
+    parts = [f"邊 {source} → 這個 node" for source, spec in entry.get("inputs", []) if spec is not None]
+    if entry.get("output") is not None:
+        parts.append("它的輸出")
+    return "、".join(parts) or "沒有量化任何位置"
 
 
 def _labelled(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
@@ -131,7 +122,7 @@ def test_label_not_an_input(seen, expected):
     for case, what in cases.items():
         verdict = got[case]
         expect(verdict.get("raised") is not None, f"{what}，應該出錯，卻沒有")
-        expect(verdict.get("value_error") is True, f"{what}：應該丟出 ValueError，看到 {verdict.get('raised')}")
+        expect(verdict.get("value_error") is True, f"{what}：應該丟出 ValueError，你的丟出 {verdict.get('raised')}")
         expect(verdict.get("names_both") is True, f"{what}：錯誤訊息要寫出兩個 node 的名字")
         expect(verdict.get("left_label") is False, f"{what}：出錯之前已經把這條邊寫進 input_qspec_map 了")
 
@@ -157,10 +148,23 @@ READS = {
 }
 
 
+def _compare_answers(got: Any, want: dict[str, bool], where: str) -> None:
+    """The same consumers, each with the same bool; the first difference as a sentence."""
+    if not isinstance(got, dict):
+        raise Fail(f"{where}：reads_quantized 應該回傳 {{consumer 名稱: bool}} 的 dict，你的回傳 {type(got).__name__}")
+    for name in sorted(set(want) | set(got)):
+        if name not in got:
+            raise Fail(f"{where}：{name} 讀 producer 的值，應該在回傳的 dict 裡（{want[name]}），你的沒有")
+        if name not in want:
+            raise Fail(f"{where}：{name} 不是這個值的 consumer，不該在回傳的 dict 裡，你的有（{got[name]}）")
+        if got[name] != want[name]:
+            raise Fail(f"{where}：{name} 應該是 {want[name]}，你的是 {got[name]}")
+
+
 def _reads(seen, expected, case: str) -> None:
     got, want = value(seen, case), value(expected, case)
     for model, where in READS[case].items():
-        expect_equal(got[model]["answer"], want[model]["answer"], f"{where}的回傳值")
+        _compare_answers(got[model]["answer"], want[model]["answer"], where.strip())
 
 
 def _reads_unchanged(seen) -> None:
@@ -197,3 +201,129 @@ def test_reads_chained(seen, expected):
 @check("reads_quantized", 1, "圖的輸出（output node）也是 consumer")
 def test_reads_graph_output(seen, expected):
     _reads(seen, expected, "graph_output")
+
+
+# --- misconceptions: what recognises each (the records, with their words, are selfcheck/public/m03_1.py) ----
+
+LABEL_CHECKS = ("test_label_output", "test_label_edge", "test_label_stacked")
+NOT_AN_INPUT = ("test_label_not_an_input",)
+
+
+@detects("add_label", "keyed_by_consumer", explains=LABEL_CHECKS)
+def keyed_by_consumer(seen: Any, expected: Any) -> bool:
+    return evidence.keyed_by_consumer(seen, expected)
+
+
+@detects("add_label", "edge_as_output", explains=LABEL_CHECKS)
+def edge_as_output(seen: Any, expected: Any) -> bool:
+    return evidence.edge_as_output(seen, expected)
+
+
+@detects("add_label", "output_as_edges", explains=LABEL_CHECKS)
+def output_as_edges(seen: Any, expected: Any) -> bool:
+    return evidence.output_as_edges(seen, expected)
+
+
+@detects("add_label", "checks_backwards")
+def checks_backwards(seen: Any, expected: Any) -> bool:
+    return evidence.backwards_check(seen, expected)
+
+
+@detects("add_label", "checks_args", explains=LABEL_CHECKS)
+def checks_args(seen: Any, expected: Any) -> bool:
+    return evidence.checks_args(seen, expected)
+
+
+@detects("add_label", "overwrites", explains=LABEL_CHECKS)
+def overwrites(seen: Any, expected: Any) -> bool:
+    return evidence.overwrites(seen, expected)
+
+
+@detects("add_label", "rebuilds_annotation", explains=("test_label_stacked",))
+def rebuilds_annotation(seen: Any, expected: Any) -> bool:
+    return evidence.flags_lost(seen, expected)
+
+
+@detects("add_label", "respects_claims", explains=("test_label_stacked",))
+def respects_claims(seen: Any, expected: Any) -> bool:
+    return evidence.skips_claimed(seen, expected)
+
+
+@detects("add_label", "own_spec", explains=LABEL_CHECKS)
+def own_spec(seen: Any, expected: Any) -> bool:
+    return evidence.own_spec(seen, expected)
+
+
+@detects("add_label", "copies_fields", explains=LABEL_CHECKS)
+def copies_fields(seen: Any, expected: Any) -> bool:
+    return evidence.other_observer(seen, expected)
+
+
+@detects("add_label", "no_check", explains=NOT_AN_INPUT)
+def no_check(seen: Any, expected: Any) -> bool:
+    return evidence.never_refuses(seen, expected)
+
+
+@detects("add_label", "assert_instead", explains=NOT_AN_INPUT)
+def assert_instead(seen: Any, expected: Any) -> bool:
+    return evidence.other_exception(seen, expected)
+
+
+@detects("add_label", "writes_before_check", explains=NOT_AN_INPUT)
+def writes_before_check(seen: Any, expected: Any) -> bool:
+    return evidence.written_before_refusing(seen, expected)
+
+
+@detects("add_label", "message_one_name", explains=NOT_AN_INPUT)
+def message_one_name(seen: Any, expected: Any) -> bool:
+    return evidence.names_one_node(seen, expected)
+
+
+@detects("reads_quantized", "erases_guard", explains=("test_reads_edge",))
+def erases_guard(seen: Any, expected: Any) -> bool:
+    return evidence.changes_graph(seen, expected)
+
+
+@detects("reads_quantized", "reads_labels")
+def reads_labels(seen: Any, expected: Any) -> bool:
+    return evidence.labels_for_observers(seen, expected)
+
+
+@detects("reads_quantized", "reads_any_observer")
+def reads_any_observer(seen: Any, expected: Any) -> bool:
+    return evidence.any_observer_counts(seen, expected)
+
+
+@detects("reads_quantized", "reads_one_hop", explains=("test_reads_chained",))
+def reads_one_hop(seen: Any, expected: Any) -> bool:
+    return evidence.stops_after_one_observer(seen, expected)
+
+
+@detects("reads_quantized", "reads_direct_users")
+def reads_direct_users(seen: Any, expected: Any) -> bool:
+    return evidence.observer_as_consumer(seen, expected)
+
+
+@detects("reads_quantized", "reads_observer_by_name", explains=("test_reads_output", "test_reads_chained"))
+def reads_observer_by_name(seen: Any, expected: Any) -> bool:
+    return evidence.observer_by_name(seen, expected)
+
+
+@detects("reads_quantized", "reads_any_call_module", explains=("test_reads_chained", "test_reads_output"))
+def reads_any_call_module(seen: Any, expected: Any) -> bool:
+    return evidence.module_as_observer(seen, expected)
+
+
+@detects("reads_quantized", "reads_counts_modules")
+def reads_counts_modules(seen: Any, expected: Any) -> bool:
+    return evidence.counts_modules(seen, expected)
+
+
+@detects("reads_quantized", "reads_scans_args")
+def reads_scans_args(seen: Any, expected: Any) -> bool:
+    return evidence.scans_args(seen, expected)
+
+
+@detects("reads_quantized", "reads_skips_output")
+def reads_skips_output(seen: Any, expected: Any) -> bool:
+    return evidence.misses_output(seen, expected)

@@ -1,26 +1,7 @@
 """Hidden checks of M06-1: SQNR in dB (whole tensor and per slice), and the per-layer SQNR table.
 
-What a student who half-understood SQNR could bake in, and the hidden case that refutes it:
-
-sqnr
-- a power ratio in 20·log10 (amplitude formula): ``noise`` (every value twice too large);
-- the signal is the variance, or the test tensor's power: ``offset`` (large mean), ``scaled`` (0.8 × reference);
-- Python division, so identical tensors raise instead of giving ``inf``: ``exact`` (whole and per slice);
-- "per slice" means summing that dim away, or the signal of the whole tensor with a slice's noise:
-  ``exact`` and ``slices`` (dims 0, 1 and -1, an outlier channel);
-- arithmetic in the inputs' own dtype (bfloat16, float16) or in float32: ``dtypes`` (two float64 tensors near
-  a large offset whose difference float32 rounds away);
-- a tensor (or a tuple, or a list of 0-d tensors) is as good as a float or a list of floats: ``types``.
-
-layer_sqnr
-- every call_function node is a layer (q/dq, inputs, constants too), or only the ops with weights:
-  ``branches``, ``outlier``, ``partial``;
-- every op outputs a tensor (split outputs a list): ``branches``;
-- one input (``prepared(inputs)``): ``branches`` has two;
-- one SQNR per image, averaged; reference and test swapped: ``branches``, ``outlier``;
-- Python division (identical layers raise instead of ``inf``): ``partial``;
-- editing the graphs it is handed (adding outputs to them) is harmless: every case notes whether the call
-  left ``prepared`` and ``converted`` as they were.
+The half-understandings these checks refute are the misconceptions of each exercise's record
+(``selfcheck/public/m06_1.py``); their detectors are at the end of this module.
 """
 
 from __future__ import annotations
@@ -28,7 +9,27 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autograder.checks.support import Fail, check, expect, value
+from autograder.checks.support import Fail, check, detects, expect, raised, value
+from selfcheck import diagnosis
+from selfcheck.public.m06_1 import (
+    all_right,
+    amplitude_ratio,
+    averaged_per_sample,
+    count_factor,
+    db_pairs,
+    divided_by_zero,
+    extra_layers,
+    graphs_changed,
+    inf_made_finite,
+    layer_formula,
+    list_lengths_differ,
+    missing_layers,
+    not_decibels,
+    same_db,
+    sign_flipped,
+    some_wrong,
+    swapped_roles,
+)
 
 RELATIVE = 1e-4
 ABSOLUTE = 1e-4
@@ -61,14 +62,14 @@ def _close(got: Any, want: Any) -> bool:
 def compare_db(got: Any, want: Any, where: str) -> None:
     """One SQNR, or a list of them (one per slice)."""
     if isinstance(want, list):
-        expect(isinstance(got, list), f"{where}：預期一個 list（每個 slice 一個 SQNR），看到 {_text(got)}")
-        expect(len(got) == len(want), f"{where}：預期 {len(want)} 個 SQNR（每個 slice 一個），看到 {len(got)} 個")
+        expect(isinstance(got, list), f"{where}：應該回傳 list（每個 slice 一個 SQNR），你回傳的是 {_text(got)}")
+        expect(len(got) == len(want), f"{where}：每個 slice 一個 SQNR，應該有 {len(want)} 個，你的有 {len(got)} 個")
         for index, (mine, theirs) in enumerate(zip(got, want, strict=True)):
             if not _close(mine, theirs):
-                raise Fail(f"{where}：第 {index} 個 slice 的 SQNR 預期 {_text(theirs)}，看到 {_text(mine)}")
+                raise Fail(f"{where}：第 {index} 個 slice 的 SQNR 應該是 {_text(theirs)}，你的是 {_text(mine)}")
         return
     if not _close(got, want):
-        raise Fail(f"{where}：預期 {_text(want)}，看到 {_text(got)}")
+        raise Fail(f"{where}：SQNR 應該是 {_text(want)}，你的是 {_text(got)}")
 
 
 def compare_case(seen: Any, expected: Any, case: str, where: str, parts: dict[str, str] | None = None) -> None:
@@ -77,7 +78,7 @@ def compare_case(seen: Any, expected: Any, case: str, where: str, parts: dict[st
         compare_db(got, want, where)
         return
     for key, label in parts.items():
-        expect(isinstance(got, dict), f"{where}：證據格式不對")
+        expect(isinstance(got, dict), f"{where}：收到的結果不是預期的格式")
         compare_db(got.get(key), want[key], f"{where}，{label}")
 
 
@@ -87,7 +88,7 @@ def compare_case(seen: Any, expected: Any, case: str, where: str, parts: dict[st
 @check("sqnr", 1, "整個 tensor 的 SQNR：10·log10(Σ reference² / Σ (reference − test)²)，三種雜訊大小")
 def test_sqnr_whole(seen, expected):
     got, want = value(seen, "noise"), value(expected, "noise")
-    expect(isinstance(got, list) and len(got) == len(want), "雜訊的例子：證據格式不對")
+    expect(isinstance(got, list) and len(got) == len(want), "雜訊的例子：收到的結果不是預期的格式")
     for index, (mine, theirs) in enumerate(zip(got, want, strict=True)):
         compare_db(mine, theirs, f"第 {index + 1} 個例子（reference 加上高斯雜訊）")
 
@@ -150,7 +151,7 @@ TYPE_WORDS = {
 @check("sqnr", 1, "回傳的型別：dim=None 是 Python float，給了 dim 是 Python float 的 list")
 def test_sqnr_types(seen, expected):
     got = value(seen, "types")
-    expect(isinstance(got, dict), "回傳型別的例子：證據格式不對")
+    expect(isinstance(got, dict), "回傳型別的例子：收到的結果不是預期的格式")
     for key, (call, want) in TYPE_WORDS.items():
         kind = got.get(key)
         if kind != want:
@@ -164,9 +165,9 @@ def test_sqnr_types(seen, expected):
 def _table(evidence: Any, case: str, part: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     result = value(evidence, case)
     if part is not None:
-        expect(isinstance(result, dict) and part in result, "證據格式不對")
+        expect(isinstance(result, dict) and part in result, "收到的結果不是預期的格式")
         result = result[part]
-    expect(isinstance(result, dict) and isinstance(result.get("table"), dict), "證據格式不對")
+    expect(isinstance(result, dict) and isinstance(result.get("table"), dict), "收到的結果不是預期的格式")
     return result["table"], result.get("kinds", {})
 
 
@@ -179,13 +180,16 @@ def compare_layers(seen: Any, expected: Any, case: str, where: str, part: str | 
         described = "、".join(
             f"{name}（{KIND_WORDS.get(kinds.get(name, ''), '圖上沒有這個 node')}）" for name in extra[:4]
         )
-        raise Fail(f"{where}：多了 {described}；只比較兩張圖上都有、輸出是 tensor 的 op（不含 q/dq）")
+        raise Fail(
+            f"{where}：表裡多了 {described}。表裡只放兩張圖上都有、輸出是 tensor 的 call_function op"
+            "（不含 quantize / dequantize）"
+        )
     missing = [name for name in want if name not in got]
     if missing:
-        raise Fail(f"{where}：少了 {'、'.join(missing[:6])}（預期的層：{'、'.join(want)}）")
+        raise Fail(f"{where}：表裡少了 {'、'.join(missing[:6])}（應該有的層是 {'、'.join(want)}）")
     for name, number in want.items():
         if not _close(got[name], number):
-            raise Fail(f"{where}：{name} 的 SQNR 預期 {_text(number)}，看到 {_text(got[name])}")
+            raise Fail(f"{where}：{name} 的 SQNR 應該是 {_text(number)}，你的是 {_text(got[name])}")
 
 
 @check("layer_sqnr", 1, "兩個輸入、add、split（輸出是 list）、cat：該比較的層一個不多、一個不少，SQNR 正確")
@@ -213,12 +217,203 @@ def test_layers_leave_graphs(seen, expected):
     for case, part in (("branches", None), ("outlier", "per_tensor"), ("outlier", "per_channel"), ("partial", None)):
         result = value(seen, case)
         if part is not None:
-            expect(isinstance(result, dict) and part in result, "證據格式不對")
+            expect(isinstance(result, dict) and part in result, "收到的結果不是預期的格式")
             result = result[part]
-        expect(isinstance(result, dict) and isinstance(result.get("changed"), list), "證據格式不對")
+        expect(isinstance(result, dict) and isinstance(result.get("changed"), list), "收到的結果不是預期的格式")
         if result["changed"]:
             names = " 與 ".join(result["changed"])
             raise Fail(
                 f"layer_sqnr 改了傳進來的 {names} 圖（node 或它們的引數變了）：呼叫的人之後還要用這兩張圖，"
                 "要改圖請先 copy.deepcopy 一份，或用 Interpreter 記下每個 node 的輸出"
             )
+
+
+# --- what a wrong answer probably believed (the records: selfcheck/public/m06_1.py) ---------------------
+
+SQNR_VALUES = ("test_sqnr_whole", "test_sqnr_signal_power", "test_sqnr_exact", "test_sqnr_slices", "test_sqnr_dtypes")
+WHOLE_CASES = ("noise", "offset", "scaled")
+
+
+def _whole_right(seen: Any, expected: Any) -> bool:
+    """The SQNRs of whole tensors (Gaussian noise, a large mean, a scaled copy, an outlier weight) are right."""
+    return all_right(seen, expected, *WHOLE_CASES) and same_db(
+        diagnosis.value(seen, "slices", "weight_whole"), diagnosis.value(expected, "slices", "weight_whole")
+    )
+
+
+def _at(evidence: Any, case: str, *path: Any) -> Any:
+    return diagnosis.value(evidence, case, *path)
+
+
+@detects("sqnr", "returns_tensor", explains=("test_sqnr_types",))
+def sqnr_returns_tensor(seen: Any, expected: Any) -> bool:
+    got, want = _at(seen, "types"), _at(expected, "types")
+    return isinstance(got, dict) and any(got.get(key) != kind for key, kind in want.items())
+
+
+@detects("sqnr", "python_division", explains=("test_sqnr_exact", "test_sqnr_types"))
+def sqnr_python_division(seen: Any, expected: Any) -> bool:
+    return divided_by_zero(seen, expected)
+
+
+@detects("sqnr", "finite_when_identical", explains=("test_sqnr_exact",))
+def sqnr_finite_when_identical(seen: Any, expected: Any) -> bool:
+    return inf_made_finite(seen, expected, "exact")
+
+
+@detects("sqnr", "amplitude_formula", explains=SQNR_VALUES)
+def sqnr_amplitude_formula(seen: Any, expected: Any) -> bool:
+    return amplitude_ratio(seen, expected)
+
+
+@detects("sqnr", "ratio_inverted", explains=SQNR_VALUES)
+def sqnr_ratio_inverted(seen: Any, expected: Any) -> bool:
+    return sign_flipped(seen, expected)
+
+
+@detects("sqnr", "not_decibels", explains=SQNR_VALUES)
+def sqnr_not_decibels(seen: Any, expected: Any) -> bool:
+    return not_decibels(seen, expected)
+
+
+@detects("sqnr", "mean_vs_sum", explains=SQNR_VALUES)
+def sqnr_mean_vs_sum(seen: Any, expected: Any) -> bool:
+    return count_factor(seen, expected)
+
+
+@detects("sqnr", "signal_variance", explains=("test_sqnr_signal_power", "test_sqnr_dtypes"))
+def sqnr_signal_variance(seen: Any, expected: Any) -> bool:
+    """A signal with a large mean comes out far too low, while a zero-mean one scaled down is about right."""
+    got, want = _at(seen, "offset"), _at(expected, "offset")
+    scaled, scaled_want = _at(seen, "scaled"), _at(expected, "scaled")
+    return (
+        isinstance(got, float)
+        and isinstance(want, float)
+        and got < want - 3
+        and isinstance(scaled, float)
+        and abs(scaled - scaled_want) < 1
+    )
+
+
+@detects("sqnr", "test_power", explains=("test_sqnr_signal_power",))
+def sqnr_test_power(seen: Any, expected: Any) -> bool:
+    """test = 0.8 × reference: a signal read from test is 0.64 times the reference's power, 1.94 dB less."""
+    got, want = _at(seen, "scaled"), _at(expected, "scaled")
+    return isinstance(got, float) and isinstance(want, float) and abs(got - want - 10 * math.log10(0.64)) < 0.02
+
+
+@detects("sqnr", "slices_on_dim0", explains=("test_sqnr_slices", "test_sqnr_exact"))
+def sqnr_slices_on_dim0(seen: Any, expected: Any) -> bool:
+    """Right along dim 0, wrong (usually another length) along dim 1 or -1."""
+    others = ("activation_dim1", "features_last")
+    return _lists_match(seen, expected, "slices", "weight_dim0") and any(
+        not _lists_match(seen, expected, "slices", name) for name in others
+    )
+
+
+def _lists_match(seen: Any, expected: Any, case: str, name: str) -> bool:
+    got, want = _at(seen, case, name), _at(expected, case, name)
+    return (
+        isinstance(got, list)
+        and isinstance(want, list)
+        and len(got) == len(want)
+        and all(same_db(g, w) for g, w in zip(got, want, strict=True))
+    )
+
+
+@detects("sqnr", "reduces_dim", explains=("test_sqnr_slices", "test_sqnr_exact"))
+def sqnr_reduces_dim(seen: Any, expected: Any) -> bool:
+    return list_lengths_differ(seen, expected, "exact", "slices")
+
+
+@detects("sqnr", "slice_uses_whole_signal", explains=("test_sqnr_slices", "test_sqnr_exact"))
+def sqnr_slice_uses_whole_signal(seen: Any, expected: Any) -> bool:
+    """Whole tensors right; per slice the right number of SQNRs, some of them wrong."""
+    names = ("weight_dim0", "activation_dim1", "features_last")
+    lengths_right = all(
+        isinstance(_at(seen, "slices", name), list)
+        and len(_at(seen, "slices", name)) == len(_at(expected, "slices", name))
+        for name in names
+    )
+    return (
+        _whole_right(seen, expected)
+        and lengths_right
+        and some_wrong(seen, expected, "slices", "exact")
+        and all(got == "inf" for _, got, want in db_pairs(seen, expected, "exact", "slices") if want == "inf")
+    )
+
+
+@detects("sqnr", "float32_arithmetic", explains=("test_sqnr_dtypes",))
+def sqnr_float32(seen: Any, expected: Any) -> bool:
+    close = ("float64_close",)
+    return (
+        not same_db(_at(seen, "dtypes", *close), _at(expected, "dtypes", *close))
+        and same_db(_at(seen, "dtypes", "bfloat16"), _at(expected, "dtypes", "bfloat16"))
+        and _whole_right(seen, expected)
+    )
+
+
+@detects("sqnr", "input_dtype", explains=("test_sqnr_dtypes",))
+def sqnr_input_dtype(seen: Any, expected: Any) -> bool:
+    low = ("bfloat16", "float16")
+    return any(not same_db(_at(seen, "dtypes", k), _at(expected, "dtypes", k)) for k in low) and _whole_right(
+        seen, expected
+    )
+
+
+LAYER_TABLES = (
+    "test_layers_branches",
+    "test_layers_outlier_per_tensor",
+    "test_layers_outlier_per_channel",
+    "test_layers_partial",
+)
+
+
+@detects("layer_sqnr", "non_tensor_outputs", explains=("test_layers_branches",))
+def layers_non_tensor_outputs(seen: Any, expected: Any) -> bool:
+    return raised(seen, cases=("branches",), says="list") or raised(seen, cases=("branches",), says="tuple")
+
+
+@detects("layer_sqnr", "one_input_only", explains=("test_layers_branches",))
+def layers_one_input_only(seen: Any, expected: Any) -> bool:
+    """The two-input model raised for want of an argument, the one-input models did not."""
+    missing = any(
+        words in diagnosis.error_message(seen, "branches")
+        for words in ("positional argument", "required argument", "missing", "not enough values")
+    )
+    return missing and not any(case != "branches" for case in diagnosis.errors(seen))
+
+
+@detects("layer_sqnr", "layer_python_division", explains=LAYER_TABLES)
+def layers_python_division(seen: Any, expected: Any) -> bool:
+    return divided_by_zero(seen, expected)
+
+
+@detects("layer_sqnr", "lists_non_ops", explains=LAYER_TABLES)
+def layers_lists_non_ops(seen: Any, expected: Any) -> bool:
+    return extra_layers(seen, expected)
+
+
+@detects("layer_sqnr", "weighted_layers_only", explains=LAYER_TABLES)
+def layers_weighted_only(seen: Any, expected: Any) -> bool:
+    return missing_layers(seen, expected)
+
+
+@detects("layer_sqnr", "modifies_graphs", explains=("test_layers_leave_graphs",))
+def layers_modify_graphs(seen: Any, expected: Any) -> bool:
+    return graphs_changed(seen, expected)
+
+
+@detects("layer_sqnr", "layer_formula", explains=LAYER_TABLES)
+def layers_formula(seen: Any, expected: Any) -> bool:
+    return layer_formula(seen, expected)
+
+
+@detects("layer_sqnr", "swapped_roles", explains=LAYER_TABLES)
+def layers_swapped(seen: Any, expected: Any) -> bool:
+    return swapped_roles(seen, expected)
+
+
+@detects("layer_sqnr", "per_sample_mean", explains=LAYER_TABLES)
+def layers_per_sample_mean(seen: Any, expected: Any) -> bool:
+    return averaged_per_sample(seen, expected)

@@ -1,18 +1,7 @@
 """Hidden checks of M06-2: the SQNR drop of every layer, and the layer that loses most.
 
-What a student who half-understood the numeric debugger could bake in, and the hidden case that refutes it:
-
-- the culprit is the node with the lowest SQNR (errors add up downstream): every case (a 2-bit last layer);
-- the upstream of a node is its direct input (on the prepared graph it is an observer): every case;
-- with several upstream nodes, compare with the best one (or the first one): ``branches`` (the bad conv is
-  the add's second operand, the clean one is better);
-- a node's SQNR is its first run, not the mean of the runs: every case (two batches);
-- a drop is "this minus upstream" (a rise), or nodes without upstream count (as 0 or infinite): every case;
-- a node whose output is a list (split) is in the table, or stops the walk upstream: ``split``;
-- only layers with weights (conv, linear) can be the culprit: ``activation`` (a 4-bit add, no weight);
-- the upstream is the previous entry of the comparison (graph order), not the graph's edges: ``branches``;
-- editing the prepared graph (taking observers out to walk it) is harmless: every case notes whether the
-  calls left it as it was.
+The half-understandings these checks refute are the misconceptions of the exercise's record
+(``selfcheck/public/m06_2.py``); their detectors are at the end of this module.
 """
 
 from __future__ import annotations
@@ -20,7 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autograder.checks.support import Fail, check, expect, value
+from autograder.checks.support import Fail, check, detects, expect, raised, value
+from selfcheck.public import m06_2 as public
 
 WHERE = {
     "chain": "沒有分支的模型（conv → relu → … → linear）",
@@ -46,7 +36,7 @@ def compare_worst(seen: Any, expected: Any, case: str) -> None:
     if got["worst"] == want["worst"]:
         return
     drops, sqnr = want["drops"], want.get("sqnr", {})
-    message = f"{WHERE[case]}：worst_layer 預期 {want['worst']}（比上游掉了 {_text(drops[want['worst']])}），你回傳 {got['worst']!r}"
+    message = f"{WHERE[case]}：worst_layer 應該是 {want['worst']}（比上游掉了 {_text(drops[want['worst']])}），你回傳 {got['worst']!r}"
     mine = got["worst"]
     if mine in drops and mine in sqnr:
         message += f"；{mine} 的 SQNR 是 {_text(sqnr[mine])}，但它只比上游掉了 {_text(drops[mine])}"
@@ -86,7 +76,7 @@ def test_drops(seen, expected):
             )
         missing = [name for name in want if name not in got]
         if missing:
-            raise Fail(f"{WHERE[case]}：layer_drops 少了 {'、'.join(missing[:4])}（預期的 node：{'、'.join(want)}）")
+            raise Fail(f"{WHERE[case]}：layer_drops 少了 {'、'.join(missing[:4])}（應該有的 node：{'、'.join(want)}）")
         for name, number in want.items():
             mine = got[name]
             if not (isinstance(mine, float) and math.isclose(mine, number, rel_tol=1e-4, abs_tol=1e-3)):
@@ -102,3 +92,152 @@ def test_leaves_graph(seen, expected):
                 f"{WHERE[case]}：layer_drops 或 worst_layer 改了傳進來的 gm（node 或它們的引數變了）。"
                 "往上游找時穿過 observer 就好，不要把它們從圖上拿掉：呼叫的人之後還要用這張圖"
             )
+
+
+# --- misconceptions: what recognises each (the record, with its words, is selfcheck/public/m06_2.py) --------
+
+WORST_CHECKS = ("test_worst_chain", "test_worst_branches", "test_worst_split", "test_worst_activation")
+DROP_CHECKS = (*WORST_CHECKS, "test_drops")
+
+
+def _close(a: Any, b: Any, tolerance: float = 1e-3) -> bool:
+    return isinstance(a, float) and isinstance(b, float) and math.isclose(a, b, rel_tol=1e-4, abs_tol=tolerance)
+
+
+def _same_drops(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    return set(got["drops"]) == set(want["drops"]) and all(
+        _close(got["drops"][name], number) for name, number in want["drops"].items()
+    )
+
+
+def _differing(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    return [name for name, number in want["drops"].items() if not _close(got["drops"].get(name), number)]
+
+
+@detects("worst_layer", "changes_graph", explains=("test_leaves_graph",))
+def changes_graph(seen: Any, expected: Any) -> bool:
+    return public.changed_graph(seen, expected)
+
+
+@detects("worst_layer", "rise_not_drop", explains=DROP_CHECKS)
+def rise_not_drop(seen: Any, expected: Any) -> bool:
+    return public.rise_not_drop(seen, expected)
+
+
+@detects("worst_layer", "sources_counted", explains=DROP_CHECKS)
+def sources_counted(seen: Any, expected: Any) -> bool:
+    """Extra drops, for nodes of the comparison that have no upstream (the key leaves them out)."""
+    return any(
+        (set(got["drops"]) - set(want["drops"])) & set(want.get("sqnr") or {})
+        for _, got, want in public.drop_pairs(seen, expected)
+    )
+
+
+@detects("worst_layer", "direct_inputs_only", explains=DROP_CHECKS)
+def direct_inputs_only(seen: Any, expected: Any) -> bool:
+    """Most layers have no drop (their direct input is an observer); where none is left, max() had nothing."""
+    return public.most_missing(seen, expected)
+
+
+@detects("worst_layer", "split_breaks_walk", explains=("test_worst_split", "test_drops"))
+def split_breaks_walk(seen: Any, expected: Any) -> bool:
+    """Right on the models without a split; on the split one, it stopped or lost the layers after the split."""
+    others = [(got, want) for case, got, want in public.drop_pairs(seen, expected) if case != "split"]
+    if len(others) < 3 or not all(set(got["drops"]) == set(want["drops"]) for got, want in others):
+        return False
+    if raised(seen, cases=("split",)) and not raised(seen, cases=("chain", "branches", "activation")):
+        return True
+    return any(
+        case == "split" and set(got["drops"]) < set(want["drops"])
+        for case, got, want in public.drop_pairs(seen, expected)
+    )
+
+
+@detects("worst_layer", "previous_in_order", explains=DROP_CHECKS)
+def previous_in_order(seen: Any, expected: Any) -> bool:
+    """Every drop is the previous entry's SQNR (graph order) minus this one's, and somewhere that is not the key's."""
+    differs, checked = False, 0
+    for _, got, want in public.drop_pairs(seen, expected):
+        sqnr = want.get("sqnr") or {}
+        order = list(sqnr)
+        for name, number in got["drops"].items():
+            if name not in sqnr or order.index(name) == 0:
+                return False
+            before = order[order.index(name) - 1]
+            if not _close(number, sqnr[before] - sqnr[name], 1e-2):
+                return False
+            checked += 1
+        differs = differs or bool(_differing(got, want))
+    return checked > 0 and differs
+
+
+@detects("worst_layer", "best_upstream", explains=DROP_CHECKS)
+def best_upstream(seen: Any, expected: Any) -> bool:
+    """Only some drops are off, each larger than the key's, and each measured from another node's SQNR: a node with
+    several upstreams compared with one that is not the worst."""
+    found = False
+    for _, got, want in public.drop_pairs(seen, expected):
+        if set(got["drops"]) != set(want["drops"]):
+            return False
+        sqnr = want.get("sqnr") or {}
+        off = _differing(got, want)
+        if 2 * len(off) > len(want["drops"]):
+            return False
+        for name in off:
+            mine = got["drops"][name]
+            if not isinstance(mine, float) or mine <= want["drops"][name] or name not in sqnr:
+                return False
+            if not any(_close(mine + sqnr[name], level, 1e-2) for other, level in sqnr.items() if other != name):
+                return False
+            found = True
+    return found
+
+
+@detects("worst_layer", "not_mean_of_runs", explains=DROP_CHECKS)
+def not_mean_of_runs(seen: Any, expected: Any) -> bool:
+    """The same nodes, most drops a little off (one run instead of their mean) or off by one factor (their sum)."""
+    mine, theirs = [], []
+    for _, got, want in public.drop_pairs(seen, expected):
+        if set(got["drops"]) != set(want["drops"]):
+            return False
+        for name, number in want["drops"].items():
+            if isinstance(got["drops"][name], float) and isinstance(number, float):
+                mine.append(got["drops"][name])
+                theirs.append(number)
+    off = [not _close(a, b) for a, b in zip(mine, theirs, strict=True)]
+    if not mine or 2 * sum(off) < len(off):
+        return False
+    close = [abs(a - b) <= max(2.0, 0.25 * abs(b)) for a, b in zip(mine, theirs, strict=True)]
+    near = 4 * sum(close) >= 3 * len(close)  # one run is near the mean, except on the noisiest layers
+    big = [(a, b) for a, b in zip(mine, theirs, strict=True) if abs(b) > 1]
+    ratios = [a / b for a, b in big]
+    scaled = bool(ratios) and max(ratios) - min(ratios) < 0.05 and abs(abs(ratios[0]) - 1) > 0.1 and ratios[0] > 0
+    return near or scaled
+
+
+@detects("worst_layer", "lowest_sqnr", explains=WORST_CHECKS)
+def lowest_sqnr(seen: Any, expected: Any) -> bool:
+    """In every case the answer is the node with the lowest SQNR, and somewhere that is not the culprit."""
+    pairs = public.drop_pairs(seen, expected)
+    found = False
+    for _, got, want in pairs:
+        sqnr = want.get("sqnr") or {}
+        if not sqnr or got.get("worst") != min(sqnr, key=sqnr.get):
+            return False
+        found = found or got.get("worst") != want.get("worst")
+    return found
+
+
+@detects("worst_layer", "weighted_only", explains=WORST_CHECKS)
+def weighted_only(seen: Any, expected: Any) -> bool:
+    """The drops are right; the answer is the largest drop among the conv / linear layers, which misses a culprit
+    without weights."""
+    found = False
+    for _, got, want in public.drop_pairs(seen, expected):
+        if not _same_drops(got, want):
+            return False
+        weighted = {n: d for n, d in want["drops"].items() if n.startswith(("conv", "linear")) and isinstance(d, float)}
+        if not weighted or got.get("worst") != max(weighted, key=weighted.get):
+            return False
+        found = found or got.get("worst") != want.get("worst")
+    return found

@@ -1,42 +1,26 @@
 """Hidden checks of M06-3: a filter function that leaves modules in fp32, and the greedy search for the fewest.
 
-What a student who half-understood selective quantization could bake in, and the hidden case that refutes it:
-
-may_quantize (the filter function)
-- a node with no ``nn_module_stack`` (the weight and bias ``get_attr`` nodes) belongs to no module we may
-  quantize, so it gets False: then no conv pattern is ever labelled, ``none`` (nothing skipped) shows it;
-- a node belongs to a module when the module's name appears in the node's name (``conv2`` in ``conv2d_1``):
-  no node is named after a module in the hidden network, ``leaf``, ``names`` and ``parent`` show it;
-- a node belongs only to its innermost module: skipping a parent ``block`` leaves its conv, nn.ReLU and
-  linear quantized, ``parent``;
-- a node belongs only to its outermost module under the model: skipping ``block.fc`` does nothing, ``parent``;
-- module paths match by prefix or substring: skipping ``proj`` also skips ``proj2`` (``mix`` / ``mix_out``,
-  ``branch`` / ``branch1`` on other seeds), ``names``;
-- the filter may answer None for "yes", or label the nodes it turns down (an empty annotation) to keep them
-  out: every call's answer must be a bool and leave the graph as it was, every case;
-- a conv is only skipped when its relu is skipped too (the pattern spans modules): ``leaf`` (the stem's relu
-  is in the top-level forward) and ``names`` (the skipped conv feeds an add).
-
-greedy_skip
-- rank the layers once by their score alone: ``interaction`` (a layer useless alone, decisive with the first);
-- ties go to the later layer, or the result comes back in the given order: ``ties``, ``interaction``;
-- stop only above the target, or always skip at least one layer: ``stops`` (exactly at the target; already);
-- give up (return nothing) when the target is out of reach: ``unreachable``;
-- stop at the first step without improvement, or accept only candidates better than the current score:
-  ``worse`` (every single layer makes it worse, a pair beats the target);
-- start the best score at 0 ("dB are positive"): ``negative`` (every score below 0);
-- keep the best of the previous step instead of finding each step's own: ``reset`` (the second step's best is
-  lower than the first's);
-- work on the caller's list (remove the picked layers, sort it): ``arguments`` (the same list handed to a
-  second search answers differently from a fresh copy);
-- a made-up metric behaves like a real one: ``model`` (the output SQNR of an MLP with 3-bit weights).
+The half-understandings these checks refute are the misconceptions of each exercise's record
+(``selfcheck/public/m06_3.py``); their detectors are at the end of this module.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from autograder.checks.support import Fail, check, expect, value
+from autograder.checks.support import Fail, check, detects, expect, value
+from selfcheck import diagnosis
+from selfcheck.public.m06_3 import (
+    alone_ranked,
+    chosen,
+    evaluate_misused,
+    filter_raised,
+    fp32_relation,
+    never_refused,
+    no_stack_refused,
+    reordered_somewhere,
+    search_relation,
+)
 
 # --- may_quantize ---------------------------------------------------------------------------------
 
@@ -52,9 +36,9 @@ FILTER_WHERE = {
 def _filtered(evidence: Any, case: str, part: str | None = None) -> dict[str, Any]:
     result = value(evidence, case)
     if part is not None:
-        expect(isinstance(result, dict) and part in result, "證據格式不對")
+        expect(isinstance(result, dict) and part in result, "收到的結果不是預期的格式")
         result = result[part]
-    expect(isinstance(result, dict) and isinstance(result.get("observed"), list), "證據格式不對")
+    expect(isinstance(result, dict) and isinstance(result.get("observed"), list), "收到的結果不是預期的格式")
     return result
 
 
@@ -67,7 +51,7 @@ def compare_filtered(seen: Any, expected: Any, case: str, part: str | None = Non
     got, want = _filtered(seen, case, part), _filtered(expected, case, part)
     where = f"{FILTER_WHERE[part or case]}（skipped = {want['skipped']}）"
     if got["fp32_weights"] != want["fp32_weights"]:
-        message = f"{where}：weight 留在 fp32 的層預期是 {_listed(want['fp32_weights'])}，你的是 {_listed(got['fp32_weights'])}"
+        message = f"{where}：weight 留在 fp32 的層應該是 {_listed(want['fp32_weights'])}，你的是 {_listed(got['fp32_weights'])}"
         if not got["fp32_weights"] and not want["fp32_weights"]:
             message += "（兩邊都沒有跳過任何層）"
         elif len(got["fp32_weights"]) > len(want["fp32_weights"]) and not want["fp32_weights"]:
@@ -77,14 +61,14 @@ def compare_filtered(seen: Any, expected: Any, case: str, part: str | None = Non
         missing = sorted(set(want["observed"]) - set(got["observed"]))
         extra = sorted(set(got["observed"]) - set(want["observed"]))
         raise Fail(
-            f"{where}：prepare 之後 observer 預期 {want['observers']} 個，你的 {got['observers']} 個"
-            f"（少了觀察 {_listed(missing)} 的、多了觀察 {_listed(extra)} 的）"
+            f"{where}：prepare 之後應該有 {want['observers']} 個 observer，你的有 {got['observers']} 個"
+            f"（少了觀察 {_listed(missing)} 的 observer，多了觀察 {_listed(extra)} 的）"
         )
     for op, steps in want["edges"].items():
         mine = got["edges"].get(op)
         if mine != steps:
             raise Fail(
-                f"{where}：convert 之後 {op} 的輸入預期 {'；'.join(steps)}，你的是 {'；'.join(mine or ['（沒有這個 op）'])}"
+                f"{where}：convert 之後 {op} 的輸入應該是 {'；'.join(steps)}，你的是 {'；'.join(mine or ['（沒有這個 op）'])}"
             )
 
 
@@ -130,9 +114,9 @@ WHERE = {
 def _search(evidence: Any, case: str, part: str | None = None) -> dict[str, Any]:
     result = value(evidence, case)
     if part is not None:
-        expect(isinstance(result, dict) and part in result, "證據格式不對")
+        expect(isinstance(result, dict) and part in result, "收到的結果不是預期的格式")
         result = result[part]
-    expect(isinstance(result, dict) and isinstance(result.get("chosen"), list), "證據格式不對")
+    expect(isinstance(result, dict) and isinstance(result.get("chosen"), list), "收到的結果不是預期的格式")
     return result
 
 
@@ -141,7 +125,7 @@ def compare_search(seen: Any, expected: Any, case: str, part: str | None = None)
     where = f"{WHERE[part or case]}（layers = {want['layers']}，目標 {want['target']}）"
     if got["chosen"] == want["chosen"]:
         return
-    message = f"{where}：預期依序跳過 {want['chosen']}（分數 {want['score']}），你回傳 {got['chosen']}"
+    message = f"{where}：應該依序跳過 {want['chosen']}（分數 {want['score']}），你回傳的是 {got['chosen']}"
     if got.get("score") is not None:
         message += f"（分數 {got['score']}，{'有' if got.get('reached') else '沒有'}達到目標）"
     if sorted(got["chosen"]) == sorted(want["chosen"]):
@@ -189,7 +173,7 @@ def test_best_reset(seen, expected):
 @check("greedy_skip", 1, "不改呼叫者的 layers：同一個 list 再搜一次，結果和新的 list 一樣")
 def test_arguments_unchanged(seen, expected):
     got = value(seen, "arguments")
-    expect(isinstance(got, dict) and {"first", "again", "fresh"} <= set(got), "證據格式不對")
+    expect(isinstance(got, dict) and {"first", "again", "fresh"} <= set(got), "收到的結果不是預期的格式")
     compare_search(seen, expected, "arguments", "fresh")
     again, fresh = _search(seen, "arguments", "again"), _search(seen, "arguments", "fresh")
     if again["chosen"] != fresh["chosen"]:
@@ -205,3 +189,192 @@ def test_model(seen, expected):
     compare_search(seen, expected, "model")
     got = _search(seen, "model")
     expect(bool(got.get("reached")), f"{WHERE['model']}：跳過 {got['chosen']} 之後沒有達到目標")
+
+
+# --- what a wrong answer probably believed (the records: selfcheck/public/m06_3.py) ---------------------
+
+FILTERS = (("none",), ("leaf",), ("names",), ("parent", "block"), ("parent", "inner"))
+FILTER_CHECKS = ("test_keep_all", "test_leaf", "test_parent", "test_names")
+
+
+def _relations(seen: Any, expected: Any) -> dict[str, str | None]:
+    """Each filter case's ``fp32_relation``, by its last name (none, leaf, names, block, inner)."""
+    return {place[-1]: fp32_relation(seen, expected, *place) for place in FILTERS}
+
+
+@detects("may_quantize", "returns_non_bool", explains=FILTER_CHECKS)
+def filter_returns_non_bool(seen: Any, expected: Any) -> bool:
+    return filter_raised(seen, "應該回傳 True 或 False")
+
+
+@detects("may_quantize", "changes_graph", explains=FILTER_CHECKS)
+def filter_changes_graph(seen: Any, expected: Any) -> bool:
+    return filter_raised(seen, "改了圖")
+
+
+@detects("may_quantize", "no_stack_refused", explains=FILTER_CHECKS)
+def filter_no_stack_refused(seen: Any, expected: Any) -> bool:
+    """With nothing skipped, convs stay in fp32 (their weights were refused), or reading the stack raised."""
+    return no_stack_refused(seen, expected, ("none",))
+
+
+@detects("may_quantize", "pattern_spans_modules", explains=("test_leaf", "test_names", "test_parent"))
+def filter_pattern_spans_modules(seen: Any, expected: Any) -> bool:
+    """A conv followed by an op outside its module (relu, add) is not skipped; a pattern wholly inside the
+    skipped block is."""
+    found = _relations(seen, expected)
+    inside = diagnosis.value(seen, "parent", "block", "fp32_weights")
+    return (
+        found["none"] == "same"
+        and found["leaf"] == "fewer"
+        and found["names"] == "fewer"
+        and isinstance(inside, list)
+        and bool(inside)
+    )
+
+
+@detects("may_quantize", "innermost_only", explains=("test_parent",))
+def filter_innermost_only(seen: Any, expected: Any) -> bool:
+    """Skipping the parent leaves layers inside it quantized; skipping a leaf module works."""
+    found = _relations(seen, expected)
+    return found["block"] == "fewer" and found["leaf"] == "same" and found["inner"] == "same"
+
+
+@detects("may_quantize", "outermost_only", explains=("test_parent",))
+def filter_outermost_only(seen: Any, expected: Any) -> bool:
+    """Skipping a module inside the block does nothing; skipping the block works."""
+    found = _relations(seen, expected)
+    return found["inner"] == "fewer" and found["block"] == "same"
+
+
+@detects("may_quantize", "prefix_match", explains=("test_names",))
+def filter_prefix_match(seen: Any, expected: Any) -> bool:
+    """Skipping one of two modules whose names share a prefix also skips the other; nothing else is off."""
+    found = _relations(seen, expected)
+    return found["names"] == "more" and all(found[key] == "same" for key in ("none", "leaf", "block", "inner"))
+
+
+@detects("may_quantize", "node_name_match", explains=("test_leaf", "test_names", "test_parent"))
+def filter_node_name_match(seen: Any, expected: Any) -> bool:
+    """Names mislead both ways: a look-alike weight name skips too much, a module no node is named after (the
+    block's linear) is not skipped."""
+    found = _relations(seen, expected)
+    return found["none"] == "same" and found["names"] == "more" and "fewer" in (found["block"], found["inner"])
+
+
+@detects("may_quantize", "never_refuses", explains=("test_leaf", "test_names", "test_parent"))
+def filter_never_refuses(seen: Any, expected: Any) -> bool:
+    return never_refused(seen, expected, *FILTERS)
+
+
+SEARCHES = [
+    ("interaction",),
+    ("ties",),
+    ("stops", "exact"),
+    ("stops", "already"),
+    ("unreachable",),
+    ("worse",),
+    ("negative",),
+    ("reset",),
+    ("arguments", "fresh"),
+    ("model",),
+]
+
+
+@detects("greedy_skip", "evaluate_single_name")
+def search_evaluate_single_name(seen: Any, expected: Any) -> bool:
+    return evaluate_misused(seen, expected)
+
+
+@detects("greedy_skip", "mutates_layers", explains=("test_arguments_unchanged",))
+def search_mutates_layers(seen: Any, expected: Any) -> bool:
+    """The list handed a second time answers differently from a fresh copy, which answers right."""
+    again, fresh = chosen(seen, "arguments", "again"), chosen(seen, "arguments", "fresh")
+    return again is not None and again != fresh and fresh == chosen(expected, "arguments", "fresh")
+
+
+@detects("greedy_skip", "scores_layers_alone", explains=("test_interaction", "test_every_step_picks", "test_model"))
+def search_scores_layers_alone(seen: Any, expected: Any) -> bool:
+    """The best layer alone comes first, then not the best partner for it (a layer useless alone, decisive with
+    the first)."""
+    return alone_ranked(seen, expected, "interaction")
+
+
+@detects("greedy_skip", "never_resets_best", explains=("test_best_reset",))
+def search_never_resets_best(seen: Any, expected: Any) -> bool:
+    """Where the second step's best is lower than the first's: the same layer again, or the search stops there,
+    while searches whose steps keep improving are right."""
+    repeated = "重複" in diagnosis.error_message(seen, "reset")
+    stuck = (
+        search_relation(seen, expected, "reset") == "shorter"
+        and search_relation(seen, expected, "worse") == "same"
+        and search_relation(seen, expected, "unreachable") == "same"
+    )
+    return repeated or stuck
+
+
+@detects("greedy_skip", "stops_without_improvement", explains=("test_every_step_picks", "test_best_reset"))
+def search_stops_without_improvement(seen: Any, expected: Any) -> bool:
+    """Every first candidate worse: the search stops early there, while one whose candidates improve runs on."""
+    return search_relation(seen, expected, "worse") == "shorter" and search_relation(seen, expected, "unreachable") in (
+        "same",
+        "reordered",
+    )
+
+
+@detects("greedy_skip", "best_starts_at_zero", explains=("test_every_step_picks",))
+def search_best_starts_at_zero(seen: Any, expected: Any) -> bool:
+    """Every score negative: stopped early there; scores that dip but stay positive are handled."""
+    return search_relation(seen, expected, "negative") == "shorter" and search_relation(seen, expected, "worse") in (
+        "same",
+        "reordered",
+    )
+
+
+@detects("greedy_skip", "gives_up", explains=("test_unreachable", "test_best_reset"))
+def search_gives_up(seen: Any, expected: Any) -> bool:
+    """Out of reach: fewer layers than all of them (nothing, usually), or no list at all."""
+    returned_nothing = "NoneType" in diagnosis.error_message(seen, "unreachable")
+    return returned_nothing or search_relation(seen, expected, "unreachable") == "shorter"
+
+
+@detects("greedy_skip", "skips_at_least_one", explains=("test_stops_at_target",))
+def search_skips_at_least_one(seen: Any, expected: Any) -> bool:
+    return search_relation(seen, expected, "stops", "already") == "longer"
+
+
+@detects("greedy_skip", "strictly_above_target", explains=("test_stops_at_target",))
+def search_strictly_above_target(seen: Any, expected: Any) -> bool:
+    return (
+        search_relation(seen, expected, "stops", "exact") == "longer"
+        and search_relation(seen, expected, "stops", "already") == "same"
+    )
+
+
+@detects("greedy_skip", "ties_not_first", explains=("test_ties", "test_arguments_unchanged"))
+def search_ties_not_first(seen: Any, expected: Any) -> bool:
+    """Where two layers tie, the other one comes first; no search without a tie is off."""
+    got, want = chosen(seen, "ties"), chosen(expected, "ties")
+    untied = [place for place in SEARCHES if place not in (("ties",), ("arguments", "fresh"))]
+    return (
+        bool(got and want)
+        and got[0] != want[0]
+        and all(search_relation(seen, expected, *place) == "same" for place in untied)
+    )
+
+
+@detects(
+    "greedy_skip",
+    "order_not_pick_order",
+    explains=(
+        "test_ties",
+        "test_unreachable",
+        "test_every_step_picks",
+        "test_best_reset",
+        "test_interaction",
+        "test_model",
+    ),
+)
+def search_order_not_pick_order(seen: Any, expected: Any) -> bool:
+    """The right layers in another order, in a search without a tie."""
+    return reordered_somewhere(seen, expected, [place for place in SEARCHES if place != ("ties",)])

@@ -1,28 +1,15 @@
 """Hidden checks of M07-1: every fake-quantize node of a QAT graph, what it quantizes, and how many instances.
 
-What a student who half-understood fake-quant roles could assume, and the hidden case that refutes it:
-- "a fake-quant is a module named activation_post_process_N", or "every observer is one":
-  ``inserted`` (an Identity named like one, an observer, a fake-quant named otherwise);
-- "a weight's fake-quant reads a parameter (get_attr) directly": ``conv_bn`` (weight × γ/σ),
-  ``computed`` (2·w);
-- "a weight reaches its fake-quant the way the digits graph shows (get_attr, or mul of one)":
-  ``operands`` (a transpose of a parameter, cat of two parameters);
-- "the tensor to follow upstream is each op's first argument (args[0])", or "its positional
-  arguments": ``operands`` (addcmul(shift, gain, x): the activation is the third operand;
-  sub(offset, other=h): the activation is a keyword argument);
-- "the role follows the fake-quant's class or the consumer's argument position (args[1] of a
-  linear is a weight)": ``computed`` (classes), ``operands`` (linear(x, y): y is a model input);
-- "instances = fake-quant nodes", or "= fake-quant modules registered on gm": ``computed`` (an
-  add shares one instance among three nodes), ``inserted`` (a registered fake-quant no node calls);
-- "reading the graph may change it" (e.g. moving it to eval first): every case checks that the
-  graph comes back unchanged.
+The half-understandings these checks refute are the misconceptions of the exercise's record
+(``selfcheck/public/m07_1.py``); their detectors are at the end of this module.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from autograder.checks.support import Fail, check, expect, value
+from autograder.checks.support import Fail, check, detects, expect, raised, value
+from selfcheck.public.m07_1 import answers, flipped, graph_changed, role_flips
 
 WHERE = {
     "conv_bn": "conv → BN → relu 兩次的模型（QAT 圖裡 conv 的 weight 先乘上 BN 的 γ/σ 才進 fake-quant）",
@@ -37,7 +24,9 @@ WHERE = {
 
 def _answers(evidence: Any, case: str) -> dict[str, Any]:
     result = value(evidence, case)
-    expect(isinstance(result, dict) and isinstance(result.get("roles"), dict), f"{WHERE[case]}：證據格式不對")
+    expect(
+        isinstance(result, dict) and isinstance(result.get("roles"), dict), f"{WHERE[case]}：收到的結果不是預期的格式"
+    )
     return result
 
 
@@ -57,11 +46,13 @@ def compare_roles(seen: Any, expected: Any, case: str) -> None:
     extra = [name for name in got["roles"] if name not in want["roles"]]
     if extra:
         described = "、".join(f"{n}（{modules.get(n, '圖上沒有這個 node')}）" for n in extra[:3])
-        raise Fail(f"{WHERE[case]}：多了 {described}：只列 module 是 fake-quant（FakeQuantizeBase）的 call_module node")
+        raise Fail(
+            f"{WHERE[case]}：你的答案多了 {described}。只列呼叫 fake-quant module（FakeQuantizeBase）的 call_module node"
+        )
     missing = [name for name in want["roles"] if name not in got["roles"]]
     if missing:
         described = "、".join(f"{n}（{modules.get(n, '?')}）" for n in missing[:3])
-        raise Fail(f"{WHERE[case]}：少了 {described}")
+        raise Fail(f"{WHERE[case]}：你的答案少了 {described}，它們也是 fake-quant")
     for name, role in want["roles"].items():
         if got["roles"][name] != role:
             raise Fail(
@@ -101,6 +92,138 @@ def test_instances(seen, expected):
         if got["instances"] != want["instances"]:
             nodes = len(want["roles"])
             raise Fail(
-                f"{WHERE[case]}：fake-quant 實例預期 {want['instances']} 個（fake-quant node {nodes} 個），"
+                f"{WHERE[case]}：fake-quant 實例應該有 {want['instances']} 個（fake-quant node 有 {nodes} 個），"
                 f"你的答案是 {got['instances']}"
             )
+
+
+# --- what a wrong answer probably believed (the record: selfcheck/public/m07_1.py) ----------------------
+
+ROLE_CHECKS = ("test_roles_conv_bn", "test_roles_computed", "test_only_fake_quants", "test_roles_operands")
+OTHER_CASES = ("conv_bn", "computed", "inserted")
+
+
+def _listed(seen: Any, expected: Any, case: str) -> tuple[list[str], list[str], dict[str, str]]:
+    """The fake-quants the student lists and the key does not, those the key lists and the student does not,
+    and every call_module node's module class."""
+    got, want = answers(seen, case).get("roles", {}), answers(expected, case).get("roles", {})
+    modules = answers(expected, case).get("modules", {})
+    return [n for n in got if n not in want], [n for n in want if n not in got], modules
+
+
+@detects("fake_quant_roles", "changes_graph")
+def roles_change_graph(seen: Any, expected: Any) -> bool:
+    return graph_changed(seen, expected)
+
+
+@detects("fake_quant_roles", "found_by_name", explains=("test_only_fake_quants", "test_instances"))
+def roles_found_by_name(seen: Any, expected: Any) -> bool:
+    """A module that is no fake-quant nor observer listed (an Identity named like one), or a fake-quant with
+    another kind of name left out."""
+    extra, missing, modules = _listed(seen, expected, "inserted")
+    lookalike = any("Observer" not in modules.get(name, "Observer") for name in extra)
+    renamed = any(not name.startswith("activation_post_process") for name in missing)
+    return lookalike or renamed
+
+
+@detects("fake_quant_roles", "observers_too", explains=("test_only_fake_quants", "test_instances"))
+def roles_observers_too(seen: Any, expected: Any) -> bool:
+    extra, missing, modules = _listed(seen, expected, "inserted")
+    return bool(extra) and not missing and all("Observer" in modules.get(name, "") for name in extra)
+
+
+@detects("fake_quant_roles", "by_class", explains=ROLE_CHECKS)
+def roles_by_class(seen: Any, expected: Any) -> bool:
+    """Every answer is "weight" exactly for the fake-quants of the weight's class, and some answer is wrong."""
+    if not role_flips(seen, expected):
+        return False
+    for case in expected.get("cases", {}):
+        got, modules = answers(seen, case).get("roles", {}), answers(expected, case).get("modules", {})
+        for name, role in got.items():
+            weight_class = modules.get(name) == "FakeQuantize"
+            if (role == "weight") != weight_class:
+                return False
+    return True
+
+
+@detects("fake_quant_roles", "direct_get_attr_only", explains=ROLE_CHECKS)
+def roles_direct_get_attr(seen: Any, expected: Any) -> bool:
+    """Weights scaled by BN's γ/σ (and other computed weights) answered as activations; no activation as a weight."""
+    return flipped(seen, expected, "weight", "conv_bn") > 0 and flipped(seen, expected, "activation") == 0
+
+
+@detects("fake_quant_roles", "only_inputs_are_activations", explains=ROLE_CHECKS)
+def roles_only_inputs(seen: Any, expected: Any) -> bool:
+    """Activations deeper in an ordinary conv → BN network answered as weights; no weight as an activation."""
+    return flipped(seen, expected, "activation", "conv_bn") > 0 and flipped(seen, expected, "weight") == 0
+
+
+@detects("fake_quant_roles", "digits_shapes", explains=ROLE_CHECKS)
+def roles_digits_shapes(seen: Any, expected: Any) -> bool:
+    """Weights the digits graph shows (a parameter, a parameter × γ/σ) right; weights that reach their fake-quant
+    another way (a transpose, a cat, through an inserted module) answered as activations."""
+    return (
+        flipped(seen, expected, "weight", "conv_bn") == 0
+        and flipped(seen, expected, "weight") > 0
+        and flipped(seen, expected, "activation") == 0
+    )
+
+
+def _operand_activations_lost(seen: Any, expected: Any) -> int:
+    """Activations of the operands case answered as weights, when the other cases and every weight are right."""
+    if role_flips(seen, expected, *OTHER_CASES) or flipped(seen, expected, "weight", "operands"):
+        return 0
+    return flipped(seen, expected, "activation", "operands")
+
+
+@detects("fake_quant_roles", "args0_only", explains=("test_roles_operands",))
+def roles_args0_only(seen: Any, expected: Any) -> bool:
+    """Following args[0] crashes on cat's list, or loses the activation wherever a constant comes first (addcmul,
+    sub) and all the way downstream: most of that graph's activations."""
+    crashed = raised(seen, ("AttributeError", "TypeError"), cases=("operands",), says="list")
+    activations = sum(1 for role in answers(expected, "operands").get("roles", {}).values() if role == "activation")
+    return crashed or 2 * _operand_activations_lost(seen, expected) > activations
+
+
+@detects("fake_quant_roles", "positional_only", explains=("test_roles_operands",))
+def roles_positional_only(seen: Any, expected: Any) -> bool:
+    """Only the activation reached through a keyword argument (and what follows it) lost: a few of that graph's
+    activations."""
+    activations = sum(1 for role in answers(expected, "operands").get("roles", {}).values() if role == "activation")
+    lost = _operand_activations_lost(seen, expected)
+    return 0 < lost and 2 * lost <= activations
+
+
+@detects("fake_quant_roles", "by_consumer_position", explains=ROLE_CHECKS)
+def roles_by_consumer_position(seen: Any, expected: Any) -> bool:
+    """Wrong both ways (a constant used by an add as an activation, a model input in a weight's position as a
+    weight), while the conv → BN network's roles are right."""
+    return (
+        not role_flips(seen, expected, "conv_bn")
+        and flipped(seen, expected, "weight") > 0
+        and flipped(seen, expected, "activation") > 0
+    )
+
+
+def _instances(evidence: Any, case: str) -> Any:
+    return answers(evidence, case).get("instances")
+
+
+@detects("fake_quant_roles", "counts_nodes", explains=("test_instances",))
+def instances_count_nodes(seen: Any, expected: Any) -> bool:
+    """Where fake-quant nodes share an instance, the count is the number of nodes."""
+    for case in expected.get("cases", {}):
+        nodes = len(answers(expected, case).get("roles", {}))
+        want = _instances(expected, case)
+        if isinstance(want, int) and want < nodes and _instances(seen, case) == nodes:
+            return True
+    return False
+
+
+@detects("fake_quant_roles", "counts_registered_modules", explains=("test_instances",))
+def instances_count_registered(seen: Any, expected: Any) -> bool:
+    """Only the graph with a registered fake-quant no node calls is off (by more), with every fake-quant listed."""
+    got, want = _instances(seen, "inserted"), _instances(expected, "inserted")
+    others_right = all(_instances(seen, case) == _instances(expected, case) for case in ("conv_bn", "computed"))
+    extra, missing, _ = _listed(seen, expected, "inserted")
+    return isinstance(got, int) and isinstance(want, int) and got > want and others_right and not extra and not missing

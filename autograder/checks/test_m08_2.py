@@ -1,30 +1,7 @@
 """Hidden checks of M08-2: predict_kernels, what ``lower_x86`` will make of each conv / linear of a q/dq graph.
 
-Assumptions a half-understanding can bake in, and the hidden input that refutes each:
-
-- "a conv / linear whose input is dequantized becomes an int8 kernel": a conv left out by name
-  reads a dequantized (max-pooled) activation with an fp32 weight (``skipped``);
-- "a dequantized weight means an int8 kernel": a conv under the dynamic config (``dynamic``)
-  and per-tensor int8 weights (``per_tensor``) dequantize their weight on every call;
-- "only ``dequantize_per_channel`` is a weight": the per-tensor weights are int8 constants too,
-  read through ``dequantize_per_tensor`` (``per_tensor``: ``dequantize``, not ``fp32``);
-- "a dynamic activation is never an int8 kernel" / "conv and linear alike": dynamic linears are
-  int8 kernels, the dynamic conv is not (``dynamic``);
-- "every conv → relu fuses" / "an fp32 kernel fuses its relu as torch.compile would": the skipped
-  conv and the skipped linear (then an ``nn.ReLU``) are followed by a relu that
-  ``lower_x86`` leaves alone (``skipped``);
-- "a relu or an add among the consumers is taken in": a conv read by a relu and by an add takes
-  nothing (``convs``); a relu read twice is taken in, the quantize after it is not (``linears``);
-- "any add after the kernel is taken in": an add of a (C, 1, 1) buffer broadcasts (``convs``);
-- "the kernel is the add's first operand": ``a + conv(…)`` and ``f + linear(f)`` (``convs``,
-  ``linears``); of conv3(w) + conv4(w), the conv whose output reaches the add unquantized;
-- "a linear takes an add only of an fp32 value": f + linear(f) adds a dequantized value and is
-  taken in (``linears``);
-- "the output is uint8 whenever the kernel is int8": the last conv / linear of a model, a relu
-  read twice, dynamic activations (``convs``, ``linears``, ``dynamic``);
-- "a node is found by its name": the model input of ``skipped`` is called ``add``;
-- the table lists other nodes (q/dq, relu, the weight's dequantize) or changes the graph it reads
-  (every case: the graph must come back as it was handed over).
+The half-understandings these checks refute are the misconceptions of the exercise's record
+(``selfcheck/public/m08_2.py``); their detectors are at the end of this module.
 
 Every check reads the tables of all hidden cases and looks at the nodes of one kind (picked from
 the answer key's table and what each node is); the last one says the table has nothing else in
@@ -36,7 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from autograder.checks.support import Fail, check, expect, value
+from autograder.checks.support import Fail, check, detects, expect, raised, value
+from selfcheck.public.m08_2 import (
+    changes_graph,
+    constants_listed,
+    extra_fuses,
+    extra_keys,
+    fuses_without_int8,
+    int8_rows,
+    kernel_changes,
+    kind,
+    lists_inputs,
+    missing_fuses,
+    tables,
+)
 
 CASES = {
     "convs": "conv 模型（depthwise、groups=2、殘差 add → relu、被讀兩次的 conv、conv + conv、broadcast 的 add）",
@@ -97,11 +87,11 @@ def compare(
             found += 1
             mine = got_table.get(name, _MISSING)
             if mine is _MISSING:
-                raise Fail(f"{where}：表裡少了 {name}（{_what(nodes, name)}），{what}")
+                raise Fail(f"{where}：表裡少了 {name}（{_what(nodes, name)}）；每個 conv / linear 都要有一列")
             if field(mine, nodes) != field(record, nodes):
                 raise Fail(
-                    f"{where}：{name}（{_what(nodes, name)}）{what}：預期 {_text(field(record, nodes))}，"
-                    f"看到 {_text(field(mine, nodes))}"
+                    f"{where}：{name}（{_what(nodes, name)}）{what} 應該是 {_text(field(record, nodes))}，"
+                    f"你的是 {_text(field(mine, nodes))}"
                 )
     expect(found > 0, "證據格式不對")
 
@@ -221,7 +211,126 @@ def test_only_layers(seen, expected):
         if extra:
             described = "、".join(f"{name}（{_what(nodes, name)}）" for name in extra[:4])
             raise Fail(
-                f"{where}：表裡多了 {described}；只放 conv / linear 的 node（aten.conv1d / conv2d / conv_transpose2d / linear）"
+                f"{where}：表裡多了 {described}；表裡只放 conv / linear 的 node"
+                "（target 是 aten.conv1d、conv2d、conv_transpose2d 或 linear）"
             )
         if got.get("unchanged") is not True:
             raise Fail(f"{where}：predict_kernels 改動了傳進來的圖；它只該讀圖，不該加、刪或改 node")
+
+
+# --- misconceptions: what recognises each (the record, with its words, is selfcheck/public/m08_2.py) --------
+
+FUSES = ("test_fuses_relu", "test_fuses_add_conv", "test_fuses_add_linear", "test_fuses_quantize", "test_fuses_exactly")
+OTHER_LAYERS = ("aten.conv1d.default", "aten.conv_transpose2d.input")
+"""The layers besides conv2d and linear that the hidden cases have (``skipped``: Conv1d, ConvTranspose2d)."""
+
+
+def _fused(seen: Any, expected: Any, layer: str, test: Callable[[list[str], list[str]], bool]) -> bool:
+    """``test(extra kinds, missing kinds)`` on some ``layer`` (conv / linear) both call an int8 kernel."""
+    return any(
+        kind(node, want) == layer and test(extra_fuses(mine, key, want), missing_fuses(mine, key, want))
+        for _, node, mine, key, want in int8_rows(seen, expected)
+    )
+
+
+@detects("predict_kernels", "changes_graph")
+def detect_changes_graph(seen: Any, expected: Any) -> bool:
+    # an edited graph is rebuilt to record it; a converted X86 graph's labels cannot be, and the case says so
+    return changes_graph(seen, expected) or raised(seen, ("EvidenceError",), says="QuantizationAnnotation")
+
+
+@detects("predict_kernels", "found_by_name", explains=("test_only_layers",))
+def detect_found_by_name(seen: Any, expected: Any) -> bool:
+    return constants_listed(seen, expected)
+
+
+@detects("predict_kernels", "table_lists_other_nodes", explains=("test_only_layers",))
+def detect_other_nodes(seen: Any, expected: Any) -> bool:
+    return extra_keys(seen, expected, ("add", "relu", "quantize", "dequantize", "other"))
+
+
+@detects("predict_kernels", "misses_layer_kinds")
+def detect_misses_layer_kinds(seen: Any, expected: Any) -> bool:
+    return any(
+        name not in got["table"] and str(want.get("nodes", {}).get(name)) in OTHER_LAYERS
+        for _, got, want in tables(seen, expected)
+        for name in want["table"]
+    )
+
+
+@detects("predict_kernels", "fuses_lists_inputs", explains=("test_fuses_exactly", "test_fp32"))
+def detect_fuses_lists_inputs(seen: Any, expected: Any) -> bool:
+    return lists_inputs(seen, expected)
+
+
+@detects("predict_kernels", "input_decides_kernel", explains=("test_fp32", "test_dequantize"))
+def detect_input_decides(seen: Any, expected: Any) -> bool:
+    return bool(kernel_changes(seen, expected, "fp32", "int8"))
+
+
+@detects("predict_kernels", "dequantized_weight_means_int8", explains=("test_dequantize",))
+def detect_dequantized_weight(seen: Any, expected: Any) -> bool:
+    return bool(kernel_changes(seen, expected, "dequantize", "int8", ("per_tensor",)))
+
+
+@detects("predict_kernels", "dynamic_conv_as_linear", explains=("test_dequantize",))
+def detect_dynamic_conv(seen: Any, expected: Any) -> bool:
+    return ("dynamic", "conv") in kernel_changes(seen, expected, "dequantize", "int8", ("dynamic",))
+
+
+@detects("predict_kernels", "per_channel_only_weight", explains=("test_dequantize",))
+def detect_per_channel_only(seen: Any, expected: Any) -> bool:
+    return bool(kernel_changes(seen, expected, "dequantize", "fp32"))
+
+
+@detects("predict_kernels", "dynamic_never_int8", explains=("test_int8_linear",))
+def detect_dynamic_never_int8(seen: Any, expected: Any) -> bool:
+    return any(
+        layer == "linear"
+        for got in ("dequantize", "fp32")
+        for _, layer in kernel_changes(seen, expected, "int8", got, ("dynamic",))
+    )
+
+
+@detects("predict_kernels", "non_int8_fuses", explains=("test_fp32",))
+def detect_non_int8_fuses(seen: Any, expected: Any) -> bool:
+    return fuses_without_int8(seen, expected)
+
+
+@detects("predict_kernels", "conv_add_any_operand", explains=FUSES)
+def detect_conv_add(seen: Any, expected: Any) -> bool:
+    return _fused(seen, expected, "conv", lambda extra, missing: "add" in extra)
+
+
+@detects("predict_kernels", "any_consumer_fuses", explains=FUSES)
+def detect_any_consumer(seen: Any, expected: Any) -> bool:
+    return any(
+        _fused(seen, expected, layer, lambda extra, missing: "relu" in extra and "add" not in extra)
+        for layer in ("conv", "linear")
+    )
+
+
+@detects("predict_kernels", "always_uint8_output", explains=("test_fuses_quantize", "test_fuses_exactly"))
+def detect_always_uint8(seen: Any, expected: Any) -> bool:
+    def only_quantize(extra: list[str], missing: list[str]) -> bool:
+        return bool(extra) and set(extra) == {"quantize"}
+
+    def other(extra: list[str], missing: list[str]) -> bool:
+        return bool(set(extra) - {"quantize"})
+
+    layers = ("conv", "linear")
+    return any(_fused(seen, expected, layer, only_quantize) for layer in layers) and not any(
+        _fused(seen, expected, layer, other) for layer in layers
+    )
+
+
+@detects("predict_kernels", "kernel_first_operand", explains=FUSES)
+def detect_first_operand(seen: Any, expected: Any) -> bool:
+    return _fused(seen, expected, "conv", lambda extra, missing: "add" in missing)
+
+
+@detects("predict_kernels", "linear_add_rule", explains=FUSES)
+def detect_linear_add_rule(seen: Any, expected: Any) -> bool:
+    return _fused(seen, expected, "linear", lambda extra, missing: "add" in missing) and not _fused(
+        seen, expected, "conv", lambda extra, missing: "add" in missing
+    )

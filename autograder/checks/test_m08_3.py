@@ -6,29 +6,8 @@ they wrote it; a derived spec is compared by what matters (int32, its range, per
 the set of edges it derives from), a fixed spec by its numbers. Each check looks at the labels
 of one kind of op, then at what prepare / convert / the runtime made of them.
 
-Assumptions a half-understanding can bake in, and the hidden input that refutes each:
-
-- "an op is found by its name": the input of ``crowded`` is called ``cat``;
-- "every conv-like op is a conv2d": a ConvTranspose2d (``crowded``);
-- "a conv's only consumer is the relu after it": the conv of ``crowded`` is read by a relu and an
-  add (no fusion), and a relu alone is not labelled;
-- "a relu after a conv can always be fused": the stem's relu of ``claimed`` is claimed by another
-  Quantizer: the conv labels its own output and leaves the relu alone;
-- "a label on a node means it is taken": ``add_1`` of ``claimed`` carries a label with
-  ``_annotated`` False and must be labelled by the rules;
-- "claimed nodes can be relabelled" / "``_annotated`` needs not be set": the claimed add and cat
-  of ``claimed``, and ``_annotated`` on every node the student labels;
-- "a bias is always there" / "a bias is args[2] as a Node": linears without bias, a BN folded into
-  a conv without bias (``crowded``, ``lowered``);
-- "every input of add / cat is an activation": a buffer and a Python scalar added, a cat reading
-  the same node twice (``crowded``);
-- "the same spec object means one observer" / "equal specs are shared": sharing is checked on the
-  observer instances after prepare (``lowered``, ``crowded``);
-- "bias scale is the activation's": per-channel weight scales make each channel's bias scale
-  differ (``lowered``, ``crowded``: convert's int32 bias against s_x · s_w[c]);
-- "sigmoid needs only an observer": the quantize after it must be 1/256, −128 (``lowered``);
-- "labels that prepare accepts also lower": the program is lowered, saved as a ``.pte`` and run
-  (``lowered``), against ExecuTorch's own XNNPACKQuantizer (``reference``).
+The half-understandings these checks refute are the misconceptions of the exercise's record
+(``selfcheck/public/m08_3.py``); their detectors are at the end of this module.
 """
 
 from __future__ import annotations
@@ -41,12 +20,17 @@ from autograder.checks.support import (
     chain_text,
     check,
     derived_edges,
+    detects,
     expect,
     instance_text,
+    label_pairs,
     path_text,
+    raised,
+    spec_field,
     spec_text,
     value,
 )
+from selfcheck import diagnosis
 
 WHERE = {
     "lowered": "隱藏的 backbone（conv → relu、add、sigmoid、cat、max_pool2d、flatten、linear → relu、linear）",
@@ -117,9 +101,12 @@ def _positions(evidence: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return positions
 
 
-def _group_text(positions: dict[str, Any], group: Any) -> str:
-    members = sorted(p for p, e in positions.items() if e.get("group") == group)
-    return "、".join(members) if len(members) > 1 else "誰都不（自己一組）"
+def _partners_text(positions: dict[str, Any], position: str, group: Any, seen: bool = False) -> str:
+    """How ``position`` shares, as a phrase: 和 a、b 共用 / 自己用一個 observer."""
+    partners = sorted(p for p, e in positions.items() if e.get("group") == group and p != position)
+    if partners:
+        return f"和 {'、'.join(partners)} 共用（SharedQuantizationSpec）"
+    return "沒有和任何位置共用" if seen else "自己用一個 observer，不和別的位置共用"
 
 
 def compare_positions(got: dict[str, Any], want: dict[str, Any], where: str, wanted: Any) -> None:
@@ -129,16 +116,18 @@ def compare_positions(got: dict[str, Any], want: dict[str, Any], where: str, wan
         entry = want_positions[position]
         seen = got_positions.get(position)
         if seen is None:
-            raise Fail(f"{where}：{position} 應該有標籤（{spec_text(entry['spec'])}），看到沒有標籤")
+            raise Fail(f"{where}：{position} 應該有標籤（{spec_text(entry['spec'])}），你的沒有標籤")
         if spec_key(seen.get("spec")) != spec_key(entry["spec"]):
-            raise Fail(f"{where}：{position} 的規格預期 {spec_text(entry['spec'])}，看到 {spec_text(seen.get('spec'))}")
+            raise Fail(
+                f"{where}：{position} 的規格應該是 {spec_text(entry['spec'])}，你的是 {spec_text(seen.get('spec'))}"
+            )
         if seen.get("group") != entry["group"]:
             raise Fail(
-                f"{where}：{position} 預期和 {_group_text(want_positions, entry['group'])} 共用"
-                f"（SharedQuantizationSpec），看到和 {_group_text(got_positions, seen.get('group'))} 共用"
+                f"{where}：{position} 應該{_partners_text(want_positions, position, entry['group'])}，"
+                f"你的{_partners_text(got_positions, position, seen.get('group'), seen=True)}"
             )
     for position in sorted(p for p, e in got_positions.items() if wanted(p, e) and p not in want_positions):
-        raise Fail(f"{where}：{position} 不該有標籤，看到 {spec_text(got_positions[position].get('spec'))}")
+        raise Fail(f"{where}：{position} 不該有標籤，你的貼了 {spec_text(got_positions[position].get('spec'))}")
 
 
 def _node_of(position: str) -> str:
@@ -207,14 +196,14 @@ def compare_layout(got: dict[str, Any], want: dict[str, Any], where: str, node: 
         if seen != chain:
             shown = chain_text(seen) if seen is not None else "這條邊不見了"
             raise Fail(
-                f"{where}：{node} 周圍預期只有一個 observer 實例，邊 {text} 預期 {chain_text(chain)}，看到 {shown}"
-                f"（{node} 周圍預期 {len(want_records)} 個實例，看到 {len(got_records)} 個）"
+                f"{where}：{node} 周圍應該用 {len(want_records)} 個 observer 實例，你的用了 {len(got_records)} 個"
+                f"（邊 {text} 應該{chain_text(chain)}，你的{shown}）"
             )
     for index, record in enumerate(want_records):
         if index < len(got_records) and instance_text(got_records[index]) != instance_text(record):
             raise Fail(
-                f"{where}：{node} 周圍的 observer 實例 #{index} 預期 {instance_text(record)}，"
-                f"看到 {instance_text(got_records[index])}"
+                f"{where}：{node} 周圍的 observer 實例 #{index} 應該是 {instance_text(record)}，"
+                f"你的是 {instance_text(got_records[index])}"
             )
 
 
@@ -248,6 +237,10 @@ def _runtime(seen: Any, case: str = "lowered") -> dict[str, Any]:
 
 def _failed_stage(runtime: dict[str, Any]) -> str:
     return f"在「{STAGES.get(runtime.get('stage'), runtime.get('stage'))}」這一步失敗：{runtime.get('error')}"
+
+
+def _db(number: Any) -> str:
+    return f"{number:.2f} dB" if isinstance(number, int | float) else str(number)
 
 
 def _ops_text(ops: dict[str, int]) -> str:
@@ -301,20 +294,20 @@ def test_bias(seen, expected):
             mine = got_biases.get(node)
             where = f"{WHERE[case]}（convert 之後）：{node} 的 bias"
             if not isinstance(mine, dict) or not mine.get("dequantized"):
-                raise Fail(f"{where}預期是 int32 常數 → dequantize，看到沒有 dequantize（bias 留在 fp32）")
+                raise Fail(f"{where} 應該是 int32 常數再經過 dequantize，你的沒有 dequantize（bias 留在 fp32）")
             expect(
                 mine.get("stored_dtype") == record["stored_dtype"],
-                f"{where}預期存成 {record['stored_dtype']}，看到 {mine.get('stored_dtype')}",
+                f"{where} 應該存成 {record['stored_dtype']}，你的存成 {mine.get('stored_dtype')}",
             )
             expect(
                 mine.get("scales") == record["scales"],
-                f"{where}預期每個 output channel 一個 scale（{record['scales']} 個），看到 {mine.get('scales')} 個",
+                f"{where} 應該每個 output channel 一個 scale（{record['scales']} 個），你的有 {mine.get('scales')} 個",
             )
             expect(
                 bool(mine.get("scale_is_product")),
-                f"{where}的 scale 預期等於 activation 的 scale × weight 的 scale（每個 channel），看到不相等",
+                f"{where} 的 scale 應該等於 activation 的 scale × weight 的 scale（每個 channel），你的不相等",
             )
-            expect(bool(mine.get("zero_points_zero")), f"{where}是 symmetric，zero point 應該都是 0，看到不是")
+            expect(bool(mine.get("zero_points_zero")), f"{where} 是 symmetric，zero point 應該都是 0，你的不是")
 
 
 @check(
@@ -346,8 +339,8 @@ def test_sigmoid(seen, expected):
             mine = got_q.get(node)
             if mine != params:
                 raise Fail(
-                    f"{WHERE[case]}（convert 之後）：{node} 後面的 quantize 預期 [scale, zero point, qmin, qmax, dtype] = "
-                    f"{params}，看到 {mine}"
+                    f"{WHERE[case]}（convert 之後）：{node} 後面的 quantize 的 [scale, zero point, qmin, qmax, dtype] "
+                    f"應該是 {params}，你的是 {mine}"
                 )
 
 
@@ -373,7 +366,7 @@ def test_fusion(seen, expected):
                     if mine:
                         raise Fail(
                             f"{WHERE[case]}（convert 之後）：{source} → {consumer} 是融合的 pattern，中間不該有 q/dq，"
-                            f"看到 {path_text(mine)}"
+                            f"你的{path_text(mine)}"
                         )
 
 
@@ -397,15 +390,15 @@ def test_claimed(seen, expected):
         spec = entry.get("spec")
         if _node_of(position) == "add_1" and isinstance(spec, dict) and spec.get("qmin") == table_spec["qmin"]:
             raise Fail(
-                f"{where}：add_1 的標籤沒有被認領（_annotated=False），應該照規則重貼，看到 {position} 還是 {spec_text(spec)}"
+                f"{where}：add_1 的標籤沒有被認領（_annotated=False），應該照規則重貼，你的 {position} 還是 {spec_text(spec)}"
             )
     if not any(_node_of(p) == "add_1" for p in _positions(got)):
-        raise Fail(f"{where}：add_1 的標籤沒有被認領（_annotated=False），應該照規則重貼，看到它沒有標籤")
+        raise Fail(f"{where}：add_1 的標籤沒有被認領（_annotated=False），應該照規則重貼，你的 add_1 沒有標籤")
     got_marks, want_marks = got["labels"].get("annotated", {}), want["labels"].get("annotated", {})
     for node in sorted(set(got_marks) | set(want_marks)):
         expect(
             bool(got_marks.get(node)) == bool(want_marks.get(node)),
-            f"{where}：{node} 的 _annotated 預期 {bool(want_marks.get(node))}，看到 {bool(got_marks.get(node))}",
+            f"{where}：{node} 的 _annotated 應該是 {bool(want_marks.get(node))}，你的是 {bool(got_marks.get(node))}",
         )
 
 
@@ -423,7 +416,7 @@ def test_runtime(seen, expected):
     match = runtime.get("sqnr_converted")
     if not isinstance(match, int | float) or match < RUNTIME_MATCH_DB:
         raise Fail(
-            f"{where}：runtime 的輸出與 convert 後的 PyTorch 模型相比，SQNR 預期至少 {RUNTIME_MATCH_DB:g} dB，看到 {match}"
+            f"{where}：runtime 的輸出與 convert 後的 PyTorch 模型相比，SQNR 應該至少 {RUNTIME_MATCH_DB:g} dB，你的是 {_db(match)}"
         )
 
 
@@ -440,8 +433,8 @@ def test_coverage(seen, expected):
     mine, theirs = runtime.get("portable_ops") or {}, reference.get("portable_ops") or {}
     if sum(mine.values()) > sum(theirs.values()):
         raise Fail(
-            f"{where}：留在 portable runtime 的 op 預期最多和 ExecuTorch 的 XNNPACKQuantizer 一樣（{_ops_text(theirs)}），"
-            f"看到 {_ops_text(mine)}"
+            f"{where}：留在 portable runtime 的 op 應該最多和 ExecuTorch 的 XNNPACKQuantizer 一樣（{_ops_text(theirs)}），"
+            f"你的有 {_ops_text(mine)}"
         )
 
 
@@ -460,6 +453,310 @@ def test_sqnr(seen, expected):
         raise Fail(f"{where}：證據格式不對")
     if mine < theirs - SQNR_MARGIN_DB:
         raise Fail(
-            f"{where}：對 fp32 的 SQNR 預期至少 {theirs - SQNR_MARGIN_DB:.2f} dB（ExecuTorch 的 XNNPACKQuantizer "
-            f"{theirs:.2f} dB − {SQNR_MARGIN_DB:g}），看到 {mine:.2f} dB"
+            f"{where}：對 fp32 的 SQNR 應該至少 {theirs - SQNR_MARGIN_DB:.2f} dB（ExecuTorch 的 XNNPACKQuantizer "
+            f"{theirs:.2f} dB − {SQNR_MARGIN_DB:g}），你的是 {mine:.2f} dB"
         )
+
+
+# --- misconceptions: what recognises each (the record, with its words, is selfcheck/public/m08_3.py) --------
+
+LABEL_CASES = ("lowered", "crowded", "claimed")
+WEIGHT_CHECKS = ("test_weights", "test_bias")
+CLAIMER_LIMITS = {"add": 100, "cat": 90, "relu": 80}
+"""The int8 [-q, q] specs of the Quantizers that claim ``add``, ``cat`` and the stem's ``relu`` of ``claimed``."""
+UNCLAIMED_LIMIT = 30
+"""The int8 [-30, 30] spec of ``add_1``'s label in ``claimed`` (``_annotated`` left False)."""
+
+
+def _labelled(seen: Any, expected: Any, cases: tuple[str, ...] = LABEL_CASES) -> list[tuple[str, Any, Any, Any]]:
+    """``(case, got labels, want labels, the case's key evidence)`` for the cases both answered."""
+    found = []
+    for place, got, want in label_pairs(seen, expected, cases=cases):
+        if len(place) == 2 and place[1] == "labels":
+            found.append((str(place[0]), got, want, diagnosis.value(expected, place[0])))
+    return found
+
+
+def _node(position: str, entry: Any) -> str:
+    return str(entry.get("node")) if isinstance(entry, dict) else _node_of(position)
+
+
+def _role(case_want: Any, position: str) -> str:
+    """What a position is for a conv2d / linear of the key: ``x``, ``weight``, ``bias``, ``output``, or ``other``
+    (``claimed`` records no sources: only the output is told apart there)."""
+    node, source = _node_of(position), _source_of(position)
+    if _kind(case_want, node) not in ("conv2d", "linear"):
+        return "other"
+    if source is None:
+        return "output"
+    weighted = (case_want.get("weighted") or {}).get(node) if isinstance(case_want, dict) else None
+    if not isinstance(weighted, list):
+        return "other"
+    return {weighted[0]: "x", weighted[1]: "weight", weighted[2]: "bias"}.get(source, "other")
+
+
+def _specs(seen: Any, expected: Any, role: str, cases: tuple[str, ...] = LABEL_CASES) -> list[tuple[Any, Any]]:
+    """``(got spec, key spec)`` of the conv2d / linear positions of ``role`` both label."""
+    return [
+        (got["positions"][p].get("spec"), entry.get("spec"))
+        for case, got, want, case_want in _labelled(seen, expected, cases)
+        for p, entry in want["positions"].items()
+        if p in got["positions"] and _role(case_want, p) == role
+    ]
+
+
+def _nodes_of(labels: dict[str, Any]) -> set[str]:
+    return {_node(p, e) for p, e in labels["positions"].items()}
+
+
+def _kind(case_want: Any, node: str) -> str:
+    ops = case_want.get("ops") if isinstance(case_want, dict) else None
+    return str(ops.get(node, "other")) if isinstance(ops, dict) else "other"
+
+
+def _dtype(spec: Any) -> Any:
+    dtype = spec_field({"spec": spec}, "dtype")
+    return dtype.get("dtype") if isinstance(dtype, dict) else dtype
+
+
+def _qscheme(spec: Any) -> str:
+    scheme = spec_field({"spec": spec}, "qscheme")
+    return str(scheme.get("qscheme") if isinstance(scheme, dict) else scheme)
+
+
+def _biases(seen: Any, expected: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    found = []
+    for case in ("lowered", "crowded"):
+        got, want = diagnosis.value(seen, case, "biases"), diagnosis.value(expected, case, "biases")
+        if isinstance(got, dict) and isinstance(want, dict):
+            found += [(got[n], r) for n, r in want.items() if isinstance(got.get(n), dict) and isinstance(r, dict)]
+    return found
+
+
+@detects("backend_quantizer", "found_by_name")
+def found_by_name(seen: Any, expected: Any) -> bool:
+    """A label on a node that is none of the backend's ops (the input called cat), or the crash of reading its
+    arguments (only the model with that input fails)."""
+    for _, got, _, case_want in _labelled(seen, expected):
+        for node in _nodes_of(got):
+            if _kind(case_want, node) == "other" and not node.startswith("conv_transpose"):
+                return True
+    return raised(seen, ("IndexError", "TypeError"), cases=("crowded",)) and not raised(seen, cases=("lowered",))
+
+
+@detects("backend_quantizer", "conv_transpose_as_conv")
+def conv_transpose_as_conv(seen: Any, expected: Any) -> bool:
+    """Labels on the ConvTranspose2d, or per-channel quantizing its weight along the wrong axis (convert fails)."""
+    if any(node.startswith("conv_transpose") for _, got, _, _ in _labelled(seen, expected) for node in _nodes_of(got)):
+        return True
+    return raised(seen, ("RuntimeError",), cases=("crowded",), says="quantize_per_channel")
+
+
+@detects("backend_quantizer", "assumes_bias")
+def assumes_bias(seen: Any, expected: Any) -> bool:
+    """The backbone (its last linear has no bias) fails reading args[2], or a None bias is labelled."""
+    return raised(seen, ("IndexError",), cases=("lowered",)) or raised(seen, ("EvidenceError",), says="NoneType")
+
+
+@detects("backend_quantizer", "repeated_input_twice")
+def repeated_input_twice(seen: Any, expected: Any) -> bool:
+    return raised(seen, ("RecursionError",), cases=("crowded",))
+
+
+@detects("backend_quantizer", "non_activation_operand")
+def non_activation_operand(seen: Any, expected: Any) -> bool:
+    """A model constant labelled on an add / cat, or a Python scalar used as a key."""
+    for _, got, want, case_want in _labelled(seen, expected):
+        for position, entry in got["positions"].items():
+            if (
+                isinstance(entry, dict)
+                and entry.get("constant")
+                and position not in want["positions"]
+                and _kind(case_want, _node(position, entry)) in ("add", "cat")
+            ):
+                return True
+    return raised(seen, ("EvidenceError", "Exception"), says="float") or raised(seen, ("EvidenceError",), says="int")
+
+
+@detects("backend_quantizer", "weighted_op_skipped", explains=WEIGHT_CHECKS)
+def weighted_op_skipped(seen: Any, expected: Any) -> bool:
+    """Every conv2d, or every linear, the key labels carries no label at all."""
+    for _, got, want, case_want in _labelled(seen, expected, ("lowered", "crowded")):
+        for kind in ("conv2d", "linear"):
+            nodes = {n for n in _nodes_of(want) if _kind(case_want, n) == kind}
+            if nodes and not nodes & _nodes_of(got):
+                return True
+    return False
+
+
+@detects("backend_quantizer", "per_tensor_weights", explains=WEIGHT_CHECKS)
+def per_tensor_weights(seen: Any, expected: Any) -> bool:
+    return any(
+        "per_channel" in _qscheme(key) and "per_tensor" in _qscheme(mine)
+        for mine, key in _specs(seen, expected, "weight")
+    )
+
+
+@detects("backend_quantizer", "uint8_activations")
+def uint8_activations(seen: Any, expected: Any) -> bool:
+    return any(_dtype(key) == "int8" and _dtype(mine) == "uint8" for mine, key in _specs(seen, expected, "x"))
+
+
+@detects("backend_quantizer", "bias_left_fp32", explains=("test_bias",))
+def bias_left_fp32(seen: Any, expected: Any) -> bool:
+    """A bias the key labels is not, while the weight next to it is."""
+    for _, got, want, case_want in _labelled(seen, expected, ("lowered", "crowded")):
+        for position in want["positions"]:
+            if _role(case_want, position) != "bias" or position in got["positions"]:
+                continue
+            node = _node_of(position)
+            if any(_role(case_want, p) == "weight" and _node_of(p) == node for p in got["positions"]):
+                return True
+    return False
+
+
+@detects("backend_quantizer", "bias_as_int8", explains=("test_bias", "test_runtime", "test_coverage", "test_sqnr"))
+def bias_as_int8(seen: Any, expected: Any) -> bool:
+    return any(
+        isinstance(mine, dict) and (mine.get("kind") != "derived" or _dtype(mine) != "int32")
+        for mine, _ in _specs(seen, expected, "bias")
+    )
+
+
+@detects("backend_quantizer", "bias_scale_not_product", explains=("test_bias", "test_runtime", "test_sqnr"))
+def bias_scale_not_product(seen: Any, expected: Any) -> bool:
+    return any(
+        got.get("stored_dtype") == "int32" and not got.get("scale_is_product") and want.get("scale_is_product")
+        for got, want in _biases(seen, expected)
+    )
+
+
+def _sharing_nodes(seen: Any, expected: Any) -> list[tuple[set[str], set[str], str]]:
+    """For every add / cat / max_pool2d / flatten the key labels: the student's groups of its positions, the
+    key's, and its kind."""
+    found = []
+    for _, got, want, case_want in _labelled(seen, expected, ("lowered", "crowded")):
+        for node in _nodes_of(want):
+            kind = _kind(case_want, node)
+            if kind not in SHARING_OPS:
+                continue
+            mine = {str(e.get("group")) for p, e in got["positions"].items() if _node(p, e) == node}
+            key = {str(e.get("group")) for p, e in want["positions"].items() if _node(p, e) == node}
+            found.append((mine, key, kind))
+    return found
+
+
+@detects("backend_quantizer", "equal_specs_not_shared")
+def equal_specs_not_shared(seen: Any, expected: Any) -> bool:
+    """An add / cat / … whose positions the key shares in one group: the student labels it, in several groups."""
+    return any(len(key) == 1 and len(mine) > 1 for mine, key, _ in _sharing_nodes(seen, expected))
+
+
+@detects("backend_quantizer", "sharing_op_unlabelled")
+def sharing_op_unlabelled(seen: Any, expected: Any) -> bool:
+    return any(key and not mine for mine, key, _ in _sharing_nodes(seen, expected))
+
+
+@detects("backend_quantizer", "sigmoid_observed", explains=("test_sigmoid", "test_sqnr"))
+def sigmoid_observed(seen: Any, expected: Any) -> bool:
+    for _, got, want, case_want in _labelled(seen, expected, ("lowered", "crowded")):
+        for position, entry in want["positions"].items():
+            mine = got["positions"].get(position)
+            if (
+                isinstance(mine, dict)
+                and _kind(case_want, _node_of(position)) == "sigmoid"
+                and _source_of(position) is None
+                and spec_field(entry, "kind") == "fixed"
+                and spec_field(mine, "kind") != "fixed"
+            ):
+                return True
+    return False
+
+
+@detects("backend_quantizer", "no_fusion", explains=("test_fusion", "test_runtime"))
+def no_fusion(seen: Any, expected: Any) -> bool:
+    """The output of a conv / linear the key fuses, or the edge into its relu, is labelled."""
+    for _, got, want, case_want in _labelled(seen, expected, ("lowered", "crowded")):
+        fused = _fused(case_want)
+        for position in set(got["positions"]) - set(want["positions"]):
+            source, node = _source_of(position), _node_of(position)
+            if (source is None and node in fused) or (source in fused and _kind(case_want, node) == "relu"):
+                return True
+    return False
+
+
+@detects("backend_quantizer", "fuses_shared_conv", explains=("test_fusion",))
+def fuses_shared_conv(seen: Any, expected: Any) -> bool:
+    """A relu the key leaves alone is labelled, or a conv / linear the key does not fuse has no output label."""
+    for _, got, want, case_want in _labelled(seen, expected, ("lowered", "crowded")):
+        relus = {n for n in _nodes_of(got) - _nodes_of(want) if _kind(case_want, n) == "relu"}
+        unfused = {
+            _node_of(p) for p in want["positions"] if _role(case_want, p) == "output" and p not in got["positions"]
+        }
+        if relus or (unfused and any(_node_of(p) in unfused for p in got["positions"])):
+            return True
+    return False
+
+
+def _claimer_changed(seen: Any, expected: Any, kinds: tuple[str, ...]) -> bool:
+    """A position a claiming Quantizer labelled on an op of ``kinds`` carries another spec, or none."""
+    for _, got, want, case_want in _labelled(seen, expected, ("claimed",)):
+        for position, entry in want["positions"].items():
+            kind = _kind(case_want, _node(position, entry))
+            if kind in kinds and spec_field(entry, "qmax") == CLAIMER_LIMITS.get(kind):
+                if spec_field(got["positions"].get(position), "qmax") != CLAIMER_LIMITS[kind]:
+                    return True
+    return False
+
+
+@detects("backend_quantizer", "overwrites_claimed", explains=("test_claimed",))
+def overwrites_claimed(seen: Any, expected: Any) -> bool:
+    return _claimer_changed(seen, expected, ("add", "cat"))
+
+
+@detects("backend_quantizer", "fuses_over_claimed_relu", explains=("test_claimed",))
+def fuses_over_claimed_relu(seen: Any, expected: Any) -> bool:
+    return _claimer_changed(seen, expected, ("relu",))
+
+
+@detects("backend_quantizer", "claimed_relu_still_fused", explains=("test_claimed",))
+def claimed_relu_still_fused(seen: Any, expected: Any) -> bool:
+    """The conv whose relu another Quantizer claimed has no output label (it has its other labels)."""
+    for _, got, want, case_want in _labelled(seen, expected, ("claimed",)):
+        for position in want["positions"]:
+            if _role(case_want, position) == "output" and position not in got["positions"]:
+                node = _node_of(position)
+                if any(_node_of(p) == node for p in got["positions"]):
+                    return True
+    return False
+
+
+@detects("backend_quantizer", "skips_unclaimed_label", explains=("test_claimed",))
+def skips_unclaimed_label(seen: Any, expected: Any) -> bool:
+    """The unclaimed label of add_1 is still there (or add_1 has none)."""
+    for _, got, want, case_want in _labelled(seen, expected, ("claimed",)):
+        stale = any(spec_field(e, "qmax") == UNCLAIMED_LIMIT for e in got["positions"].values())
+        adds = {n for n in _nodes_of(want) if _kind(case_want, n) == "add" and n not in _claimed_adds(want)}
+        if stale or (adds and not adds & _nodes_of(got)):
+            return True
+    return False
+
+
+def _claimed_adds(labels: dict[str, Any]) -> set[str]:
+    return {_node(p, e) for p, e in labels["positions"].items() if spec_field(e, "qmax") == CLAIMER_LIMITS["add"]}
+
+
+@detects("backend_quantizer", "forgets_annotated", explains=("test_claimed",))
+def forgets_annotated(seen: Any, expected: Any) -> bool:
+    """A node the student labelled is not marked ``_annotated`` where the key's is."""
+    for _, got, want, _ in _labelled(seen, expected):
+        mine, key = got.get("annotated") or {}, want.get("annotated") or {}
+        if any(key.get(node) and node in mine and not mine[node] for node in key):
+            return True
+    return False
+
+
+@detects("backend_quantizer", "prepare_is_not_lowering", explains=("test_runtime", "test_coverage", "test_sqnr"))
+def prepare_is_not_lowering(seen: Any, expected: Any) -> bool:
+    stage = diagnosis.value(seen, "lowered", "runtime", "stage")
+    return isinstance(stage, str) and stage != "done"

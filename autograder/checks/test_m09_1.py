@@ -1,35 +1,32 @@
 """Hidden checks of M09-1: linear_roles (the nn.Linear of each linear node) and annotation_census.
 
-Assumptions a half-understanding can bake in, and the hidden input that refutes each:
-
-linear_roles
-- "the linears come in the order q, k, v, out, fc1, fc2 per block, then head": a model whose blocks
-  run the MLP first (``mlp_first``) and one that applies a block several times (``shared_layers``);
-- "the module is the first entry of ``nn_module_stack``" (the root, ``""``), "its type", "the node's
-  name": every case;
-- "every node with an ``nn_module_stack`` is a linear": layer_norm, matmul… belong to modules too (every case);
-- "the module's name is in the bias's name" (``node.args[2]``): linears without bias (``no_bias``);
-- "the stack's key is the module's name" (``L__self__blocks.0.attn.q``, ``…@1`` on a second call),
-  "each module gives one node": shared layers (``shared_layers``).
-
-annotation_census
-- "an op is annotated when an observer follows it": layer_norm, gelu, the embeddings and the reshape
-  before ``out`` feed annotated consumers whose input edges are observed (``static``, ``dynamic``,
-  ``module_type``), and a graph only annotated has no observers at all (``annotated_only``);
-- "a producer named in a consumer's ``input_qspec_map`` is annotated": the same layer_norms and gelus;
-- "only the output spec counts": dynamic linears have input specs only (``dynamic``);
-- "only the input specs count", "``_annotated`` says it", "a label object says it": an empty claimed
-  label on the head and output-only labels with ``_annotated`` False on the softmaxes (``other_labels``);
-- "only a ``QuantizationSpec`` counts": the reshape / transpose after q, k, v and the second input of
-  add carry ``SharedQuantizationSpec`` only (``static``, ``module_type``);
-- "count observers", "count every node" (get_attr, call_module): every prepared case.
+The half-understandings these checks refute are the misconceptions of each exercise's record
+(``selfcheck/public/m09_1.py``); their detectors are at the end of this module.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from autograder.checks.support import Fail, check, expect, value
+from autograder.checks.support import Fail, check, detects, expect, value
+from selfcheck import diagnosis
+from selfcheck.public.m09_1 import (
+    annotated_changes,
+    census_counts,
+    census_counts_unlabelled_ops,
+    census_extra_keys,
+    census_misses_input_only,
+    census_misses_shared,
+    census_totals_differ,
+    dict_pairs,
+    roles_are_classes,
+    roles_are_node_names,
+    roles_are_outer_modules,
+    roles_are_stack_keys,
+    roles_need_bias,
+    roles_of_other_nodes,
+    wrong_roles,
+)
 
 # --- linear_roles ---------------------------------------------------------------------------------
 
@@ -43,13 +40,15 @@ def compare_roles(seen: Any, expected: Any, case: str, where: str) -> None:
     missing = sorted(set(want) - set(got))
     if extra:
         raise Fail(
-            f"{where}：{', '.join(extra[:5])} 不是 aten.linear.default 的 node（預期 {len(want)} 個 linear node）"
+            f"{where}：{'、'.join(extra[:5])} 不是 linear node，不該放進來（這個模型有 {len(want)} 個 linear node）"
         )
     if missing:
-        raise Fail(f"{where}：少了 linear node {', '.join(missing[:5])}（預期 {len(want)} 個）")
+        raise Fail(f"{where}：linear node {'、'.join(missing[:5])} 沒有放進來（這個模型有 {len(want)} 個 linear node）")
     wrong = [name for name in want if got[name] != want[name]]
     name = wrong[0]
-    raise Fail(f"{where}：{name} 來自 {want[name]!r}，看到 {got[name]!r}（{len(wrong)} 個 node 不對）")
+    raise Fail(
+        f"{where}：{name} 應該對到 {want[name]!r}，你的是 {got[name]!r}（一共有 {len(wrong)} 個 node 對到錯的名字）"
+    )
 
 
 @check("linear_roles", 1, "其他大小、層數、post-LN 與 ReLU 的 TinyLM：每個 linear node 對到最內層的 nn.Linear")
@@ -76,9 +75,7 @@ def test_roles_shared_layers(seen, expected):
 
 
 def _counts(counts: Any) -> str:
-    if not isinstance(counts, dict):
-        return "沒有這個 op"
-    return f"標了 {counts.get('annotated')}、沒標 {counts.get('unannotated')}"
+    return f"標到 {counts.get('annotated')} 個、沒標到 {counts.get('unannotated')} 個"
 
 
 def compare_census(seen: Any, expected: Any, case: str, where: str) -> None:
@@ -88,10 +85,15 @@ def compare_census(seen: Any, expected: Any, case: str, where: str) -> None:
         return
     extra = sorted(set(got) - set(want))
     if extra:
-        raise Fail(f"{where}：圖上的 call_function node 沒有 {', '.join(extra[:4])}（key 是 str(node.target)）")
+        raise Fail(
+            f"{where}：{'、'.join(extra[:4])} 不是圖上 call_function node 的 op，不該出現（key 是 str(node.target)）"
+        )
     for op, counts in want.items():
-        if got.get(op) != counts:
-            raise Fail(f"{where}：{op} 預期 {_counts(counts)}，看到 {_counts(got.get(op))}")
+        mine = got.get(op)
+        if not isinstance(mine, dict):
+            raise Fail(f"{where}：{op} 應該{_counts(counts)}，你的結果裡沒有這一項（圖上每一種 op 都要有一項）")
+        if mine != counts:
+            raise Fail(f"{where}：{op} 應該{_counts(counts)}，你的結果是{_counts(mine)}")
 
 
 @check("annotation_census", 2, "static config：linear、add、mul 與它們之間的 reshape / transpose 標到，其他留在浮點")
@@ -121,3 +123,139 @@ def test_census_other_labels(seen, expected):
 @check("annotation_census", 1, "只 annotate、還沒 prepare 的圖（沒有 observer）也數得出來")
 def test_census_annotated_only(seen, expected):
     compare_census(seen, expected, "annotated_only", "只呼叫 annotate、還沒插 observer 的圖")
+
+
+# --- misconceptions: what recognises each (the record, with its words, is selfcheck/public/m09_1.py) --------
+
+
+@detects("linear_roles", "bias_name", explains=("test_roles_no_bias",))
+def roles_bias_name(seen: Any, expected: Any) -> bool:
+    return roles_need_bias(seen, expected)
+
+
+@detects("linear_roles", "one_node_per_module", explains=("test_roles_shared_layers",))
+def roles_one_node_per_module(seen: Any, expected: Any) -> bool:
+    """Where an nn.Linear gives several linear nodes, only one of them (each name once) is there."""
+    for _, got, want in dict_pairs(seen, expected):
+        names = list(want.values())
+        repeated = len(set(names)) < len(names)
+        if repeated and set(got) < set(want) and len(set(got.values())) == len(got):
+            return True
+    return False
+
+
+@detects("linear_roles", "stack_key")
+def roles_stack_key(seen: Any, expected: Any) -> bool:
+    return roles_are_stack_keys(seen, expected)
+
+
+@detects("linear_roles", "every_module_op")
+def roles_every_module_op(seen: Any, expected: Any) -> bool:
+    return roles_of_other_nodes(seen, expected)
+
+
+@detects("linear_roles", "module_class")
+def roles_module_class(seen: Any, expected: Any) -> bool:
+    return roles_are_classes(seen, expected)
+
+
+@detects("linear_roles", "node_name")
+def roles_node_name(seen: Any, expected: Any) -> bool:
+    return roles_are_node_names(seen, expected)
+
+
+@detects("linear_roles", "outer_module")
+def roles_outer_module(seen: Any, expected: Any) -> bool:
+    return roles_are_outer_modules(seen, expected)
+
+
+@detects("linear_roles", "fixed_order", explains=("test_roles_order", "test_roles_shared_layers"))
+def roles_fixed_order(seen: Any, expected: Any) -> bool:
+    """The right names on the wrong nodes: every linear named, the names a reshuffle of the key's."""
+    for _, got, want in dict_pairs(seen, expected):
+        if set(got) == set(want) and wrong_roles(got, want) and sorted(map(str, got.values())) == sorted(want.values()):
+            return True
+    return False
+
+
+def _changes(seen: Any, expected: Any, case: str) -> dict[str, int]:
+    return next((annotated_changes(got, want) for _, got, want in dict_pairs(seen, expected, (case,))), {})
+
+
+def _others_right(seen: Any, expected: Any, case: str) -> bool:
+    """Every case but ``case`` counted as the key does."""
+    return all(got == want for name, got, want in dict_pairs(seen, expected) if name != case)
+
+
+def _nothing_annotated_before_prepare(seen: Any, expected: Any) -> bool:
+    """On the graph only annotated (no observer yet) nothing is counted as annotated, where the key counts some."""
+    for _, got, want in dict_pairs(seen, expected, ("annotated_only",)):
+        return sum(census_counts(got, op) for op in got) == 0 and any(census_counts(want, op) for op in want)
+    return False
+
+
+@detects("annotation_census", "counts_every_node")
+def census_every_node(seen: Any, expected: Any) -> bool:
+    return census_extra_keys(seen, expected)
+
+
+@detects("annotation_census", "counts_observers")
+def census_observers(seen: Any, expected: Any) -> bool:
+    return _nothing_annotated_before_prepare(seen, expected) and census_totals_differ(seen, expected)
+
+
+@detects("annotation_census", "observer_means_annotated")
+def census_observer_after(seen: Any, expected: Any) -> bool:
+    return _nothing_annotated_before_prepare(seen, expected) and not census_totals_differ(seen, expected)
+
+
+@detects("annotation_census", "producer_counted")
+def census_producer_counted(seen: Any, expected: Any) -> bool:
+    """Ops the key never counts (layer_norm…) counted even where no observer exists yet: from the consumers' labels."""
+    return census_counts_unlabelled_ops(
+        {"cases": {k: v for k, v in diagnosis.cases(seen).items() if k == "annotated_only"}}, expected
+    )
+
+
+@detects("annotation_census", "annotated_flag", explains=("test_census_other_labels",))
+def census_annotated_flag(seen: Any, expected: Any) -> bool:
+    """Only the graph with another Quantizer's labels differs, and some op there lost its count (a label with
+    specs but ``_annotated`` left False)."""
+    changes = _changes(seen, expected, "other_labels")
+    return any(change < 0 for change in changes.values()) and _others_right(seen, expected, "other_labels")
+
+
+@detects("annotation_census", "label_object_counts", explains=("test_census_other_labels",))
+def census_label_object(seen: Any, expected: Any) -> bool:
+    """Only the graph with another Quantizer's labels differs, with more annotated (the empty claimed label)."""
+    changes = _changes(seen, expected, "other_labels")
+    return (
+        any(change > 0 for change in changes.values())
+        and all(change >= 0 for change in changes.values())
+        and _others_right(seen, expected, "other_labels")
+    )
+
+
+@detects("annotation_census", "output_spec_only")
+def census_output_only(seen: Any, expected: Any) -> bool:
+    return census_misses_input_only(seen, expected)
+
+
+OUTPUT_ONLY_LABELS = {"other_labels": "aten.softmax.int", "annotated_only": "aten.relu.default"}
+"""Where the hidden graphs carry labels with an output spec only: another Quantizer's on each softmax, XNNPACK's on
+the relu fused after a linear."""
+
+
+@detects("annotation_census", "input_specs_only")
+def census_inputs_only(seen: Any, expected: Any) -> bool:
+    fewer = [annotated_changes(got, want) for _, got, want in dict_pairs(seen, expected)]
+    if not any(fewer) or any(change > 0 for found in fewer for change in found.values()):
+        return False
+    if _others_right(seen, expected, "other_labels"):
+        return False  # only another Quantizer's labels miscounted: that is annotated_flag's signature
+    return any(_changes(seen, expected, case).get(op, 0) < 0 for case, op in OUTPUT_ONLY_LABELS.items())
+
+
+@detects("annotation_census", "plain_specs_only")
+def census_plain_specs(seen: Any, expected: Any) -> bool:
+    return census_misses_shared(seen, expected)

@@ -3,27 +3,16 @@
 Each check reads ``selfcheck.public.m09_2.dynamic_record`` of the three hidden TinyLMs (pre-LN with
 bias, without bias and with ReLU, post-LN) and compares one part with the answer key's.
 
-Assumptions a half-understanding bakes in, and the check that refutes each:
-- a static activation spec (MinMaxObserver / HistogramObserver, ``is_dynamic`` left False): the
-  input's qparams become constants → ``test_inputs_dynamic``, ``test_counts``, ``test_observers``;
-- per-tensor weights, the weight range [-128, 127] or [-8, 7], asymmetric weights (per_channel_affine),
-  the wrong axis → ``test_weights_per_channel``;
-- an output spec on linear (static or dynamic), or a ``SharedQuantizationSpec`` tying the output to
-  the input → ``test_outputs_float``;
-- a ``SharedQuantizationSpec`` tying the weight to the input (one dynamic observer for both)
-  → ``test_weights_per_channel``, ``test_observers``;
-- layer_norm, softmax, matmul, gelu or embedding annotated as well → ``test_nothing_else``;
-- the bias annotated → ``test_outputs_float``;
-- linears without bias skipped, or ``node.args[2]`` read unguarded → every check (``no_bias_relu``,
-  and ``post_ln`` on odd seeds);
-- linears found by module name or only the attention's → ``test_inputs_dynamic``.
+The half-understandings these checks refute are the misconceptions of the exercise's record
+(``selfcheck/public/m09_2.py``); their detectors are at the end of this module.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from autograder.checks.support import Fail, check, expect, value
+from autograder.checks.support import Fail, check, detects, expect, value
+from selfcheck.public import m09_2 as public
 
 CASES = {
     "pre_ln": "pre-LN、有 bias 的 TinyLM",
@@ -60,9 +49,16 @@ def _path_text(path: Any) -> str:
     return " → ".join(_step_text(s) for s in steps)
 
 
+def _instance_text(instance: Any) -> str:
+    if not isinstance(instance, list) or len(instance) != 3:
+        return "沒有這個實例" if instance is None else repr(instance)
+    settings, source, readers = instance
+    return f"{settings}，觀察 {source}、給 {'、'.join(map(str, readers))} 讀"
+
+
 def _linear(got: dict[str, Any], where: str, name: str) -> dict[str, Any]:
     mine = got["converted"].get("linears", {}).get(name) if isinstance(got.get("converted"), dict) else None
-    expect(isinstance(mine, dict), f"{where}：convert 之後找不到 {name}（linear）")
+    expect(isinstance(mine, dict), f"{where}：convert 之後的圖上找不到 linear {name}")
     return mine
 
 
@@ -70,7 +66,9 @@ def _compare_part(got: dict[str, Any], want: dict[str, Any], where: str, part: s
     for name, expected in want["converted"]["linears"].items():
         mine = _linear(got, where, name)
         if mine.get(part) != expected[part]:
-            raise Fail(f"{where}：{name} 的{words}預期 {_path_text(expected[part])}，看到 {_path_text(mine.get(part))}")
+            raise Fail(
+                f"{where}：{name} 的{words}應該是 {_path_text(expected[part])}，你的是 {_path_text(mine.get(part))}"
+            )
 
 
 @check(
@@ -99,8 +97,9 @@ def test_outputs_float(seen, expected):
             mine = _linear(got, where, name)
             expect(
                 mine.get("output_quantized") == expected_linear["output_quantized"],
-                f"{where}：{name} 的輸出預期{'有' if expected_linear['output_quantized'] else '沒有'} quantize，"
-                f"看到{'有' if mine.get('output_quantized') else '沒有'}（linear 不要 output 規格）",
+                f"{where}：{name} 的輸出應該留在 float，你的在 convert 之後多了 quantize（linear 不要 output 規格）"
+                if mine.get("output_quantized")
+                else f"{where}：{name} 的輸出應該被量化，你的沒有",
             )
 
 
@@ -116,13 +115,14 @@ def test_nothing_else(seen, expected):
             for name, label in got["labels"].items()
             if name not in want["labels"]
         )
-        expect(not extra, f"{where}：這些 node 不該有標籤：{'、'.join(extra)}")
+        expect(not extra, f"{where}：{'、'.join(extra)} 不是 linear，不該有標籤，你的貼了")
         missing = sorted(set(want["labels"]) - set(got["labels"]))
-        expect(not missing, f"{where}：這些 linear 沒有標籤：{'、'.join(missing)}")
+        expect(not missing, f"{where}：linear {'、'.join(missing)} 應該有標籤，你的沒有貼")
         reads = got["converted"].get("float_ops_reading_dq")
         expect(
             reads == want["converted"]["float_ops_reading_dq"],
-            f"{where}：convert 之後這些不是 linear 的 op 讀到 dequantize 的值：{reads}（只有 linear 該量化）",
+            f"{where}：convert 之後，{'、'.join(map(str, reads or [])) or '（沒有）'} 讀的是 dequantize 出來的值；"
+            "只有 linear 的輸入該量化，其他 op 應該直接讀 float",
         )
 
 
@@ -133,17 +133,17 @@ def test_labels(seen, expected):
     for where, got, want in _cases(seen, expected):
         for name, label in want["labels"].items():
             mine = got["labels"].get(name)
-            expect(isinstance(mine, dict), f"{where}：{name} 沒有標籤")
+            expect(isinstance(mine, dict), f"{where}：{name} 應該有標籤，你的沒有")
             for source, text in label["inputs"].items():
                 expect(
                     mine.get("inputs", {}).get(source) == text,
-                    f"{where}：{name} 的輸入邊 {source} 預期 {text}，看到 {mine.get('inputs', {}).get(source)}",
+                    f"{where}：{name} 的輸入邊 {source} 應該是 {text}，你的是 {mine.get('inputs', {}).get(source) or '沒有規格'}",
                 )
             extra = sorted(set(mine.get("inputs", {})) - set(label["inputs"]))
-            expect(not extra, f"{where}：{name} 的這些輸入邊不該有規格：{'、'.join(extra)}")
+            expect(not extra, f"{where}：{name} 的輸入邊 {'、'.join(extra)} 不該有規格，你的貼了")
             expect(
                 mine.get("output") == label["output"],
-                f"{where}：{name} 的輸出預期沒有規格，看到 {mine.get('output')}",
+                f"{where}：{name} 的輸出不該有規格，你的是 {mine.get('output')}",
             )
 
 
@@ -156,15 +156,14 @@ def test_observers(seen, expected):
     for where, got, want in _cases(seen, expected):
         expect(
             got["prepared"].get("classes") == want["prepared"]["classes"],
-            f"{where}：observer 實例預期 {want['prepared']['classes']}，看到 {got['prepared'].get('classes')}",
+            f"{where}：observer 實例的類別與個數應該是 {want['prepared']['classes']}，你的是 {got['prepared'].get('classes')}",
         )
         mine = got["prepared"].get("instances")
         for index, instance in enumerate(want["prepared"]["instances"]):
             found = mine[index] if isinstance(mine, list) and index < len(mine) else None
             expect(
                 found == instance,
-                f"{where}：第 {index + 1} 個 observer 實例預期 {instance[0]}，觀察 {instance[1]}、給 {instance[2]} 讀，"
-                f"看到 {found}",
+                f"{where}：第 {index + 1} 個 observer 實例應該是 {_instance_text(instance)}；你的是 {_instance_text(found)}",
             )
 
 
@@ -177,5 +176,92 @@ def test_counts(seen, expected):
     for where, got, want in _cases(seen, expected):
         expect(
             got["converted"].get("counts") == want["converted"]["counts"],
-            f"{where}：quantized_decomposed 的 op 數預期 {want['converted']['counts']}，看到 {got['converted'].get('counts')}",
+            f"{where}：convert 之後 quantized_decomposed 的 op 個數應該是 {want['converted']['counts']}，"
+            f"你的是 {got['converted'].get('counts')}",
         )
+
+
+# --- misconceptions: what recognises each (the record, with its words, is selfcheck/public/m09_2.py) --------
+
+EXERCISE = "dynamic_linear_quantizer"
+WEIGHT_CHECKS = ("test_weights_per_channel", "test_labels", "test_observers")
+
+
+@detects(EXERCISE, "bias_assumed")
+def bias_assumed(seen: Any, expected: Any) -> bool:
+    return public.crashes_without_bias(seen, expected)
+
+
+@detects(EXERCISE, "bias_quantized")
+def bias_quantized(seen: Any, expected: Any) -> bool:
+    return public.quantizes_bias(seen, expected)
+
+
+@detects(EXERCISE, "skips_no_bias", explains=("test_inputs_dynamic", "test_weights_per_channel", "test_nothing_else"))
+def skips_no_bias(seen: Any, expected: Any) -> bool:
+    return public.skips_linears_without_bias(seen, expected)
+
+
+@detects(EXERCISE, "some_linears_only")
+def some_linears_only(seen: Any, expected: Any) -> bool:
+    return public.misses_linears(seen, expected)
+
+
+@detects(EXERCISE, "symmetric_activation")
+def symmetric_activation(seen: Any, expected: Any) -> bool:
+    return public.symmetric_dynamic(seen, expected)
+
+
+@detects(EXERCISE, "static_activation")
+def static_activation(seen: Any, expected: Any) -> bool:
+    return public.static_inputs(seen, expected)
+
+
+@detects(EXERCISE, "dynamic_with_observer")
+def dynamic_with_observer(seen: Any, expected: Any) -> bool:
+    return public.dynamic_with_observer(seen, expected)
+
+
+@detects(EXERCISE, "activation_range", explains=("test_inputs_dynamic", "test_labels", "test_observers"))
+def activation_range(seen: Any, expected: Any) -> bool:
+    return public.input_range_differs(seen, expected)
+
+
+@detects(EXERCISE, "weight_shared_with_input")
+def weight_shared_with_input(seen: Any, expected: Any) -> bool:
+    return public.weight_shares_input(seen, expected)
+
+
+@detects(EXERCISE, "per_tensor_weights", explains=WEIGHT_CHECKS)
+def per_tensor_weights(seen: Any, expected: Any) -> bool:
+    return public.weights_per_tensor(seen, expected)
+
+
+@detects(EXERCISE, "weight_axis", explains=WEIGHT_CHECKS)
+def weight_axis(seen: Any, expected: Any) -> bool:
+    return public.weight_axis_differs(seen, expected)
+
+
+@detects(EXERCISE, "asymmetric_weights", explains=WEIGHT_CHECKS)
+def asymmetric_weights(seen: Any, expected: Any) -> bool:
+    return public.weights_asymmetric(seen, expected)
+
+
+@detects(EXERCISE, "weight_range", explains=WEIGHT_CHECKS)
+def weight_range(seen: Any, expected: Any) -> bool:
+    return public.weight_range_differs(seen, expected)
+
+
+@detects(EXERCISE, "output_shared_with_input")
+def output_shared_with_input(seen: Any, expected: Any) -> bool:
+    return public.output_shared(seen, expected)
+
+
+@detects(EXERCISE, "output_spec")
+def output_spec(seen: Any, expected: Any) -> bool:
+    return public.output_labelled(seen, expected)
+
+
+@detects(EXERCISE, "quantizes_other_ops")
+def quantizes_other_ops(seen: Any, expected: Any) -> bool:
+    return public.other_ops_labelled(seen, expected)

@@ -1,34 +1,15 @@
 """Hidden checks of M09-3: LLMQuantizer (4-bit dynamic linears, quantized embeddings) and graph_bytes.
 
-Assumptions a half-understanding can bake in, and the check that refutes each:
-
-- "4-bit means any small range" / "the default config is already small" (``linear_weight_range``):
-  ``weight_qmin=-7`` (symmetric), ``[0, 15]`` (unsigned), ``[-128, 127]`` or the default ``[-127, 127]``
-  all give another range on each linear's ``dequantize_per_channel``;
-- "per-tensor weights are enough" (``linear_weight_per_channel``): ``is_per_channel=False`` gives
-  ``dequantize_per_tensor`` weights;
-- "dynamic or static, the same thing" (``linear_input_dynamic``): a static config quantizes each
-  linear's input with constant qparams (``dequantize_per_tensor.default``), no ``choose_qparams``;
-- "XNNPACKQuantizer quantizes the embeddings too" / "an embedding is a linear" (``embedding_weight``):
-  without EmbeddingQuantizer the tables stay float; labelled with the linear's weight spec they are
-  int8 symmetric with int64 zero points instead of uint8 with float qparams;
-- "everything in a transformer should be quantized" (``others_float``): q / dq around layer_norm,
-  softmax or the attention's matmuls, which XNNPACK's dynamic recipe leaves in float.
-
-``graph_bytes``:
-
-- "the size of a model is its ``state_dict``" / "its parameters" (``bytes_total``, ``bytes_by_dtype``):
-  a converted graph keeps the unused fp32 originals of its weights, and its int8 weights, scales and
-  zero points are buffers;
-- "bytes are ``numel``" (``bytes_by_dtype``): int64 zero points and fp32 scales take 8 and 4;
-- "one ``get_attr`` node, one tensor" (``bytes_shared_reads``): a target read by two nodes is one tensor.
+The half-understandings these checks refute are the misconceptions of each exercise's record
+(``selfcheck/public/m09_3.py``); their detectors are at the end of this module.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from autograder.checks.support import Fail, check, expect, value
+from autograder.checks.support import Fail, check, detects, expect, value
+from selfcheck.public import m09_3 as public
 
 QUANTIZER_CASES = {
     "variant": "隱藏的 TinyLM 變體",
@@ -53,7 +34,10 @@ def _weight_text(record: Any) -> str:
 def _linears(seen: Any, expected: Any, case: str) -> tuple[dict[str, Any], dict[str, Any]]:
     got, want = value(seen, case), value(expected, case)
     expect(isinstance(got, dict) and isinstance(got.get("linears"), dict), f"{QUANTIZER_CASES[case]}：證據格式不對")
-    expect(set(got["linears"]) == set(want["linears"]), f"{QUANTIZER_CASES[case]}：轉換後的 linear 和預期的不一樣")
+    expect(
+        set(got["linears"]) == set(want["linears"]),
+        f"{QUANTIZER_CASES[case]}：轉換後圖上的 linear 和這個模型的 linear 對不上（多了或少了）",
+    )
     return got, want
 
 
@@ -69,7 +53,7 @@ def compare_weights(seen: Any, expected: Any, fields: tuple[str, ...], what: str
                 else theirs == ours
             )
             if not same:
-                raise Fail(f"{where}的 {name}：{what}預期 {_weight_text(ours)}，看到 {_weight_text(theirs)}")
+                raise Fail(f"{where}的 {name}：{what}應該是 {_weight_text(ours)}，你的是 {_weight_text(theirs)}")
 
 
 @check("llm_quantizer", 2, "每個 linear 的 weight 是 per-channel（dequantize_per_channel、axis 0、int8 儲存）")
@@ -97,8 +81,8 @@ def test_linear_input_dynamic(seen, expected):
             ours = want["linears"][name]["input"]
             if mine["input"] != ours:
                 raise Fail(
-                    f"{where}的 {name}：輸入預期是{INPUT_WORDS.get(ours, ours)}，"
-                    f"看到{INPUT_WORDS.get(mine['input'], mine['input'])}"
+                    f"{where}的 {name}：輸入應該是{INPUT_WORDS.get(ours, ours)}，"
+                    f"你的是{INPUT_WORDS.get(mine['input'], mine['input'])}"
                 )
 
 
@@ -109,12 +93,15 @@ def test_embedding_weight(seen, expected):
     for case, where in QUANTIZER_CASES.items():
         got, want = value(seen, case), value(expected, case)
         expect(isinstance(got, dict) and isinstance(got.get("embeddings"), dict), f"{where}：證據格式不對")
-        expect(set(got["embeddings"]) == set(want["embeddings"]), f"{where}：轉換後的 embedding 和預期的不一樣")
+        expect(
+            set(got["embeddings"]) == set(want["embeddings"]),
+            f"{where}：轉換後圖上的 embedding 和這個模型的 embedding 對不上（多了或少了）",
+        )
         for name, mine in got["embeddings"].items():
             ours = want["embeddings"][name]["weight"]
             if mine["weight"] != ours:
                 raise Fail(
-                    f"{where}的 {name}：表的 dequantize 預期 {_weight_text(ours)}，看到 {_weight_text(mine['weight'])}"
+                    f"{where}的 {name}：表的 dequantize 應該是 {_weight_text(ours)}，你的是 {_weight_text(mine['weight'])}"
                 )
 
 
@@ -126,13 +113,13 @@ def test_others_float(seen, expected):
     for case, where in QUANTIZER_CASES.items():
         got, want = value(seen, case), value(expected, case)
         expect(isinstance(got, dict) and isinstance(got.get("others"), dict), f"{where}：證據格式不對")
-        expect(set(got["others"]) == set(want["others"]), f"{where}：轉換後的圖多了或少了 op")
+        expect(set(got["others"]) == set(want["others"]), f"{where}：轉換後的圖上多了或少了 op")
         for name, ours in want["others"].items():
             mine = got["others"][name]
             for part, words in OP_WORDS.items():
                 if mine[part] != ours[part]:
                     raise Fail(
-                        f"{where}的 {name}（{ours['op']}）：{words}預期 {ours[part] or '沒有'}，看到 {mine[part] or '沒有'}"
+                        f"{where}的 {name}（{ours['op']}）：{words}應該是 {ours[part] or '沒有'}，你的是 {mine[part] or '沒有'}"
                     )
 
 
@@ -157,9 +144,9 @@ def compare_bytes(seen: Any, expected: Any, cases: tuple[str, ...], part: str) -
         if got[part] == want[part]:
             continue
         if part == "total":
-            raise Fail(f"{BYTES_CASES[case]}：總共預期 {want['total']:,} byte，看到 {got['total']:,}")
+            raise Fail(f"{BYTES_CASES[case]}：總共應該是 {want['total']:,} byte，你的是 {got['total']:,} byte")
         raise Fail(
-            f"{BYTES_CASES[case]}：各 dtype 的 byte 預期 {_bytes_text(want[part])}，看到 {_bytes_text(got[part])}"
+            f"{BYTES_CASES[case]}：各 dtype 的 byte 數應該是 {_bytes_text(want[part])}，你的是 {_bytes_text(got[part])}"
         )
 
 
@@ -178,3 +165,78 @@ def test_bytes_by_dtype(seen, expected):
 @check("graph_bytes", 1, "同一個常數被好幾個 get_attr node 讀，只算一次")
 def test_bytes_shared_reads(seen, expected):
     compare_bytes(seen, expected, ("shared_reads",), "bytes")
+
+
+# --- misconceptions: what recognises each (the record, with its words, is selfcheck/public/m09_3.py) --------
+
+RANGE = ("test_linear_weight_range",)
+
+
+@detects("llm_quantizer", "static_config", explains=("test_linear_input_dynamic", "test_others_float"))
+def static_config(seen: Any, expected: Any) -> bool:
+    return public.static_inputs(seen, expected)
+
+
+@detects("llm_quantizer", "embedding_float", explains=("test_embedding_weight",))
+def embedding_float(seen: Any, expected: Any) -> bool:
+    return public.embeddings_float(seen, expected)
+
+
+@detects("llm_quantizer", "embedding_as_linear", explains=("test_embedding_weight",))
+def embedding_as_linear(seen: Any, expected: Any) -> bool:
+    return public.embeddings_like_weights(seen, expected)
+
+
+@detects("llm_quantizer", "per_tensor_weights", explains=("test_linear_weight_per_channel",))
+def per_tensor_weights(seen: Any, expected: Any) -> bool:
+    return public.weights_per_tensor(seen, expected)
+
+
+@detects("llm_quantizer", "eight_bit_range", explains=RANGE)
+def eight_bit_range(seen: Any, expected: Any) -> bool:
+    return public.eight_bit_weights(seen, expected)
+
+
+@detects("llm_quantizer", "unsigned_range", explains=RANGE)
+def unsigned_range(seen: Any, expected: Any) -> bool:
+    return public.unsigned_range(seen, expected)
+
+
+@detects("llm_quantizer", "symmetric_range", explains=RANGE)
+def symmetric_range(seen: Any, expected: Any) -> bool:
+    return public.symmetric_range(seen, expected)
+
+
+@detects("llm_quantizer", "other_range", explains=RANGE)
+def other_range(seen: Any, expected: Any) -> bool:
+    return public.other_range(seen, expected)
+
+
+@detects("llm_quantizer", "quantizes_other_ops", explains=("test_others_float",))
+def quantizes_other_ops(seen: Any, expected: Any) -> bool:
+    return public.others_quantized(seen, expected)
+
+
+@detects("graph_bytes", "numel_only")
+def numel_only(seen: Any, expected: Any) -> bool:
+    return public.counts_elements(seen, expected)
+
+
+@detects("graph_bytes", "counts_every_read", explains=("test_bytes_shared_reads",))
+def counts_every_read(seen: Any, expected: Any) -> bool:
+    return public.counts_read_twice(seen, expected)
+
+
+@detects("graph_bytes", "state_dict_size")
+def state_dict_size(seen: Any, expected: Any) -> bool:
+    return public.state_dict_bytes(seen, expected)
+
+
+@detects("graph_bytes", "module_tensors")
+def module_tensors(seen: Any, expected: Any) -> bool:
+    return public.unread_tensors_counted(seen, expected)
+
+
+@detects("graph_bytes", "parameters_only")
+def parameters_only(seen: Any, expected: Any) -> bool:
+    return public.buffers_missing(seen, expected)

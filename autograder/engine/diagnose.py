@@ -32,7 +32,10 @@ def test_name(verdict: dict[str, Any]) -> str:
 
 
 def _answered(seen: Any) -> bool:
-    return isinstance(seen, dict) and isinstance(seen.get("cases"), dict) and "missing" not in seen
+    """The student's answer ran: case by case, or refused as a whole (``selfcheck.diagnosis.refusal``)."""
+    if not isinstance(seen, dict) or "missing" in seen:
+        return False
+    return isinstance(seen.get("cases"), dict) or isinstance(seen.get("refused"), str)
 
 
 def _record_order(notebook: str, exercise: str) -> list[str]:

@@ -238,6 +238,11 @@ def _check_node(node: Any) -> None:
         name = target.get("op") or target.get("packet") or target.get("py")
         known = OPS if "op" in target else PACKETS if "packet" in target else PYTHON
         if not (isinstance(name, str) and name in known):
+            if "py" in target:  # a Python function where the graph holds ATen ops
+                raise Refused(
+                    f"圖上的 {str(name)[:60]} 是 Python 函式，不是 ATen op：export 出來的圖只有 torch.ops.aten 的 op，"
+                    "新 node 的 target 也要用它們（例如 torch.ops.aten.relu.default）"
+                )
             raise Refused(f"圖上的 {str(name)[:60]} 不是課程允許的運算")
     elif op == "call_method" and target.get("name") not in METHODS:
         raise Refused(f"圖上的 tensor 方法 {str(target.get('name'))[:40]} 不是課程允許的運算")
@@ -245,6 +250,12 @@ def _check_node(node: Any) -> None:
 
 def _check_observer(path: Any, settings: Any) -> None:
     if path not in OBSERVERS:
+        name = str(path).rsplit(".", 1)[-1][:60]
+        if "observer" not in name.lower() and "fakequant" not in name.lower():
+            raise Refused(
+                f"圖上多了一個不是 observer 的新模組 {name}：評分只接受 torchao 的 observer 與 fake-quant 模組。"
+                "常見的原因是複製了整個圖（例如 copy.deepcopy(gm)）再回傳，練習要你直接修改傳進來的圖"
+            )
         raise Refused(f"observer 必須是 torchao 的 observer 或 fake-quant 類別，看到 {str(path)[:80]}")
     if settings is None:
         return

@@ -356,7 +356,10 @@ def exception_record(exc: BaseException) -> dict[str, Any]:
     from common.explain import student_frame
 
     name = type(exc).__name__
-    record: dict[str, Any] = {"type": name if isinstance(name, str) else "Exception", "message": safe_text(exc, 300)}
+    from selfcheck.evidence import cause_text
+
+    message = safe_text(exc, 300) + cause_text(exc)  # a torch pass wraps the error that says what went wrong
+    record: dict[str, Any] = {"type": name if isinstance(name, str) else "Exception", "message": message[:520]}
     where = student_frame(exc.__traceback__)  # the student's own line, for the feedback (never trusted further)
     if where is not None:
         record["where"] = where

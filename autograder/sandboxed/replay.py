@@ -446,7 +446,7 @@ def _edge(gm: GraphModule, data: Any) -> Any:
 def _exception(data: Any) -> BaseException:
     if not isinstance(data, dict):
         return _fail("例外的紀錄格式不對")
-    name, message = str(data.get("type", "Exception"))[:60], str(data.get("message", ""))[:300]
+    name, message = str(data.get("type", "Exception"))[:60], str(data.get("message", ""))[:520]
     if name == "Timeout":
         return CaseTimeout()
     if name == "TamperingSuspected":
@@ -641,7 +641,11 @@ def _check_attributes(gm: GraphModule) -> None:
                 if part in table
             ]
             if not found:
-                raise allowed.Refused(f"get_attr {str(node.target)[:60]} 不是這個模型的 tensor 或子模組")
+                raise allowed.Refused(
+                    f"圖上的 get_attr {str(node.target)[:60]} 讀的不是這個模型原有的 tensor 或子模組："
+                    "你的程式可能在圖上加了新的參數或常數（例如呼叫了會改圖的 torchao 函式），或改了圖的複本"
+                    "（例如 copy.deepcopy(gm)）再回傳"
+                )
             owner = found[0]
         if not isinstance(owner, torch.Tensor | torch.nn.Module):
             raise allowed.Refused(f"get_attr {str(node.target)[:60]} 指向的不是 tensor 或子模組")
@@ -749,7 +753,7 @@ def derive(exercise: Exercise, recorded: Any, seed: int) -> dict[str, Any]:
 
 def refusal_text(exc: BaseException) -> str:
     """The one sentence a student reads when their recording was refused."""
-    return f"評分紀錄要求執行課程不允許的東西，沒有執行（{safe_text(exc, 200)}）"
+    return f"評分時沒有執行你的答案留下的圖：{safe_text(exc, 300)}"
 
 
 class _FailingNamespace(dict):

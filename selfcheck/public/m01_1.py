@@ -9,14 +9,17 @@ on exact strings: other objects are described by their type only.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
+from selfcheck.misconceptions import Misconception, Section
 
 TARGETS_TITLE = "op_targets：依圖上順序列出每個 op 的 target"
 NEIGHBORS_TITLE = "neighbors：一個 node 的 producers 與 consumers"
@@ -201,13 +204,494 @@ def neighbors_max_gate(ns: Namespace, seed: int) -> Any:
     return describe_neighbors(ns, max_gate_graph(seed), ("x", "linear", "getitem", "mul"))
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+FOUR_KINDS = Section("A. 四種 node")
+TARGET = Section("B. `node.target`：op 的身分")
+TARGETS_RULES = Section("練習 1：op_targets（3 分）")
+ARGS_AND_USERS = Section("C. `node.args` 與 `node.users`：同一條邊的兩個方向")
+NEIGHBORS_RULES = Section("練習 2：neighbors（4 分）")
+DELETING = Section("D. 刪除：只有沒有 consumer 的 node 刪得掉", notebook="M01-3")
+
+
+# --- reading the evidence (the public cases' and the hidden ones' alike) ---------------------------
+# op_targets: every record holding "targets" (one per graph); neighbors: every answer holding
+# "producers" (one per node asked about), its path ending with the node's name.
+
+
+def target_records(seen: Any, expected: Any) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
+    """``(place, got, want)`` for each graph's op_targets record in both evidences."""
+    return [
+        (place, got, want)
+        for place, got, want in diagnosis.aligned(seen, expected, "targets")
+        if isinstance(got.get("targets"), list) and isinstance(want.get("targets"), list)
+    ]
+
+
+def _objects(record: dict[str, Any]) -> list[bool]:
+    found = record.get("objects")
+    return [bool(x) for x in found] if isinstance(found, list) else []
+
+
+def described(text: Any, kind: str = "") -> bool:
+    """A returned item the evidence describes instead of showing (``（Node，不是…）``, ``（不是 Node：int）``…)."""
+    return isinstance(text, str) and text.startswith("（") and kind in text
+
+
+def op_word(text: str) -> str:
+    """The op's name in a target's text: ``aten.max_pool2d.default`` → ``max_pool2d``, ``<built-in function
+    getitem>`` → ``getitem``; anything else as it is."""
+    if text.startswith("aten."):
+        return text.split(".")[1] if text.count(".") >= 1 else text
+    if text.startswith("<built-in function "):
+        return text.removeprefix("<built-in function ").rstrip(">")
+    return text
+
+
+def _returns_described(seen: Any, expected: Any, kind: str) -> bool:
+    return any(any(described(t, kind) for t in got["targets"]) for _, got, _ in target_records(seen, expected))
+
+
+def _returns_nodes(seen: Any, expected: Any) -> bool:
+    return _returns_described(seen, expected, "（Node，")
+
+
+def _returns_packets(seen: Any, expected: Any) -> bool:
+    return _returns_described(seen, expected, "（OpOverloadPacket，")
+
+
+def _returns_node_names(seen: Any, expected: Any) -> bool:
+    """Strings that are node names: identifiers, all different in one graph (a name is unique, a target repeats)."""
+    found = False
+    for _, got, want in target_records(seen, expected):
+        texts = got["targets"]
+        if not texts:
+            continue
+        if any(_objects(got)) or not all(isinstance(t, str) and t.isidentifier() for t in texts):
+            return False
+        if len(set(texts)) != len(texts) or set(texts) & set(want["targets"]):
+            return False
+        found = True
+    return found
+
+
+def _returns_strings(seen: Any, expected: Any) -> bool:
+    """Text about each target (``str(node.target)``, its name…) instead of the object itself."""
+    records = [got for _, got, _ in target_records(seen, expected) if got["targets"]]
+    return bool(records) and all(
+        not any(_objects(got)) and all(isinstance(t, str) and not described(t) for t in got["targets"])
+        for got in records
+    )
+
+
+def _foreign(got: dict[str, Any], want: dict[str, Any]) -> set[str]:
+    others = want.get("other_targets") if isinstance(want.get("other_targets"), list) else []
+    return {t for t in got["targets"] if t in set(others)}
+
+
+def _lists_every_node(seen: Any, expected: Any) -> bool:
+    """Targets of placeholders, get_attr constants or the output beside real op targets."""
+    return any(
+        _foreign(got, want) - {"_guards_fn"} and any(_objects(got)) for _, got, want in target_records(seen, expected)
+    )
+
+
+def _keeps_guards(seen: Any, expected: Any) -> bool:
+    records = target_records(seen, expected)
+    return any("_guards_fn" in _foreign(got, want) for _, got, want in records) and not any(
+        _foreign(got, want) - {"_guards_fn"} for _, got, want in records
+    )
+
+
+def _aten_only(seen: Any, expected: Any) -> bool:
+    """Every aten op listed, every other call_function (``operator.getitem``) left out."""
+    for _, got, want in target_records(seen, expected):
+        kept = [t for t in want["targets"] if str(t).startswith("aten.")]
+        if len(kept) < len(want["targets"]) and Counter(got["targets"]) == Counter(kept) and any(_objects(got)):
+            return True
+    return False
+
+
+def _each_once(seen: Any, expected: Any) -> bool:
+    """Wherever an op repeats, the student lists each op once."""
+    repeating = [
+        (got["targets"], want["targets"])
+        for _, got, want in target_records(seen, expected)
+        if len(set(want["targets"])) < len(want["targets"])
+    ]
+    return bool(repeating) and all(
+        len(set(texts)) == len(texts) and set(texts) == set(wanted) for texts, wanted in repeating
+    )
+
+
+def _is_sorted(texts: list[str]) -> bool:
+    return texts == sorted(texts) or [op_word(t) for t in texts] == sorted(op_word(t) for t in texts)
+
+
+def _sorted(seen: Any, expected: Any) -> bool:
+    """The right targets, sorted (by the text or by the op's name) instead of in graph order."""
+    return any(
+        got["targets"] != want["targets"]
+        and Counter(got["targets"]) == Counter(want["targets"])
+        and _is_sorted([str(t) for t in got["targets"]])
+        for _, got, want in target_records(seen, expected)
+    )
+
+
+def _subsequence(part: list[Any], whole: list[Any]) -> bool:
+    rest = iter(whole)
+    return all(any(item == other for other in rest) for item in part)
+
+
+def _other_order(seen: Any, expected: Any) -> bool:
+    """Targets of the graph (some perhaps missing) in an order that is not the graph's."""
+    return any(
+        len(got["targets"]) >= 2
+        and all(_objects(got))
+        and not Counter(got["targets"]) - Counter(want["targets"])
+        and not _subsequence(got["targets"], want["targets"])
+        for _, got, want in target_records(seen, expected)
+    )
+
+
+def answers(seen: Any, expected: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """``(node asked about, got, want)`` for each neighbors answer in both evidences."""
+    found = []
+    for place, got, want in diagnosis.aligned(seen, expected, "producers"):
+        parts = [got.get("producers"), got.get("consumers"), want.get("producers"), want.get("consumers")]
+        if all(isinstance(part, list) for part in parts):
+            found.append((str(place[-1]), got, want))
+    return found
+
+
+def _plain(items: list[Any]) -> list[str]:
+    """The node names in a returned list (what the evidence describes instead of naming is left out)."""
+    return [item for item in items if isinstance(item, str) and not described(item)]
+
+
+def _neighbor_strings(seen: Any, expected: Any) -> bool:
+    return any(
+        any(described(item, "（字串") for item in got["producers"] + got["consumers"])
+        for _, got, _ in answers(seen, expected)
+    )
+
+
+def _swapped(seen: Any, expected: Any) -> bool:
+    """Producers where consumers belong and the other way round, on every node where the two differ."""
+    found = [(got, want) for _, got, want in answers(seen, expected) if want["producers"] != want["consumers"]]
+    return bool(found) and all(
+        set(got["producers"]) == set(want["consumers"]) and set(got["consumers"]) == set(want["producers"])
+        for got, want in found
+    )
+
+
+def _another_node(seen: Any, expected: Any) -> bool:
+    """Some answer shares nothing with the right one, producers nor consumers: it is another node's."""
+    for _, got, want in answers(seen, expected):
+        producers, consumers = _plain(got["producers"]), _plain(got["consumers"])
+        if len(producers) + len(consumers) != len(got["producers"]) + len(got["consumers"]):
+            continue
+        if (producers or consumers) and not set(producers) & set(want["producers"]):
+            if not set(consumers) & set(want["consumers"]) and (producers, consumers) != (
+                want["producers"],
+                want["consumers"],
+            ):
+                return True
+    return False
+
+
+def _scalars(seen: Any, expected: Any) -> bool:
+    return any(
+        any(described(item, "（不是 Node") for item in got["producers"]) and _plain(got["producers"])
+        for _, got, _ in answers(seen, expected)
+    )
+
+
+LIST_READERS = ("cat", "output")
+"""Nodes of the cases whose inputs sit in a list or a tuple (``cat([...])``, the output's tuple)."""
+
+
+def _top_level_args(seen: Any, expected: Any) -> bool:
+    """A node that reads a list (cat, the output) misses producers the list holds."""
+    return any(
+        name in LIST_READERS and set(_plain(got["producers"])) < set(want["producers"])
+        for name, got, want in answers(seen, expected)
+    )
+
+
+def _repeats(seen: Any, expected: Any) -> bool:
+    return any(
+        len(_plain(got["producers"])) > len(set(_plain(got["producers"]))) for _, got, _ in answers(seen, expected)
+    )
+
+
+def missing_producers(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    """The producers the key lists and the student does not (when the student lists nothing else)."""
+    if set(_plain(got["producers"])) - set(want["producers"]):
+        return []
+    return [p for p in want["producers"] if p not in got["producers"]]
+
+
+def _no_constants(seen: Any, expected: Any) -> bool:
+    """Producers missing are model constants (public cases: their names, conv_b_weight, fc_bias)."""
+    return any(
+        (lost := missing_producers(got, want)) and all(p.endswith(("_weight", "_bias")) for p in lost)
+        for _, got, want in answers(seen, expected)
+    )
+
+
+def _producer_order(seen: Any, expected: Any) -> bool:
+    return any(
+        got["producers"] != want["producers"] and Counter(got["producers"]) == Counter(want["producers"])
+        for _, got, want in answers(seen, expected)
+    )
+
+
+def _guards_consumer(seen: Any, expected: Any) -> bool:
+    return any("_guards_fn" in got["consumers"] for _, got, _ in answers(seen, expected))
+
+
+def missing_consumers(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    """The consumers the key lists and the student does not (when the student lists nothing else)."""
+    if set(got["consumers"]) - set(want["consumers"]):
+        return []
+    return [c for c in want["consumers"] if c not in got["consumers"]]
+
+
+def _direct_args_consumers(seen: Any, expected: Any) -> bool:
+    """Consumers missing besides the output: the ones that read the node inside a list or a keyword argument."""
+    return any(set(missing_consumers(got, want)) - {"output"} for _, got, want in answers(seen, expected))
+
+
+def _output_not_consumer(seen: Any, expected: Any) -> bool:
+    return any(missing_consumers(got, want) == ["output"] for _, got, want in answers(seen, expected))
+
+
+def _consumer_order(seen: Any, expected: Any) -> bool:
+    return any(
+        got["consumers"] != want["consumers"] and Counter(got["consumers"]) == Counter(want["consumers"])
+        for _, got, want in answers(seen, expected)
+    )
+
+
+TARGETS_MISCONCEPTIONS = (
+    Misconception(
+        "changes_graph",
+        "讀圖的函式把圖改掉了",
+        "op_targets 只該回答圖上有哪些 op，圖是呼叫的人的。你的程式在回答之前改了圖（例如用 eliminate_dead_code() "
+        "把沒有 consumer 的 getitem 刪掉），呼叫的人拿回來的圖就少了 node。只讀 gm.graph.nodes，不要呼叫會改圖的方法。",
+        DELETING,
+    ),
+    Misconception(
+        "node_names",
+        "回傳 node 的名字，不是 node.target",
+        "node.name 只是 export 取的標籤（relu_1、max_1），不是 op 的身分；同一種 op 的每個 node 名字都不一樣。"
+        "要回傳 node.target 這個物件本身，例如 torch.ops.aten.relu.default。",
+        TARGET,
+        public=_returns_node_names,
+    ),
+    Misconception(
+        "returns_nodes",
+        "回傳 node 本身，不是它的 target",
+        "練習要的是每個 op 的身分，也就是 node.target，不是 Node 物件。"
+        "Node 是圖上的一個位置，target 才說它做什麼運算：把每個 node 換成 node.target。",
+        TARGET,
+        public=_returns_nodes,
+    ),
+    Misconception(
+        "overload_packets",
+        "回傳 OpOverloadPacket，不是 node.target",
+        "node.target 是 OpOverload（aten.conv2d.default），它的 .overloadpacket（aten.conv2d）是整個 op 的總稱，"
+        "不等於圖上的 target，拿去和 torch.ops.aten.conv2d.default 比較會不相等。直接回傳 node.target。",
+        TARGET,
+        public=_returns_packets,
+    ),
+    Misconception(
+        "target_strings",
+        "把 target 轉成字串",
+        "str(node.target) 看起來和 target 一樣，但它是字串，不是 OpOverload 物件："
+        "拿去和 torch.ops.aten.relu.default 比較永遠不相等。回傳 node.target 本身，不要轉成文字。",
+        TARGET,
+        public=_returns_strings,
+    ),
+    Misconception(
+        "every_node",
+        "把每個 node 都當成 op",
+        "placeholder（輸入）、get_attr（常數）與 output 也是 node，但它們的 target 是名字或屬性路徑，不是運算。"
+        '只有 node.op == "call_function" 的 node 是 op，名字像 op 的輸入或常數也一樣不算。',
+        FOUR_KINDS,
+        public=_lists_every_node,
+    ),
+    Misconception(
+        "keeps_guards_fn",
+        "_guards_fn 也當成 op 列出來",
+        "你排除了 placeholder、get_attr 與 output，卻留下了 call_module 的 _guards_fn。它只檢查輸入的形狀，不是運算；"
+        '與其列出要排除哪幾種，不如只留 node.op == "call_function" 的 node。',
+        FOUR_KINDS,
+        public=_keeps_guards,
+    ),
+    Misconception(
+        "aten_only",
+        "只列 aten 的 op，漏了 operator.getitem",
+        "call_function 的 target 不一定是 aten 的 OpOverload：max.dim 之後取值的 operator.getitem 也是圖上的運算。"
+        '只要 node.op == "call_function" 就要列，不要再看 target 的型別。',
+        TARGETS_RULES,
+        public=_aten_only,
+    ),
+    Misconception(
+        "each_op_once",
+        "同一種 op 只列一次",
+        "圖記錄的是執行過的每一次運算：relu 用了兩次，圖上就有 relu 與 relu_1 兩個 node。"
+        "op_targets 要每個 node 列一次，不要用 set 或 dict.fromkeys 去掉重複。",
+        TARGET,
+        public=_each_once,
+    ),
+    Misconception(
+        "sorted_targets",
+        "把 target 排序，不是照圖上的順序",
+        "圖上的順序就是執行的順序，gm.graph.nodes 依序走過一遍就是答案。依名字或 target 的文字排序，會打亂 op 的先後。",
+        TARGETS_RULES,
+        public=_sorted,
+    ),
+    Misconception(
+        "walks_from_output",
+        "以為依賴關係排出來的順序就是圖上的順序",
+        "從 output 沿著輸入往回走，得到的是一種「上游在前」的順序，但圖上的順序是 node 實際排列的順序，"
+        "被 pass 插入的 node 可能排在別的位置；沒有人用的 node（例如沒用到的 getitem）也走不到。"
+        "直接依 gm.graph.nodes 的順序列出。",
+        TARGETS_RULES,
+        public=_other_order,
+    ),
+)
+
+NEIGHBORS_MISCONCEPTIONS = (
+    Misconception(
+        "changes_graph",
+        "讀圖的函式把圖改掉了",
+        "neighbors 只該回答問題，圖是呼叫的人的。你的程式改了圖（例如把 _guards_fn 刪掉），答案也許對了，"
+        "呼叫的人的圖卻少了輸入形狀的檢查。要排除 _guards_fn，是在回傳的 consumers 裡不列它，不是把它從圖上刪掉。",
+        FOUR_KINDS,
+    ),
+    Misconception(
+        "returns_names",
+        "回傳 node 的名字，不是 Node",
+        "練習要的是圖上的 Node 物件，之後的章節要拿它們改圖、貼標籤；名字只是文字，做不到這些事。"
+        "producers 與 consumers 都放 Node 本身，要看名字時再讀 .name。",
+        NEIGHBORS_RULES,
+        public=_neighbor_strings,
+    ),
+    Misconception(
+        "swapped_directions",
+        "producers 與 consumers 對調了",
+        "producer 是這個 node 讀的上游（node.all_input_nodes），consumer 是讀它的下游（node.users）。"
+        "你回傳的兩個 list 位置對調了：要回傳 (producers, consumers)，上游在前。",
+        ARGS_AND_USERS,
+        public=_swapped,
+    ),
+    Misconception(
+        "found_by_partial_name",
+        "用名字的一部分找 node",
+        "名字包含或開頭是 name 的 node 不只一個：問 relu，可能先碰到常數 relu_weight。"
+        "node 的名字在圖上是唯一的，要找的是 n.name == name 的那一個。",
+        TARGET,
+        public=_another_node,
+    ),
+    Misconception(
+        "scalars_as_producers",
+        "把 args 裡的純量也當成 producer",
+        "node.args 裡除了 node，還有 stride、dim、2.0 這些普通的值，它們不是圖上的 node，也不是 producer。"
+        "producer 只算 Node，node.all_input_nodes 已經替你挑好了。",
+        ARGS_AND_USERS,
+        public=_scalars,
+    ),
+    Misconception(
+        "top_level_args_only",
+        "只看 node.args 的最外層",
+        "cat 的輸入在 node.args[0] 這個 list 裡，output 回傳的值在一個 tuple 裡，只看 args 的最外層會漏掉它們。"
+        "node.all_input_nodes 會攤平 list、tuple 與 keyword 引數，每個 node 只列一次。",
+        ARGS_AND_USERS,
+        public=_top_level_args,
+    ),
+    Misconception(
+        "repeats_producer",
+        "同一個 producer 列了兩次",
+        "add(r, r) 讀了 r 兩次，但 r 只是一個 producer。自己攤平 args 時要去掉重複、保留第一次出現的順序；"
+        "node.all_input_nodes 本來就是這樣。",
+        NEIGHBORS_RULES,
+        public=_repeats,
+    ),
+    Misconception(
+        "ignores_kwargs",
+        "沒看 keyword 引數裡的 node",
+        "node 也可以用 keyword 引數讀上游，例如 sub(y, other=conv2d)：conv2d 在 node.kwargs 裡，不在 node.args 裡。"
+        "只攤平 args 會漏掉它；node.all_input_nodes 兩邊都看。",
+        ARGS_AND_USERS,
+    ),
+    Misconception(
+        "constants_not_producers",
+        "以為 get_attr 常數不是 producer",
+        "conv 的 weight 與 bias 是 get_attr node，conv 讀它們，所以它們也是 producer。"
+        "練習要的是這個 node 讀的每個 node，不要把常數濾掉。",
+        NEIGHBORS_RULES,
+        public=_no_constants,
+    ),
+    Misconception(
+        "producers_in_graph_order",
+        "producers 依圖上的順序排",
+        "producers 的順序是它們第一次出現在 args、kwargs 的順序（和 node.all_input_nodes 相同），"
+        "cat 的 list 順序、conv 的 (x, weight, bias) 順序都有意義。依圖上的順序重排，這個資訊就不見了。",
+        NEIGHBORS_RULES,
+        public=_producer_order,
+    ),
+    Misconception(
+        "guards_as_consumer",
+        "_guards_fn 也算成 consumer",
+        "placeholder 的 users 裡有 _guards_fn，可是它讀輸入只為了檢查形狀，不是資料的 consumer。"
+        '列 consumers 時排除 op == "call_module" 而且 target == "_guards_fn" 的 node。',
+        ARGS_AND_USERS,
+        public=_guards_consumer,
+    ),
+    Misconception(
+        "consumers_from_direct_args",
+        "只認得在 args 最外層讀它的 consumer",
+        "你掃過每個 node，只看它的 args 裡有沒有直接出現這個 node：在 list、tuple 或 keyword 引數裡讀它的 node"
+        "（cat、output）都被漏掉。FX 已經在 node.users 裡記好了每個讀它的 node，從那裡開始就好。",
+        ARGS_AND_USERS,
+        public=_direct_args_consumers,
+    ),
+    Misconception(
+        "output_not_consumer",
+        "以為 output node 不是 consumer",
+        "output node 把值回傳出去，它讀了這個值，所以也是 consumer。"
+        '只排除 _guards_fn 就好，不要只留 op == "call_function" 的 node。',
+        ARGS_AND_USERS,
+        public=_output_not_consumer,
+    ),
+    Misconception(
+        "users_order",
+        "以為 node.users 就是圖上的順序",
+        "node.users 記的是「使用被建立的先後」，被 pass 改過的圖上，新插入的 node 可能排在前面，順序就不一樣了。"
+        "consumers 要依圖上的順序排，例如用 node 在 gm.graph.nodes 裡的位置排序。",
+        NEIGHBORS_RULES,
+        public=_consumer_order,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
-    Exercise("op_targets", TARGETS_TITLE, ("op_targets",), {"chapter_models": targets_chapter}),
+    Exercise(
+        "op_targets",
+        TARGETS_TITLE,
+        ("op_targets",),
+        {"chapter_models": targets_chapter},
+        misconceptions=TARGETS_MISCONCEPTIONS,
+    ),
     Exercise(
         "neighbors",
         NEIGHBORS_TITLE,
         ("neighbors",),
         {"cat_pool": neighbors_cat_pool, "residual": neighbors_residual, "max_gate": neighbors_max_gate},
+        misconceptions=NEIGHBORS_MISCONCEPTIONS,
     ),
 )

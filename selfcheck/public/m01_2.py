@@ -7,8 +7,10 @@ from typing import Any
 import torch
 from torch.fx import GraphModule
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
-from selfcheck.public.m01_1 import export, node_labels
+from selfcheck.misconceptions import Misconception, Section
+from selfcheck.public.m01_1 import described, export, node_labels
 
 TITLE = "find_nodes：依 node.target 找 op（OpOverloadPacket 與 OpOverload）"
 
@@ -94,6 +96,274 @@ def chapter_models(ns: Namespace, seed: int) -> Any:
     return {"cat_pool": cat_pool, "residual": residual}
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+BY_TARGET = Section("D. 改用 `node.target` 找")
+RULES = Section("練習：find_nodes（4 分）")
+NAME_IS_NO_IDENTITY = Section("B. `node.target`：op 的身分", notebook="M01-1")
+DELETING = Section("D. 刪除：只有沒有 consumer 的 node 刪得掉", notebook="M01-3")
+
+
+# --- reading the evidence (the public cases' and the hidden ones' alike) ---------------------------
+# Each graph's answers are a dict query → the names found; a query is the op's text:
+# "aten.conv2d" (an OpOverloadPacket: namespace.op) or "aten.conv2d.default" (an OpOverload).
+
+
+def query_parts(query: str) -> tuple[str, str, str]:
+    """``"aten.conv2d.default"`` → ``("aten", "conv2d", "default")``; a packet has no overload (``""``)."""
+    namespace, _, rest = query.partition(".")
+    op, _, overload = rest.partition(".")
+    return namespace, op, overload
+
+
+def _graphs(evidence: Any) -> dict[str, dict[str, Any]]:
+    """Graph name → its answers (query → list), over every case (a graph asked in several cases: merged)."""
+    found: dict[str, dict[str, Any]] = {}
+
+    def visit(data: Any, name: str) -> None:
+        if not isinstance(data, dict):
+            return
+        lists = {k: v for k, v in data.items() if isinstance(v, list) and "." in str(k)}
+        if lists:
+            found.setdefault(name, {}).update(lists)
+        for key, item in data.items():
+            if key != "changed" and isinstance(item, dict):
+                visit(item, str(key))
+
+    for case, record in diagnosis.cases(evidence).items():
+        if isinstance(record, dict) and "value" in record:
+            visit(record["value"], str(case))
+    return found
+
+
+def pairs(seen: Any, expected: Any) -> list[tuple[str, str, list[Any], list[Any]]]:
+    """``(graph, query, got, want)`` for every query both evidences answered, case by case."""
+    found = []
+    for place, got, want in _aligned_answers(seen, expected):
+        for query, wanted in want.items():
+            if isinstance(wanted, list) and isinstance(got.get(query), list):
+                found.append((place, str(query), got[query], wanted))
+    return found
+
+
+def _aligned_answers(seen: Any, expected: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    found = []
+
+    def visit(got: Any, want: Any, name: str) -> None:
+        if not isinstance(want, dict) or not isinstance(got, dict):
+            return
+        if any(isinstance(v, list) and "." in str(k) for k, v in want.items()):
+            found.append((name, got, want))
+        for key, item in want.items():
+            if key != "changed" and isinstance(item, dict):
+                visit(got.get(key), item, str(key))
+
+    for case in diagnosis.cases(expected):
+        visit(diagnosis.value(seen, case), diagnosis.value(expected, case), case)
+    return found
+
+
+def _packet(query: str) -> bool:
+    return not query_parts(query)[2]
+
+
+def _identities(expected: Any) -> dict[str, dict[str, set[tuple[str, str]]]]:
+    """Graph → node name → the (namespace, op) of the queries whose key answer holds it."""
+    found: dict[str, dict[str, set[tuple[str, str]]]] = {}
+    for graph, answers in _graphs(expected).items():
+        for query, names in answers.items():
+            namespace, op, _ = query_parts(query)
+            for name in names:
+                found.setdefault(graph, {}).setdefault(str(name), set()).add((namespace, op))
+    return found
+
+
+def _strings(seen: Any, expected: Any) -> bool:
+    return any(any(described(item, "（字串") for item in got) for _, _, got, _ in pairs(seen, expected))
+
+
+def _crashes_on_other_targets(seen: Any, expected: Any) -> bool:
+    """A case stopped on a target that is not an OpOverload (``operator.getitem``: a builtin)."""
+    return any(
+        error in ("AttributeError", "TypeError") and "builtin_function_or_method" in diagnosis.error_message(seen, case)
+        for case, error in diagnosis.errors(seen).items()
+    )
+
+
+def _packets_find_nothing(seen: Any, expected: Any) -> bool:
+    """Every packet finds nothing where the key finds nodes; every overload is right."""
+    found = pairs(seen, expected)
+    packets = [(got, want) for _, query, got, want in found if _packet(query) and want]
+    return (
+        bool(packets)
+        and all(not got for got, _ in packets)
+        and all(got == want for _, query, got, want in found if not _packet(query))
+    )
+
+
+def _packet_finds_some(seen: Any, expected: Any) -> bool:
+    """A packet finds part of its overloads (one of them, ``.default``), never another op; overloads are right."""
+    found = pairs(seen, expected)
+    packets = [(got, want) for _, query, got, want in found if _packet(query)]
+    return (
+        all(set(got) <= set(want) for got, want in packets)
+        and any(got and set(got) < set(want) for got, want in packets)
+        and all(got == want for _, query, got, want in found if not _packet(query))
+    )
+
+
+def _aten_only(seen: Any, expected: Any) -> bool:
+    """Nothing found outside the aten namespace (where the key finds nodes); every aten query right."""
+    found = pairs(seen, expected)
+    others = [got for _, query, got, want in found if query_parts(query)[0] != "aten" and want]
+    return (
+        bool(others)
+        and all(not got for got in others)
+        and all(got == want for _, query, got, want in found if query_parts(query)[0] == "aten")
+    )
+
+
+def _whole_packet(seen: Any, expected: Any) -> bool:
+    """An overload finds every overload of its op (what the key finds for the packet); packets find no other op."""
+    packets: dict[tuple[str, str, str], list[Any]] = {}
+    for graph, answers in _graphs(expected).items():
+        for query, names in answers.items():
+            namespace, op, overload = query_parts(query)
+            if not overload:
+                packets[(graph, namespace, op)] = names
+    found = pairs(seen, expected)
+    if any(_packet(query) and set(got) - set(want) for _, query, got, want in found):
+        return False
+    for graph, query, got, want in found:
+        namespace, op, overload = query_parts(query)
+        whole = packets.get((graph, namespace, op))
+        if overload and whole is not None and set(got) > set(want) and set(got) == set(whole):
+            return True
+    return False
+
+
+def _extras(seen: Any, expected: Any) -> list[tuple[str, str, str, set[tuple[str, str]]]]:
+    """``(graph, query, node, what the key finds it as)`` for each node found that the key does not find there."""
+    identities = _identities(expected)
+    return [
+        (graph, query, str(node), identities.get(graph, {}).get(str(node), set()))
+        for graph, query, got, want in pairs(seen, expected)
+        for node in got
+        if node not in want and not described(node)
+    ]
+
+
+def _same_name_other_namespace(seen: Any, expected: Any) -> bool:
+    return any(
+        any(op == query_parts(query)[1] and namespace != query_parts(query)[0] for namespace, op in what)
+        for _, query, _, what in _extras(seen, expected)
+    )
+
+
+def _longer_name(seen: Any, expected: Any) -> bool:
+    """A packet finds another op whose name starts with (or holds) its own: aten.max → max_pool2d."""
+    return any(
+        _packet(query) and any(op != query_parts(query)[1] and query_parts(query)[1] in op for _, op in what)
+        for _, query, _, what in _extras(seen, expected)
+    )
+
+
+def _order(seen: Any, expected: Any) -> bool:
+    return any(
+        got != want and sorted(map(str, got)) == sorted(map(str, want)) for _, _, got, want in pairs(seen, expected)
+    )
+
+
+MISCONCEPTIONS = (
+    Misconception(
+        "changes_graph",
+        "找 op 的函式把圖改掉了",
+        "find_nodes 只該找出 node，圖是呼叫的人的。你在找之前先整理了圖（例如 eliminate_dead_code() 刪掉沒人用的 getitem），"
+        "呼叫的人拿回來的圖就少了 node。只讀 gm.graph.nodes，不要呼叫會改圖的方法。",
+        DELETING,
+    ),
+    Misconception(
+        "returns_names",
+        "回傳 node 的名字，不是 Node",
+        "練習要的是圖上的 Node 物件：之後的 Quantizer 要拿它們貼標籤，名字做不到。"
+        "找到的 node 直接放進 list，不要換成 node.name。",
+        RULES,
+        public=_strings,
+    ),
+    Misconception(
+        "crashes_on_getitem",
+        "以為每個 target 都有 overloadpacket",
+        "不是每個 call_function 的 target 都是 OpOverload：torch.max(x, dim) 之後取值的 operator.getitem 是 Python 的內建函式，"
+        "沒有 overloadpacket，讀它就出錯。先用 isinstance(node.target, OpOverload) 確認，再讀 .overloadpacket。",
+        BY_TARGET,
+        public=_crashes_on_other_targets,
+    ),
+    Misconception(
+        "packet_equals_overload",
+        "以為 OpOverloadPacket 會等於它的 overload",
+        "node.target 是 OpOverload（aten.conv2d.default），torch.ops.aten.conv2d 是 OpOverloadPacket，兩者永遠不相等："
+        "直接比 node.target == op（或用 graph.find_nodes）傳 packet 時一個都找不到，也不會出錯。"
+        "op 是 packet 時，要比 node.target.overloadpacket is op。",
+        BY_TARGET,
+        public=_packets_find_nothing,
+    ),
+    Misconception(
+        "packet_as_default",
+        "把 OpOverloadPacket 當成它的 .default",
+        '一個 op 可以有好幾個 overload：padding="same" 的 conv 是 conv2d.padding，mean(dim=…) 是 mean.dim，a + b 是 add.Tensor，'
+        "它們都不是 .default。傳 packet 要找的是這個 op 的每一種 overload：比 node.target.overloadpacket is op。",
+        BY_TARGET,
+        public=_packet_finds_some,
+    ),
+    Misconception(
+        "aten_only",
+        "以為 op 都在 torch.ops.aten 底下",
+        "op 有不同的命名空間：quantize_per_tensor 這類 op 在 torch.ops.quantized_decomposed 底下，換回 aten 的同名 op 就找不到。"
+        "直接拿傳進來的 op 和 node.target（或它的 overloadpacket）比，不要自己重新組出 op。",
+        RULES,
+        public=_aten_only,
+    ),
+    Misconception(
+        "by_node_name",
+        "用 node 的名字找 op",
+        "node 的名字只是標籤：名叫 relu_scale 的常數、名叫 sigmoid 的輸入都不是 op，pass 把 relu_1 換成 hardtanh 之後名字也不會變。"
+        "只有 node.target 說得出這個 node 做什麼運算，要比的是它。",
+        NAME_IS_NO_IDENTITY,
+    ),
+    Misconception(
+        "overload_finds_packet",
+        "傳 OpOverload 也找出整個 op",
+        "OpOverload（aten.conv2d.default）指的是一種 overload，只該找 node.target == op 的 node；"
+        "一律比 overloadpacket 的話，conv2d.padding 也被找進來。先用 isinstance 分辨傳進來的是 packet 還是 overload。",
+        RULES,
+        public=_whole_packet,
+    ),
+    Misconception(
+        "by_target_string",
+        "把 target 轉成字串比開頭或包含",
+        '"aten.max_pool2d.default".startswith("aten.max") 是 True，"aten.add" 也在 "aten.addmm.default" 裡：'
+        "字串比對會把名字相近的 op 一起找進來。比物件本身：node.target == op，或 node.target.overloadpacket is op。",
+        RULES,
+    ),
+    Misconception(
+        "ignores_namespace",
+        "只比 op 的名字，不比命名空間",
+        "aten.quantize_per_tensor 與 quantized_decomposed.quantize_per_tensor 名字一樣，卻是兩個不同的 op。"
+        "比名字字串會把它們混在一起；比 node.target.overloadpacket is op 這個物件，命名空間自然就分開了。",
+        RULES,
+        public=_same_name_other_namespace,
+    ),
+    Misconception(
+        "sorted_by_name",
+        "把找到的 node 依名字排序",
+        "名字是字串，排序時 relu_10 會排在 relu_2 前面，和圖上的順序不同。"
+        "依 gm.graph.nodes 的順序走一遍，找到就加進 list，結果自然是圖上的順序。",
+        RULES,
+        public=_order,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -101,5 +371,6 @@ PUBLIC = declare(
         TITLE,
         ("find_nodes",),
         {"chapter_models": chapter_models, "two_convs": two_convs, "max_and_pool": max_and_pool},
+        misconceptions=MISCONCEPTIONS,
     ),
 )

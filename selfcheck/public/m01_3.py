@@ -9,6 +9,7 @@ same inputs. New nodes are written as ``target(inputs…)``, so their names do n
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -18,8 +19,10 @@ from torch import nn
 from torch._ops import OpOverload, OpOverloadPacket
 from torch.fx import GraphModule, Node
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
+from selfcheck.misconceptions import Misconception, Section
 from selfcheck.public.m01_1 import export
 
 REPLACE_TITLE = "replace_op：把每個 old 換成 new"
@@ -201,6 +204,461 @@ def clamp_fan_out(ns: Namespace, seed: int) -> Any:
     return describe_pass(ns, "insert_clamp", FanOut(), inputs, torch.ops.aten.linear.default, -0.3, 0.4)
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+REPLACING = Section("A. 替換：relu → hardtanh(0, 6)")
+REPLACE_RULES = Section("練習 1：replace_op（3 分）")
+RECOMPILE = Section("B. 忘了 `recompile` 會怎樣")
+INSERTING = Section("C. 插入：在一個 node 後面插一個 node")
+CLAMP_RULES = Section("練習 2：insert_clamp（4 分）")
+DELETING = Section("D. 刪除：只有沒有 consumer 的 node 刪得掉")
+BY_TARGET = Section("B. `node.target`：op 的身分", notebook="M01-1")
+OVERLOADS = Section("D. 改用 `node.target` 找", notebook="M01-2")
+
+
+# --- reading the evidence (the public cases' and the hidden ones' alike) ---------------------------
+# Each graph after the pass is a record holding "counts" (target → how many nodes), "wiring" (each
+# node that was there before → the labels of its inputs; a new node is "target(inputs…)"), "lint",
+# "recompiled", "outputs" and "unchanged".
+
+
+def passes(seen: Any, expected: Any) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
+    """``(place, got, want)`` for each graph after the pass, in both evidences (place[0] is the case)."""
+    return [
+        (place, got, want)
+        for place, got, want in diagnosis.aligned(seen, expected, "counts")
+        if all(isinstance(r.get("counts"), dict) and isinstance(r.get("wiring"), dict) for r in (got, want))
+    ]
+
+
+def same_structure(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    """The same ops, the same wiring, and the graph passes lint."""
+    return got["counts"] == want["counts"] and got["wiring"] == want["wiring"] and got.get("lint") == "ok"
+
+
+def _outputs_differ(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    mine, key = got.get("outputs"), want.get("outputs")
+    if not isinstance(mine, list) or not isinstance(key, list) or len(mine) != len(key):
+        return True
+    return any(abs(float(a) - float(b)) > 1e-5 + 1e-4 * abs(float(b)) for a, b in zip(mine, key, strict=True))
+
+
+def _not_in_place(seen: Any, expected: Any) -> bool:
+    return any(
+        error == "EvidenceError" and "原地修改" in diagnosis.error_message(seen, case)
+        for case, error in diagnosis.errors(seen).items()
+    )
+
+
+def _python_function(seen: Any, expected: Any) -> bool:
+    """A new node whose target is a Python function (``torch.clamp``, ``F.hardtanh``), not an aten op."""
+    return any(
+        any(
+            not str(target).startswith(("aten.", "<")) and str(target) not in want["counts"] for target in got["counts"]
+        )
+        for _, got, want in passes(seen, expected)
+    )
+
+
+def _not_recompiled(seen: Any, expected: Any) -> bool:
+    return any(got.get("recompiled") is False for _, got, _ in passes(seen, expected))
+
+
+USED_BEFORE = re.compile(r"Argument '([^']+)' of Node '([^']+)' was used before it has been defined")
+
+
+def _lint_names(got: dict[str, Any]) -> tuple[str, str] | None:
+    found = USED_BEFORE.search(str(got.get("lint", "")))
+    return (found.group(1), found.group(2)) if found else None
+
+
+def _after_output(seen: Any, expected: Any) -> bool:
+    """A node is read before it is defined by another node: the new node was put at the end of the graph."""
+    return any((names := _lint_names(got)) is not None and names[0] != names[1] for _, got, _ in passes(seen, expected))
+
+
+def _reads_itself(seen: Any, expected: Any) -> bool:
+    return any((names := _lint_names(got)) is not None and names[0] == names[1] for _, got, _ in passes(seen, expected))
+
+
+def _label_parts(label: str) -> tuple[str, list[str]] | None:
+    """``"aten.mul.Tensor(linear, y)"`` → ``("aten.mul.Tensor", ["linear", "y"])``; None for a plain name."""
+    if not label.endswith(")") or "(" not in label:
+        return None
+    target, _, inside = label.partition("(")
+    inside = inside[:-1]
+    parts, depth, current = [], 0, ""
+    for char in inside:
+        if char == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+            continue
+        depth += char == "("
+        depth -= char == ")"
+        current += char
+    if current.strip():
+        parts.append(current.strip())
+    return target, parts
+
+
+def _wiring_pairs(seen: Any, expected: Any) -> list[tuple[Any, str, str, str]]:
+    """``(place, consumer, got label, want label)`` for each input of each node the key keeps, where they differ."""
+    found = []
+    for place, got, want in passes(seen, expected):
+        for consumer, inputs in want["wiring"].items():
+            mine = got["wiring"].get(consumer)
+            if not isinstance(mine, list) or len(mine) != len(inputs):
+                continue
+            found.extend((place, str(consumer), str(a), str(b)) for a, b in zip(mine, inputs, strict=True) if a != b)
+    return found
+
+
+def _fewer_inputs(seen: Any, expected: Any) -> bool:
+    """A new node reads only some of the old node's inputs: op(a) where the key has op(a, b)."""
+    for _, _, mine, key in _wiring_pairs(seen, expected):
+        got, want = _label_parts(mine), _label_parts(key)
+        if got and want and got[0] == want[0] and len(got[1]) < len(want[1]) and want[1][: len(got[1])] == got[1]:
+            return True
+    return False
+
+
+def _only_numbers_wrong(seen: Any, expected: Any) -> bool:
+    """The right ops wired the right way, recompiled, and yet other outputs: the non-node arguments are wrong."""
+    records = passes(seen, expected)
+    return (
+        bool(records)
+        and all(same_structure(got, want) and got.get("recompiled") is not False for _, got, want in records)
+        and any(_outputs_differ(got, want) for _, got, want in records)
+    )
+
+
+def _collapsed(seen: Any, expected: Any) -> bool:
+    """Right structure, and the outputs collapse onto fewer values than the key's (clamp with min > max)."""
+
+    def distinct(values: Any) -> int:
+        return len(set(values)) if isinstance(values, list) else 0
+
+    return _only_numbers_wrong(seen, expected) and any(
+        _outputs_differ(got, want) and 0 < distinct(got.get("outputs")) * 2 <= distinct(want.get("outputs"))
+        for _, got, want in passes(seen, expected)
+    )
+
+
+def _new_targets(got: dict[str, Any], want: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+    """The targets the student has more of, and the ones the key has more of."""
+    more = {t: n - want["counts"].get(t, 0) for t, n in got["counts"].items() if n > want["counts"].get(t, 0)}
+    less = {t: n - got["counts"].get(t, 0) for t, n in want["counts"].items() if n > got["counts"].get(t, 0)}
+    return more, less
+
+
+def _fewer_new_nodes(seen: Any, expected: Any) -> bool:
+    """Fewer new nodes than the key's and old ones left: some matches were not replaced."""
+    return any(all(_new_targets(got, want)) for _, got, want in passes(seen, expected))
+
+
+def _fewer_clamps(seen: Any, expected: Any) -> bool:
+    """Fewer new nodes than the key's, nothing else changed: some targets got none."""
+    for _, got, want in passes(seen, expected):
+        more, less = _new_targets(got, want)
+        if less and not more:
+            return True
+    return False
+
+
+def _old_left(seen: Any, expected: Any) -> bool:
+    """Every node the key keeps reads what it should; only extra old nodes remain."""
+    for _, got, want in passes(seen, expected):
+        more, less = _new_targets(got, want)
+        if (
+            more
+            and not less
+            and all(got["wiring"].get(k) == v for k, v in want["wiring"].items())
+            and set(got["wiring"]) > set(want["wiring"])
+        ):
+            return True
+    return False
+
+
+def _packet_target(seen: Any, expected: Any) -> bool:
+    """The new nodes' target is the packet of the op the key uses (``aten.clamp`` for ``aten.clamp.default``)."""
+    for _, got, want in passes(seen, expected):
+        more, less = _new_targets(got, want)
+        if any(str(key).startswith(f"{mine}.") for mine in more for key in less):
+            return True
+    return False
+
+
+def _other_op(seen: Any, expected: Any) -> bool:
+    """As many new nodes as the key's, of another aten op (hardtanh for clamp)."""
+    for _, got, want in passes(seen, expected):
+        more, less = _new_targets(got, want)
+        if (
+            more
+            and less
+            and sum(more.values()) == sum(less.values())
+            and all(str(t).startswith("aten.") for t in more)
+            and not any(str(key).startswith(f"{mine}.") for mine in more for key in less)
+        ):
+            return True
+    return False
+
+
+LIST_READERS = ("cat", "output")
+"""Nodes of the cases that read their inputs inside a list or a tuple."""
+
+
+def reads_in_list(consumer: str) -> bool:
+    return consumer == "output" or consumer.startswith("cat")
+
+
+def _unrewired(seen: Any, expected: Any) -> list[tuple[Any, str]]:
+    """``(place, consumer)`` where the consumer still reads the old node instead of the new one: the target itself
+    (an insertion), or the old node left in the graph, reading what the new one reads (a replacement)."""
+    found = []
+    for place, got, want in passes(seen, expected):
+        for consumer, inputs in want["wiring"].items():
+            mine = got["wiring"].get(consumer)
+            if not isinstance(mine, list) or len(mine) != len(inputs):
+                continue
+            for label, key in zip(mine, inputs, strict=True):
+                parts = _label_parts(str(key))
+                if label == key or parts is None or _label_parts(str(label)) is not None:
+                    continue
+                if label in parts[1] or got["wiring"].get(label) == parts[1]:
+                    found.append((place, str(consumer)))
+    return found
+
+
+def _clamps_input(seen: Any, expected: Any) -> bool:
+    """A new node reads the target's first input instead of the target: op(x) where the key has op(conv2d)."""
+    for _, got, want in passes(seen, expected):
+        for consumer, inputs in want["wiring"].items():
+            mine = got["wiring"].get(consumer)
+            if not isinstance(mine, list) or len(mine) != len(inputs):
+                continue
+            for label, key in zip(mine, inputs, strict=True):
+                have, wanted = _label_parts(str(label)), _label_parts(str(key))
+                if not have or not wanted or have[0] != wanted[0] or have[1] == wanted[1] or not wanted[1]:
+                    continue
+                read = want["wiring"].get(wanted[1][0])
+                if isinstance(read, list) and read[:1] == have[1][:1]:
+                    return True
+    return False
+
+
+def _some_users_only(seen: Any, expected: Any) -> bool:
+    """A consumer that reads the node directly (not inside a list or the output's tuple) was not rewired."""
+    return any(not reads_in_list(consumer) for _, consumer in _unrewired(seen, expected))
+
+
+def _list_users_missed(seen: Any, expected: Any) -> bool:
+    """Only the consumers reading it inside a list or a tuple were not rewired, a cat among them."""
+    missed = _unrewired(seen, expected)
+    return bool(missed) and all(reads_in_list(c) for _, c in missed) and any(c != "output" for _, c in missed)
+
+
+def _output_missed(seen: Any, expected: Any) -> bool:
+    missed = _unrewired(seen, expected)
+    return bool(missed) and all(c == "output" for _, c in missed)
+
+
+REPLACE_MISCONCEPTIONS = (
+    Misconception(
+        "returns_copy",
+        "改的是副本，不是傳進來的 gm",
+        "replace_op 要原地修改傳進來的 gm：呼叫的人手上只有那一個 gm，你改副本再回傳，他的圖完全沒變。"
+        "直接在 gm.graph 上改，最後回傳同一個 gm。",
+        REPLACE_RULES,
+        public=_not_in_place,
+    ),
+    Misconception(
+        "python_function",
+        "新 node 的 target 用了 Python 函式",
+        "torch.nn.functional.hardtanh 這類 Python 函式數值一樣，但放進圖裡就不是 aten op，"
+        "之後依 node.target 找 op 的程式（Quantizer、M01-2 的 find_nodes）都認不出它。新 node 的 target 直接用傳進來的 new。",
+        REPLACE_RULES,
+        public=_python_function,
+    ),
+    Misconception(
+        "no_recompile",
+        "改完圖沒有 gm.recompile()",
+        "GraphModule 執行的是由圖產生的程式碼 gm.code，不是圖本身：改了圖不 recompile，gm 跑的還是舊程式，輸出不變，也不會出錯。"
+        "改完圖、lint() 之後一定要 gm.recompile()。",
+        RECOMPILE,
+        public=_not_recompiled,
+    ),
+    Misconception(
+        "appended_at_end",
+        "新 node 沒有用 inserting_after 放好位置",
+        "graph.call_function 預設把新 node 加在圖的最後（output 之後），node 的順序就是執行順序，"
+        "讀它的 node 會在它定義之前就用到它，lint() 失敗。建新 node 時放在 with gm.graph.inserting_after(node): 裡。",
+        REPLACING,
+        public=_after_output,
+    ),
+    Misconception(
+        "by_name",
+        "用 node 的名字找 old",
+        "node 的名字只是標籤：別的 pass 原地改過 target 之後，叫 sigmoid 的 node 可能是 relu。"
+        "要換的是 node.target == old 的 node，名字不能用來認 op。",
+        BY_TARGET,
+    ),
+    Misconception(
+        "first_argument_only",
+        "新 node 只讀 node.args[0]",
+        "relu、sigmoid 只有一個輸入，但 add(a, b) 有兩個：只取 node.args[0]，新 node 就少了一個輸入。"
+        "新 node 的引數要是 (*node.args, *extra_args)，原本的引數一個都不能少。",
+        REPLACE_RULES,
+        public=_fewer_inputs,
+    ),
+    Misconception(
+        "extra_args_misplaced",
+        "extra_args 沒接在原本的引數後面",
+        "hardtanh(x, 0, 6) 的 0 與 6 是 extra_args，要接在原本的引數之後：(*node.args, *extra_args)。"
+        "漏掉它們，hardtanh 用預設的 (-1, 1)；放在前面，x 的位置就錯了。",
+        REPLACE_RULES,
+        public=_only_numbers_wrong,
+    ),
+    Misconception(
+        "first_match_only",
+        "只換了第一個符合的 node",
+        "圖上可能有好幾個 old（residual 的 relu 就有兩個），每一個都要換。"
+        "走完整個 list(gm.graph.nodes)，不要換完一個就 break。",
+        REPLACE_RULES,
+        public=_fewer_new_nodes,
+    ),
+    Misconception(
+        "first_user_only",
+        "只改接了第一個 consumer",
+        "一個 node 可以有好幾個 consumer，只改一個的話，其他 consumer 還讀舊 node，舊 node 也刪不掉。"
+        "用 node.replace_all_uses_with(new_node) 一次改接全部，包括 output。",
+        REPLACING,
+        public=_some_users_only,
+    ),
+    Misconception(
+        "rewrites_args_tuple",
+        "自己改 consumer 的 args，漏了 list 與 tuple 裡的",
+        "consumer 不一定在 args 的最外層讀舊 node：cat 在一個 list 裡讀它，output 在一個 tuple 裡回傳它。"
+        "自己替換 user.args 的最外層會漏掉這些；replace_all_uses_with 會處理每一種讀法。",
+        REPLACING,
+        public=_list_users_missed,
+    ),
+    Misconception(
+        "old_node_left",
+        "改接了 consumer，舊 node 卻沒刪",
+        "改接之後舊 node 沒有 consumer 了，但它還在圖上，圖上的 op 數量就不對。"
+        "改接完用 gm.graph.erase_node(node) 刪掉它（或最後呼叫 eliminate_dead_code()）。",
+        DELETING,
+        public=_old_left,
+    ),
+)
+
+CLAMP_MISCONCEPTIONS = (
+    Misconception(
+        "python_function",
+        "插的是 Python 的 torch.clamp",
+        "torch.clamp 數值和 aten.clamp.default 一樣，但放進圖裡就不是 aten op，之後依 node.target 找 op 的程式找不到它。"
+        "新 node 的 target 要用 torch.ops.aten.clamp.default。",
+        CLAMP_RULES,
+        public=_python_function,
+    ),
+    Misconception(
+        "no_recompile",
+        "改完圖沒有 gm.recompile()",
+        "GraphModule 執行的是由圖產生的程式碼 gm.code，不是圖本身：改了圖不 recompile，gm 跑的還是舊程式，輸出不變，也不會出錯。"
+        "改完圖、lint() 之後一定要 gm.recompile()。",
+        RECOMPILE,
+        public=_not_recompiled,
+    ),
+    Misconception(
+        "appended_at_end",
+        "clamp 沒有用 inserting_after 放好位置",
+        "graph.call_function 預設把新 node 加在圖的最後（output 之後），讀 clamp 的 node 就在它定義之前用到它，lint() 失敗。"
+        "建 clamp 時放在 with gm.graph.inserting_after(node): 裡。",
+        INSERTING,
+        public=_after_output,
+    ),
+    Misconception(
+        "clamp_reads_itself",
+        "replace_all_uses_with 沒有排除 clamp 自己",
+        "clamp 讀的就是原本的 node，所以它自己也是那個 node 的 consumer：直接 replace_all_uses_with(clamp) 會連它也改掉，"
+        "變成 clamp 讀 clamp 自己。用 delete_user_cb=lambda user: user is not clamp 排除它。",
+        INSERTING,
+        public=_reads_itself,
+    ),
+    Misconception(
+        "by_name",
+        "用 node 的名字找 target",
+        "node 的名字只是標籤：op 依 module 改過名之後，叫 proj 的是 linear，名字以 linear 開頭的卻可能是 relu。"
+        "要找的是 node.target == target 的 node，名字不能用來認 op。",
+        BY_TARGET,
+    ),
+    Misconception(
+        "packet_target",
+        "clamp 用了 OpOverloadPacket",
+        "torch.ops.aten.clamp 是整個 op 的總稱（OpOverloadPacket），不是圖上的 target：數值一樣，"
+        "但 node.target 不等於 aten.clamp.default，之後依 target 找 clamp 的程式找不到它。用 torch.ops.aten.clamp.default。",
+        OVERLOADS,
+        public=_packet_target,
+    ),
+    Misconception(
+        "other_clamping_op",
+        "用別的 op 代替 clamp",
+        "hardtanh(x, low, high) 的數值和 clamp 一樣，但練習要的是 aten.clamp.default 這個 op："
+        "圖上的 target 不同，依 target 找 clamp 的程式就找不到它。照規定用 torch.ops.aten.clamp.default。",
+        CLAMP_RULES,
+        public=_other_op,
+    ),
+    Misconception(
+        "first_match_only",
+        "只在第一個 target 後面插 clamp",
+        "圖上可能有好幾個 target 符合的 node，每一個後面都要插一個 clamp。"
+        "走完整個 list(gm.graph.nodes)，不要插完一個就 break。",
+        CLAMP_RULES,
+        public=_fewer_clamps,
+    ),
+    Misconception(
+        "clamp_reads_input",
+        "clamp 讀的是 target 的輸入",
+        "clamp 要夾住的是 target 算出來的結果，所以它讀的是 node 本身：(node, low, high)，不是 node.args[0]。"
+        "讀 node.args[0] 的話，target 算完沒人用，clamp 夾的是它之前的值。",
+        INSERTING,
+        public=_clamps_input,
+    ),
+    Misconception(
+        "first_user_only",
+        "只改接了第一個 consumer",
+        "一個 node 可以有好幾個 consumer，只改一個的話，其他 consumer 讀到的還是沒有夾過的值。"
+        "用 node.replace_all_uses_with(clamp, delete_user_cb=…) 一次改接全部（排除 clamp 自己）。",
+        INSERTING,
+        public=_some_users_only,
+    ),
+    Misconception(
+        "rewrites_args_tuple",
+        "自己改 consumer 的 args，漏了 list 與 tuple 裡的",
+        "consumer 不一定在 args 的最外層讀這個 node：cat 在一個 list 裡讀它，output 在一個 tuple 裡回傳它。"
+        "自己替換 user.args 的最外層會漏掉這些；replace_all_uses_with 會處理每一種讀法。",
+        INSERTING,
+        public=_list_users_missed,
+    ),
+    Misconception(
+        "output_skipped",
+        "以為 output node 不用改接",
+        "output node 把值回傳出去，它也是 consumer：不改接的話，模型回傳的還是沒有夾過的值。"
+        "改接時只排除 clamp 自己，不要排除 output。",
+        CLAMP_RULES,
+        public=_output_missed,
+    ),
+    Misconception(
+        "swapped_bounds",
+        "clamp 的 low、high 順序反了",
+        "aten.clamp.default 的引數是 (input, min, max)。寫成 (node, high, low) 時 min 比 max 大，"
+        "每個值都被夾成同一個數。照 (node, low, high) 的順序傳。",
+        CLAMP_RULES,
+        public=_collapsed,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -208,11 +666,13 @@ PUBLIC = declare(
         REPLACE_TITLE,
         ("replace_op",),
         {"mlp": replace_mlp, "residual": replace_residual, "fan_out": replace_fan_out},
+        misconceptions=REPLACE_MISCONCEPTIONS,
     ),
     Exercise(
         "insert_clamp",
         CLAMP_TITLE,
         ("insert_clamp",),
         {"mlp": clamp_mlp, "cat_pool": clamp_cat_pool, "fan_out": clamp_fan_out},
+        misconceptions=CLAMP_MISCONCEPTIONS,
     ),
 )

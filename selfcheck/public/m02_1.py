@@ -7,13 +7,17 @@ the errors come back as ``{name: float}`` and the best observer as its name.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import EvidenceError, plain
+from selfcheck.misconceptions import Misconception, Section
 
 TITLE = "observer_errors 與 best_observer：量出每個 observer 的量化誤差"
 
@@ -156,6 +160,364 @@ def conv_weight(ns: Namespace, seed: int) -> Any:
     return run_scenario(ns, "conv weight（channel 在第 0 維）", factories, [weight])
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+RULES = Section("練習 1：observer_errors 與 best_observer（5 分）")
+SAME_DATA = Section("A. 四個 observer 看同一批資料")
+ERROR = Section("B. 量化誤差")
+BATCH_ORDER = Section("C. MovingAverage 與 batch 的順序")
+HISTOGRAM = Section("D. Histogram 什麼時候比 MinMax 好")
+RANGES = Section("B. symmetric 與整數範圍", notebook="M02-3")
+
+
+# --- reading the evidence (the public cases' and the hidden ones' alike) ---------------------------
+# Each scenario: "observers" (``name：Class [qmin,qmax] qscheme …``), "errors" {name: MSE}, "best", "data".
+
+RELATIVE = 1e-4
+DESCRIPTION = re.compile(r"^(?P<name>.+?)：(?P<cls>\w+) \[(?P<qmin>-?\d+),(?P<qmax>-?\d+)\] (?P<qscheme>\w+)")
+
+
+def scenarios(seen: Any, expected: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """``(case, got, want)`` for each scenario both evidences hold."""
+    found = []
+    for case in diagnosis.cases(expected):
+        got, want = diagnosis.value(seen, case), diagnosis.value(expected, case)
+        if isinstance(got, dict) and isinstance(want, dict):
+            if isinstance(got.get("errors"), dict) and isinstance(want.get("errors"), dict):
+                found.append((case, got, want))
+    return found
+
+
+def observers_of(scenario: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Name → ``{"cls", "qmin", "qmax", "qscheme"}`` from the scenario's descriptions."""
+    found = {}
+    for text in scenario.get("observers") or []:
+        match = DESCRIPTION.match(str(text))
+        if match:
+            found[match["name"]] = {
+                "cls": match["cls"],
+                "qmin": int(match["qmin"]),
+                "qmax": int(match["qmax"]),
+                "qscheme": match["qscheme"],
+            }
+    return found
+
+
+def _close(a: Any, b: Any, rel: float = RELATIVE) -> bool:
+    return isinstance(a, float) and isinstance(b, float) and math.isclose(a, b, rel_tol=rel, abs_tol=1e-12)
+
+
+def wrong_observers(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    return [name for name, number in want["errors"].items() if not _close(got["errors"].get(name), number)]
+
+
+def _all_wrong(seen: Any, expected: Any) -> list[tuple[str, dict[str, Any], dict[str, Any], list[str]]]:
+    return [
+        (case, got, want, wrong)
+        for case, got, want in scenarios(seen, expected)
+        if (wrong := wrong_observers(got, want))
+    ]
+
+
+def _batches(scenario: dict[str, Any]) -> int | None:
+    """How many batches the scenario has (from its ``data`` text: ``5 個 batch，…``)."""
+    match = re.match(r"(\d+) 個 batch", str(scenario.get("data", "")))
+    return int(match.group(1)) if match else None
+
+
+def _elements(scenario: dict[str, Any]) -> int | None:
+    """How many values the scenario's data holds: batches × the batch shape's product."""
+    match = re.match(r"(\d+) 個 batch，每個形狀 \(([\d, ]+)\)", str(scenario.get("data", "")))
+    if not match:
+        return None
+    count = int(match.group(1))
+    for size in match.group(2).split(","):
+        if size.strip():
+            count *= int(size)
+    return count
+
+
+def _channel_axis_crash(seen: Any, expected: Any) -> bool:
+    return any(
+        error == "RuntimeError" and "scale and zero-point are not consistent" in diagnosis.error_message(seen, case)
+        for case, error in diagnosis.errors(seen).items()
+    )
+
+
+def _int8_range(seen: Any, expected: Any) -> bool:
+    """A uint8 [0, 255] observer goes wrong (or a zero point above 127 crashes), and every wrong observer has
+    another range than int8's: the range is always [-128, 127]."""
+    if any(
+        "must be between `quant_min` and `quant_max`" in diagnosis.error_message(seen, case)
+        for case in diagnosis.errors(seen)
+    ):
+        return True
+    ranges = [
+        (observers_of(want).get(name, {}).get("qmin"), observers_of(want).get(name, {}).get("qmax"))
+        for _, _, want, wrong in _all_wrong(seen, expected)
+        for name in wrong
+    ]
+    return bool(ranges) and (0, 255) in ranges and (-128, 127) not in ranges
+
+
+def _ratios(seen: Any, expected: Any) -> list[tuple[dict[str, Any], list[float]]]:
+    found = []
+    for _, got, want in scenarios(seen, expected):
+        pairs = [(got["errors"].get(n), w) for n, w in want["errors"].items()]
+        if all(isinstance(g, float) and isinstance(w, float) and w > 0 for g, w in pairs):
+            found.append((want, [g / w for g, w in pairs]))
+    return found
+
+
+def _summed(seen: Any, expected: Any) -> bool:
+    """Every error is the key's times the number of values: a sum of squares, not their mean."""
+    found = _ratios(seen, expected)
+    return bool(found) and all(
+        (count := _elements(want)) is not None and count > 1 and all(_close(r, float(count), 1e-3) for r in ratios)
+        for want, ratios in found
+    )
+
+
+def _not_squared(seen: Any, expected: Any) -> bool:
+    """Errors that behave like a root of the MSE (MAE, RMSE): their square is about the key's MSE."""
+    values = []
+    for _, got, want in scenarios(seen, expected):
+        for name, number in want["errors"].items():
+            mine = got["errors"].get(name)
+            if isinstance(mine, float) and number > 0 and mine > 0:
+                values.append(mine * mine / number)
+    if len(values) < 3:
+        return False
+    values.sort()
+    middle = values[len(values) // 2]
+    if all(_close(v, 1.0) for v in values):
+        return True  # the root of the MSE
+    return 0.3 <= middle <= 1.2  # the mean of absolute values: about the root of the MSE
+
+
+def _histogram_as_min_max(seen: Any, expected: Any) -> bool:
+    """A Histogram observer's error equals a MinMax observer's of the same range, where the key's differ:
+    the range came from min_val / max_val, not from calculate_qparams."""
+    for _, got, want in scenarios(seen, expected):
+        kinds = observers_of(want)
+        for name, info in kinds.items():
+            if info["cls"] != "HistogramObserver" or _close(got["errors"].get(name), want["errors"].get(name)):
+                continue
+            for other, twin in kinds.items():
+                if twin["cls"] != "MinMaxObserver" or (twin["qmin"], twin["qmax"]) != (info["qmin"], info["qmax"]):
+                    continue
+                mine = got["errors"].get(name)
+                if _close(mine, got["errors"].get(other), 1e-6) or _close(mine, want["errors"].get(other), 1e-6):
+                    return True
+    return False
+
+
+def _only(
+    seen: Any, expected: Any, test: Callable[[dict[str, Any]], bool]
+) -> list[tuple[dict[str, Any], dict[str, Any], str]]:
+    """``(got, want, name)`` for each wrong observer when all of them pass ``test`` (empty otherwise)."""
+    found = []
+    for _, got, want, wrong in _all_wrong(seen, expected):
+        kinds = observers_of(want)
+        for name in wrong:
+            if not test(kinds.get(name, {})):
+                return []
+            found.append((got, want, name))
+    return found
+
+
+def _per_channel_as_tensor(seen: Any, expected: Any) -> bool:
+    """Only per-channel observers are wrong, and all worse than the key's: one scale for every channel."""
+    found = _only(seen, expected, lambda info: str(info.get("qscheme", "")).startswith("per_channel"))
+    return bool(found) and all(got["errors"][name] > want["errors"][name] for got, want, name in found)
+
+
+def _narrow(info: dict[str, Any]) -> bool:
+    span = info.get("qmax", 0) - info.get("qmin", 0)
+    return 0 < span < 250
+
+
+def _dtype_range(seen: Any, expected: Any) -> bool:
+    """Only observers with a range narrower than their dtype's (4 bit [-8, 7]) are wrong: the values were not
+    clipped at the observer's quant_min / quant_max."""
+    return bool(_only(seen, expected, _narrow))
+
+
+def _moving_average_only(seen: Any, expected: Any) -> bool:
+    """Only the observers whose state depends on how the data arrives are wrong (MovingAverage, and slightly the
+    Histogram, whose bins follow the first batch), a MovingAverage among them: they saw the data once."""
+    found = _only(seen, expected, lambda info: info.get("cls") in (MOVING_AVERAGE, "HistogramObserver"))
+    return any(observers_of(want).get(name, {}).get("cls") == MOVING_AVERAGE for _, want, name in found)
+
+
+MOVING_AVERAGE = "MovingAverageMinMaxObserver"
+
+
+def _single_batch_right(seen: Any, expected: Any) -> bool:
+    """Where there is one batch everything is right, and some scenario with several batches is wrong."""
+    found = scenarios(seen, expected)
+    single = [(got, want) for _, got, want in found if _batches(want) == 1]
+    several = [(got, want) for _, got, want in found if (_batches(want) or 0) > 1]
+    return (
+        bool(single)
+        and all(not wrong_observers(got, want) for got, want in single)
+        and any(wrong_observers(got, want) for got, want in several)
+    )
+
+
+def _early_qparams(seen: Any, expected: Any) -> bool:
+    """MinMax errors never above the key's and some below: each batch measured with the range seen so far."""
+    if not _single_batch_right(seen, expected):
+        return False
+    smaller = False
+    for _, got, want in scenarios(seen, expected):
+        for name, info in observers_of(want).items():
+            if info["cls"] != "MinMaxObserver":
+                continue
+            mine, key = got["errors"].get(name), want["errors"].get(name)
+            if not isinstance(mine, float) or not isinstance(key, float):
+                return False
+            if mine > key * (1 + RELATIVE) + 1e-12:
+                return False
+            smaller = smaller or not _close(mine, key)
+    return smaller
+
+
+def _bests(seen: Any, expected: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(got, want) for _, got, want in scenarios(seen, expected) if isinstance(got.get("best"), str)]
+
+
+def _best_disagrees(got: dict[str, Any]) -> bool:
+    errors = got["errors"]
+    return bool(errors) and got["best"] != min(errors, key=errors.get)
+
+
+def _best_by(seen: Any, expected: Any, pick: Callable[[dict[str, float]], str]) -> bool:
+    """Wherever the best is not the student's own smallest error (at least twice), it is ``pick(errors)``."""
+    wrong = [got for got, _ in _bests(seen, expected) if _best_disagrees(got)]
+    return len(wrong) >= 2 and all(got["best"] == pick(got["errors"]) for got in wrong)
+
+
+def _best_first_name(seen: Any, expected: Any) -> bool:
+    return _best_by(seen, expected, min)
+
+
+def _best_largest(seen: Any, expected: Any) -> bool:
+    return _best_by(seen, expected, lambda errors: max(errors, key=errors.get))
+
+
+def _best_not_measured(seen: Any, expected: Any) -> bool:
+    return any(_best_disagrees(got) for got, _ in _bests(seen, expected))
+
+
+MISCONCEPTIONS = (
+    Misconception(
+        "fixed_channel_axis",
+        "per-channel 的軸寫死成 1",
+        "activation 的 channel 在第 1 維，conv weight 的 output channel 卻在第 0 維，每個 per-channel observer 記在自己的 ch_axis 裡。"
+        "寫死成 1，scale 的個數和那一維的長度對不上就出錯。用 observer.ch_axis。",
+        RULES,
+        public=_channel_axis_crash,
+    ),
+    Misconception(
+        "int8_range_always",
+        "quantize 的範圍寫死成 int8 [-128, 127]",
+        "每個 observer 有自己的整數範圍：uint8 是 [0, 255]，4 bit 是 [-8, 7]，symmetric 是 [-127, 127]。"
+        "寫死 [-128, 127] 時，uint8 的 zero point 可能超出範圍而出錯。用 observer.quant_min 與 observer.quant_max。",
+        RANGES,
+        public=_int8_range,
+    ),
+    Misconception(
+        "sum_of_squares",
+        "誤差用平方和，沒有取平均",
+        "練習要的是均方誤差（MSE）：平方誤差的平均。平方和會隨資料的個數變大，資料量不同的情況就沒辦法比較。"
+        "最後用 .mean()，不是 .sum()。",
+        RULES,
+        public=_summed,
+    ),
+    Misconception(
+        "not_squared_error",
+        "誤差不是均方誤差",
+        "平均絕對誤差或開過根號的 RMSE 排出來的順序可能不同：MSE 讓大的誤差（例如被截掉的 outlier）佔更重的份量，"
+        "Histogram 搜尋範圍時最小化的也是平方誤差。照練習算 ((x - fake_quantize(observer, x)) ** 2).mean()。",
+        ERROR,
+        public=_not_squared,
+    ),
+    Misconception(
+        "own_range_formula",
+        "自己用 min_val、max_val 算 qparams",
+        "observer 的範圍不一定是看過的最小值與最大值：HistogramObserver 會搜尋要截掉多少，symmetric 的 observer 讓範圍對稱於 0。"
+        "這些都在 calculate_qparams() 裡；自己用 min_val、max_val 算，就把它們全丟了。用 observer.calculate_qparams()。",
+        HISTOGRAM,
+        public=_histogram_as_min_max,
+    ),
+    Misconception(
+        "per_channel_as_per_tensor",
+        "per-channel 的 observer 當成 per-tensor 用",
+        "PerChannelMinMaxObserver 的 calculate_qparams() 給的是每個 channel 一組 scale 與 zero point；"
+        "只取一組套到整個 tensor，其他 channel 就用錯了格子。per-channel 要用 torch.fake_quantize_per_channel_affine 與 observer.ch_axis。",
+        SAME_DATA,
+        public=_per_channel_as_tensor,
+    ),
+    Misconception(
+        "range_from_dtype",
+        "以為範圍由 dtype 決定",
+        "4 bit 的 observer 用的 dtype 還是 int8，範圍卻是 [-8, 7]；torch.iinfo(dtype) 或 torch.quantize_per_tensor 給的是整個 dtype 的範圍，"
+        "超出 [-8, 7] 的值就沒被截掉。fake quantize 時傳 observer.quant_min 與 observer.quant_max。",
+        RANGES,
+        public=_dtype_range,
+    ),
+    Misconception(
+        "calibrates_once",
+        "把 batch 接起來一次餵給 observer",
+        "MinMax 只記極值，接起來一次看完結果一樣；MovingAverage 卻是每個 batch 移動一點，一次看完就只更新一次，範圍完全不同。"
+        "校準要依序把每個 batch 交給 observer：for batch in batches: observer(batch)。",
+        BATCH_ORDER,
+        public=_moving_average_only,
+    ),
+    Misconception(
+        "qparams_each_batch",
+        "每個 batch 看完就算 qparams 與誤差",
+        "校準是先看完所有 batch，範圍才定下來：中途算的 qparams 只反映前面幾個 batch，後面的 outlier 還沒進來。"
+        "全部看完再呼叫一次 calculate_qparams()，用它量接起來的全部資料。",
+        RULES,
+        public=_early_qparams,
+    ),
+    Misconception(
+        "error_on_part",
+        "誤差只在一部分資料上算",
+        "observer 看過全部的 batch，誤差也要在全部的資料上算：只用最後一個 batch，outlier 所在的 batch 可能根本沒算進去。"
+        "用 torch.cat(batches) 接起來再量。",
+        RULES,
+        public=_single_batch_right,
+    ),
+    Misconception(
+        "best_sorted_by_name",
+        "以為 sorted(errors.items()) 依誤差排序",
+        "sorted 一個 (名字, 誤差) 的串列，比的是第一個元素，也就是名字，取第一個就是字母最前面的 observer。"
+        "要依誤差取最小的：min(errors, key=errors.get)。",
+        RULES,
+        public=_best_first_name,
+    ),
+    Misconception(
+        "best_is_largest",
+        "best_observer 取了誤差最大的",
+        "誤差越小，量化後的值越接近原值，所以最好的 observer 是 MSE 最小的那一個。"
+        "用 min(errors, key=errors.get)，不是 max。",
+        RULES,
+        public=_best_largest,
+    ),
+    Misconception(
+        "best_not_measured",
+        "不量誤差，直接猜哪個 observer 最好",
+        "沒有一種 observer 永遠最好：outlier 在後面的 batch 時 MinMax 贏過 MovingAverage，資料沒有負值時 affine 贏過 symmetric，"
+        "長尾資料時 Histogram 才贏過 MinMax。best_observer 要用 observer_errors 量過，再取 MSE 最小的。",
+        RULES,
+        public=_best_not_measured,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -169,5 +531,6 @@ PUBLIC = declare(
             "four_bit": four_bit,
             "conv_weight": conv_weight,
         },
+        misconceptions=MISCONCEPTIONS,
     ),
 )

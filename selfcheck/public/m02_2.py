@@ -7,14 +7,17 @@ of each node reads through, and every instance's kind and calibrated qparams).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import is_guard, is_observer_node, observer_record
+from selfcheck.misconceptions import Misconception, Section
 from selfcheck.public.m01_1 import export
 
 TITLE = "insert_observer：不用 Quantizer，把 observer 插進圖裡"
@@ -131,6 +134,375 @@ def mlp_shared(ns: Namespace, seed: int) -> Any:
     return _run(ns, seed, "mlp", (4, 16), [(("node", "x"), shared), (("node", "relu"), shared)])
 
 
+# --- reading the evidence: the student's graph beside prepare_pt2e's (the preview and the grader alike) --------
+
+UNBOUND = ("UnboundLocalError", "NameError")
+"""What forward raises when a node reads a value computed later in the graph (or its own)."""
+
+PREFILLED = ("prepared",)
+"""Cases whose graph already holds observers (prepare_pt2e's) before the student inserts any."""
+
+
+def graph_pairs(
+    seen: Any, expected: Any
+) -> list[tuple[tuple[Any, ...], list[str], dict[str, Any], dict[str, Any], Any]]:
+    """``(place, positions, student's graph, prepare_pt2e's graph, what insert_observer returned)`` at every
+    place both evidences describe (``mine`` / ``graph`` beside ``prepare_pt2e`` / ``graph``)."""
+    found = []
+    for place, got, want in diagnosis.aligned(seen, expected, "positions"):
+        mine, theirs = got.get("mine", got.get("graph")), want.get("prepare_pt2e", want.get("graph"))
+        if isinstance(mine, dict) and isinstance(theirs, dict) and isinstance(want.get("positions"), list):
+            positions = [str(p) for p in want["positions"]]
+            found.append((place, positions, mine, theirs, got.get("returned_observer_node")))
+    return found
+
+
+def node_positions(positions: list[str]) -> list[str]:
+    """The nodes among the positions (``node relu（所有 consumer）`` → ``relu``)."""
+    return [p.removeprefix("node ").split("（")[0] for p in positions if p.startswith("node ")]
+
+
+def edge_positions(positions: list[str]) -> list[tuple[str, str]]:
+    """The edges among the positions (``邊 x → conv2d`` → ``("x", "conv2d")``)."""
+    found = []
+    for p in positions:
+        if p.startswith("邊 ") and " → " in p:
+            producer, consumer = p.removeprefix("邊 ").split(" → ", 1)
+            found.append((producer, consumer))
+    return found
+
+
+def reads(graph: dict[str, Any]) -> dict[tuple[str, str], list[list[int]]]:
+    """``(consumer, source)`` → the observer chain of each time the consumer reads the source."""
+    found: dict[tuple[str, str], list[list[int]]] = {}
+    for consumer, source, chain in graph.get("edges", []):
+        found.setdefault((str(consumer), str(source)), []).append(list(chain))
+    return found
+
+
+def missed(got: dict[str, Any], want: dict[str, Any]) -> set[tuple[str, str]]:
+    """Reads that go through an observer in prepare_pt2e's graph and through none in the student's."""
+    mine = reads(got)
+    return {
+        key
+        for key, chains in reads(want).items()
+        if key in mine and any(chain and not theirs for chain, theirs in zip(chains, mine[key], strict=False))
+    }
+
+
+def observed(graph: dict[str, Any]) -> set[tuple[str, str]]:
+    """Reads that go through some observer."""
+    return {key for key, chains in reads(graph).items() if any(chains)}
+
+
+def holds_in_a_list(consumer: str) -> bool:
+    """A consumer whose inputs sit inside a list or tuple argument (a cat, the graph's output)."""
+    return (
+        consumer == "output"
+        or re.fullmatch(r"(cat|concat|concatenate|stack|hstack|vstack)(_\d+)?", consumer) is not None
+    )
+
+
+def instance_links(got: dict[str, Any], want: dict[str, Any]) -> list[tuple[int, int]]:
+    """(prepare_pt2e's instance, the student's instance) met at the same step of the same read."""
+    mine = reads(got)
+    links = []
+    for key, chains in reads(want).items():
+        for theirs, chain in zip(chains, mine.get(key, []), strict=False):
+            if theirs and len(theirs) == len(chain):
+                links.extend(zip(theirs, chain, strict=True))
+    return links
+
+
+def merged(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    """Two of prepare_pt2e's observer instances are one instance in the student's graph."""
+    sources: dict[int, set[int]] = {}
+    for theirs, mine in instance_links(got, want):
+        sources.setdefault(mine, set()).add(theirs)
+    return any(len(found) > 1 for found in sources.values())
+
+
+def split(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    """One of prepare_pt2e's observer instances is several instances in the student's graph."""
+    copies: dict[int, set[int]] = {}
+    for theirs, mine in instance_links(got, want):
+        copies.setdefault(theirs, set()).add(mine)
+    return any(len(found) > 1 for found in copies.values())
+
+
+def _case_positions(evidence: Any, case: str) -> list[str]:
+    return [
+        str(p) for _, found in diagnosis.walk(diagnosis.value(evidence, case), "positions") for p in found["positions"]
+    ]
+
+
+def _edges_only(expected: Any, case: str) -> bool:
+    positions = _case_positions(expected, case)
+    return bool(positions) and not node_positions(positions)
+
+
+def _raised_unbound(seen: Any, expected: Any, edges_only: bool) -> bool:
+    return any(
+        error in UNBOUND and _edges_only(expected, case) == edges_only for case, error in diagnosis.errors(seen).items()
+    )
+
+
+def placed_after_users(seen: Any, expected: Any) -> bool:
+    """forward reads an observer before it is computed, even where only edges got observers."""
+    return _raised_unbound(seen, expected, edges_only=True)
+
+
+def reads_itself(seen: Any, expected: Any) -> bool:
+    """forward fails only where a node got an observer: the observer reads itself."""
+    return _raised_unbound(seen, expected, edges_only=False) and not _raised_unbound(seen, expected, edges_only=True)
+
+
+def never_called(seen: Any, expected: Any) -> bool:
+    """The student's observers saw nothing during calibration."""
+    for *_, got, want, _returned in graph_pairs(seen, expected):
+        mine, theirs = got.get("instances") or [], want.get("instances") or []
+        if mine and not any("scale" in r for r in mine) and any("scale" in r for r in theirs):
+            return True
+    return False
+
+
+def _extra_reads(seen: Any, expected: Any) -> list[list[list[int]]]:
+    """The student's chains of a read the consumer makes more often than in prepare_pt2e's graph."""
+    found = []
+    for *_, got, want, _returned in graph_pairs(seen, expected):
+        theirs = reads(want)
+        for key, chains in reads(got).items():
+            if key in theirs and any(theirs[key]) and len(chains) > len(theirs[key]):
+                found.append(chains)
+    return found
+
+
+def node_per_argument(seen: Any, expected: Any) -> bool:
+    """A consumer reading the producer twice reads it through two observer nodes."""
+    return any(all(chains) for chains in _extra_reads(seen, expected))
+
+
+def first_argument_only(seen: Any, expected: Any) -> bool:
+    """A consumer reading the producer twice reads it once through the observer, once without."""
+    return any(any(chains) and not all(chains) for chains in _extra_reads(seen, expected))
+
+
+def copies_observer(seen: Any, expected: Any) -> bool:
+    """One instance handed in for several positions became several, and no two instances became one (a name
+    taken twice replaces an instance, which splits some reads too)."""
+    pairs = graph_pairs(seen, expected)
+    return any(split(got, want) for *_, got, want, _ in pairs) and not any(
+        merged(got, want) for *_, got, want, _ in pairs
+    )
+
+
+def one_name(seen: Any, expected: Any) -> bool:
+    """Observers of separate positions are one instance in a graph that had none before."""
+    return any(
+        merged(got, want) for place, _, got, want, _returned in graph_pairs(seen, expected) if place[0] not in PREFILLED
+    )
+
+
+def name_taken(seen: Any, expected: Any) -> bool:
+    """Only in a graph that already had observers, a new observer took an existing one's place."""
+    pairs = graph_pairs(seen, expected)
+    return any(merged(got, want) for place, _, got, want, _ in pairs if place[0] in PREFILLED) and not one_name(
+        seen, expected
+    )
+
+
+def edge_to_every_user(seen: Any, expected: Any) -> bool:
+    """An edge's observer is read by another consumer of the producer too."""
+    for _, positions, got, want, _returned in graph_pairs(seen, expected):
+        nodes, theirs = set(node_positions(positions)), observed(want)
+        for producer, consumer in edge_positions(positions):
+            if producer in nodes:
+                continue
+            if any(s == producer and c != consumer and (c, s) not in theirs for c, s in observed(got)):
+                return True
+    return False
+
+
+def _node_misses(positions: list[str], got: dict[str, Any], want: dict[str, Any]) -> dict[str, tuple[set, set]]:
+    """Node position → (the consumers reading it through an observer in the student's graph, those that do
+    not though prepare_pt2e's do)."""
+    lost, mine, theirs = missed(got, want), observed(got), observed(want)
+    found = {}
+    for node in node_positions(positions):
+        users = {c for c, s in theirs if s == node}
+        found[node] = ({c for c in users if (c, node) in mine}, {c for c in users if (c, node) in lost})
+    return found
+
+
+def rebuilds_args(seen: Any, expected: Any) -> bool:
+    """The producer was replaced only where it stands directly in ``args``: a cat's list, the output's tuple kept it."""
+    for case, error in diagnosis.errors(seen).items():
+        if error == "ValueError" and "not in" in diagnosis.error_message(seen, case) and _edges_only(expected, case):
+            return True
+    for _, positions, got, want, _returned in graph_pairs(seen, expected):
+        lost = missed(got, want)
+        if any((c, p) in lost and holds_in_a_list(c) for p, c in edge_positions(positions)):
+            return True
+        for _, missing in _node_misses(positions, got, want).values():
+            if missing and all(holds_in_a_list(c) for c in missing) and missing != {"output"}:
+                return True
+    return False
+
+
+def one_user(seen: Any, expected: Any) -> bool:
+    """A node's observer reaches at most one of its consumers, and a plain one (not a list holder) is left out."""
+    for _, positions, got, want, _returned in graph_pairs(seen, expected):
+        for rewired, missing in _node_misses(positions, got, want).values():
+            if len(rewired) <= 1 and any(not holds_in_a_list(c) for c in missing):
+                return True
+    return False
+
+
+def output_left_out(seen: Any, expected: Any) -> bool:
+    """Every consumer a node's observer misses is the graph's output."""
+    missing = set()
+    for _, positions, got, want, _returned in graph_pairs(seen, expected):
+        for _, lost in _node_misses(positions, got, want).values():
+            missing |= lost
+    return missing == {"output"}
+
+
+def _false(returned: Any) -> bool:
+    return returned is False or (isinstance(returned, list) and False in returned)
+
+
+def returns_other(seen: Any, expected: Any) -> bool:
+    """The graph is right where insert_observer did not return the observer node."""
+    pairs = graph_pairs(seen, expected)
+    return any(_false(r) and reads(got) == reads(want) for *_, got, want, r in pairs) and not copies_observer(
+        seen, expected
+    )
+
+
+# --- where the chapter teaches it ------------------------------------------------------------------
+
+BY_HAND = Section("B. 手插：邊與 node")
+RULES = Section("練習 1：insert_observer（6 分）")
+
+MISCONCEPTIONS = (
+    Misconception(
+        "appended_at_end",
+        "observer node 排在讀它的 node 後面",
+        "你可能以為新 node 放在圖的哪裡都可以。其實 forward 照圖上的順序執行：沒有用 inserting_before 或 inserting_after 時，"
+        "新 node 接在圖的最後（output 之後），插在 consumer 後面也一樣，consumer 要讀它的時候它還沒算出來，所以出錯（UnboundLocalError）。"
+        "建 node 時用 with gm.graph.inserting_before(consumer) 或 inserting_after(producer)，讓它排在 producer 之後、consumer 之前。",
+        BY_HAND,
+        public=placed_after_users,
+    ),
+    Misconception(
+        "node_self_loop",
+        "node 的 observer 讀到它自己",
+        "producer.replace_all_uses_with(新 node) 會換掉每一個讀 producer 的地方，而新 node 自己也讀 producer，"
+        "於是它的輸入變成它自己，forward 就出錯（UnboundLocalError）。"
+        "所以只有 node 的位置出問題，邊沒有；換的時候要用 delete_user_cb 把新 node 自己排除在外。",
+        BY_HAND,
+        public=reads_itself,
+    ),
+    Misconception(
+        "no_recompile",
+        "改完圖沒有 recompile",
+        "你改的是 gm.graph，但 forward 跑的是從舊的圖產生的程式碼。沒有呼叫 gm.recompile()，observer 雖然在圖上，"
+        "卻從來沒被呼叫，校準之後什麼都沒看到。插好 node、接好線之後，呼叫一次 gm.recompile()。",
+        BY_HAND,
+        public=never_called,
+    ),
+    Misconception(
+        "one_node_per_argument",
+        "同一條邊在每個引數位置各插一個 node",
+        "r * r 的兩個引數是同一條邊 relu → mul，只該有一個 observer node。你在 producer 出現的每個引數位置各插一個 node，"
+        "同一個 observer 每次 forward 被呼叫兩次，統計量就和 prepare_pt2e 的不一樣。"
+        "插一個 node 就好，再用 consumer.replace_input_with(producer, 新 node) 一次換掉所有出現的地方。",
+        BY_HAND,
+        public=node_per_argument,
+    ),
+    Misconception(
+        "first_argument_only",
+        "邊只換掉 consumer 裡第一個 producer",
+        "同一個 consumer 可能不只一次讀同一個 producer，例如 r * r。你只換了第一個出現的位置，第二個 r 還是讀原值，"
+        "沒有經過 observer。consumer.replace_input_with(producer, 新 node) 會換掉 consumer 引數裡所有的 producer，"
+        "list 裡的也一樣。",
+        BY_HAND,
+        public=first_argument_only,
+    ),
+    Misconception(
+        "copies_observer",
+        "插之前先複製了 observer",
+        "傳進來的 observer 物件就是要掛上去的那一個：同一個物件傳進來三次，代表三個位置共用一個 observer，"
+        "和 SharedQuantizationSpec 一樣。你先複製（或照樣重建一個）再掛，共用就消失了，每個位置各算各的 qparams，"
+        "回傳的 node 呼叫的也不是傳進來的物件。把傳進來的 observer 直接 add_submodule，不要複製。",
+        RULES,
+        public=copies_observer,
+    ),
+    Misconception(
+        "fixed_name",
+        "不同位置的 observer 掛在同一個名字下",
+        "add_submodule 遇到已經存在的名字，會直接換掉原本的子模組，先前插的 observer node 也就改呼叫新的那個。"
+        "你的名字不會隨著每次插入而不同（固定一個名字，或從 producer 的名字來，同一個 producer 插兩次就撞名），"
+        "結果幾個 observer node 呼叫的是同一個實例。取名前用 hasattr(gm, name) 找一個還沒被用掉的 activation_post_process_N。",
+        BY_HAND,
+        public=one_name,
+    ),
+    Misconception(
+        "name_by_observer_count",
+        "用 observer 的個數當下一個編號",
+        "你可能以為圖上有 N 個 observer，activation_post_process_N 就一定沒人用。可是共用的 observer 實例會用好幾個名字掛上去，"
+        "gm.modules() 只列一次，算出來的編號會撞到已經有的名字，add_submodule 就把原本的 observer 換掉了。"
+        "編號只是候選，要用 hasattr(gm, name) 確認這個名字真的還沒被用掉。",
+        BY_HAND,
+        public=name_taken,
+    ),
+    Misconception(
+        "edge_replaces_all_uses",
+        "邊的 observer 換掉了 producer 的每個使用",
+        "邊 (producer, consumer) 只影響那一個 consumer，producer 的其他 consumer 應該仍讀原值。"
+        "你用 replace_all_uses_with（或把每個使用者都改掉），它就成了 node 的 observer。"
+        "邊要用 consumer.replace_input_with(producer, 新 node)，只改這一個 consumer。",
+        BY_HAND,
+        public=edge_to_every_user,
+    ),
+    Misconception(
+        "rebuilds_args",
+        "自己重組 args，漏了包在 list 或 tuple 裡的輸入",
+        "你可能以為 producer 一定直接出現在 consumer.args 裡。cat 的輸入包在一個 list 裡，圖的輸出（output node）的值也包在 tuple 裡，"
+        "只掃 args 最外層的話，這些 producer 沒有換到，那個 consumer 仍讀原值。"
+        "交給 replace_input_with（邊）或 replace_all_uses_with（node），它們會找遍巢狀的引數。",
+        BY_HAND,
+        public=rebuilds_args,
+    ),
+    Misconception(
+        "node_first_user_only",
+        "node 的 observer 只接到一個 consumer",
+        "node 上的 observer 要讓 producer 的所有 consumer 都改讀它，你只改了其中一個（例如 producer.users 的第一個）。"
+        "x 的第一個使用者常常是 export 自動加的 _guards_fn，結果連一個 conv 都沒有改讀 observer。"
+        "node 要用 producer.replace_all_uses_with(新 node, delete_user_cb=…) 換掉每一個使用，同時排除新 node 自己。",
+        BY_HAND,
+        public=one_user,
+    ),
+    Misconception(
+        "node_skips_output",
+        "圖的輸出沒有改讀 node 的 observer",
+        "圖的輸出（output node）也是 consumer，node 上的 observer 要影響所有 consumer，包含它。"
+        "你可能只改了 call_function 的使用者，或只在 args 最外層找 producer，而 output 的值包在 tuple 裡，所以沒有換到。"
+        "用 producer.replace_all_uses_with(新 node, delete_user_cb=…)，它會換掉每一個使用，output 也在內。",
+        BY_HAND,
+        public=output_left_out,
+    ),
+    Misconception(
+        "returns_nothing",
+        "沒有回傳新的 observer node",
+        "練習要 insert_observer 回傳新插進圖裡、呼叫這個 observer 的 call_module node。你的圖插得對，"
+        "回傳的卻是別的東西（或什麼都沒回傳），呼叫的人就拿不到這個 node 接著用。函式最後 return 你建的那個 node。",
+        RULES,
+        public=returns_other,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -138,5 +510,6 @@ PUBLIC = declare(
         TITLE,
         ("insert_observer",),
         {"conv_relu": conv_relu, "cat_pool": cat_pool, "cat_pool_node": cat_pool_node, "mlp_shared": mlp_shared},
+        misconceptions=MISCONCEPTIONS,
     ),
 )

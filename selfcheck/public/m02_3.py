@@ -8,12 +8,16 @@ only negatives), the XNNPACK eps, a small per-channel weight, and seeded data.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import EvidenceError
+from selfcheck.misconceptions import Misconception, Section
 
 QPARAMS_TITLE = "calculate_qparams：從 min / max 算出 scale 與 zero point"
 QDQ_TITLE = "quantize 與 dequantize：和 convert_pt2e 插的 op 逐位元相同"
@@ -122,6 +126,18 @@ def _ties(scale: float, low: int, high: int) -> torch.Tensor:
     return torch.cat([base, up, down])
 
 
+def _far() -> torch.Tensor:
+    """Values far outside a 4-bit range, and a few inside it."""
+    return torch.tensor([1e4, -1e4, 300.0, -300.0, 6.5, -6.5, 0.31, -0.29, 0.02, -0.5])
+
+
+PUBLIC_QUANTIZE = {
+    "quantize 剛好在 .5 附近（scale=0.1, zero_point=3）": (lambda: _ties(0.1, -40, 40), 0.1, 3, -128, 127),
+    "quantize 超出 4 bit 範圍 [-8,7]": (_far, 0.05, -1, -8, 7),
+}
+"""The public quantize calls on fixed inputs (int8): label → (input, scale, zero point, quant_min, quant_max)."""
+
+
 def quantize_chapter(ns: Namespace, seed: int) -> Any:
     """The chapter's check (qparams from the first half of x, quantize all of x), values next to .5,
     values far outside a 4-bit range; dequantize every integer."""
@@ -138,15 +154,656 @@ def quantize_chapter(ns: Namespace, seed: int) -> Any:
         every = torch.arange(qmin, qmax + 1).to(dtype)
         got = ns["dequantize"](every, scale, zero_point)
         rows[f"dequantize {name}"] = tensor_values(got, "dequantize 的結果", integer=False, dtype=torch.float32)
-    ties = _ties(0.1, -40, 40)
-    got = ns["quantize"](ties, 0.1, 3, -128, 127, torch.int8)
-    rows["quantize 剛好在 .5 附近（scale=0.1, zero_point=3）"] = tensor_values(
-        got, "quantize 的結果", integer=True, dtype=torch.int8
-    )
-    far = torch.tensor([1e4, -1e4, 300.0, -300.0, 6.5, -6.5, 0.31, -0.29, 0.02, -0.5])
-    got = ns["quantize"](far, 0.05, -1, -8, 7, torch.int8)
-    rows["quantize 超出 4 bit 範圍 [-8,7]"] = tensor_values(got, "quantize 的結果", integer=True, dtype=torch.int8)
+    for label, (make, scale, zero_point, qmin, qmax) in PUBLIC_QUANTIZE.items():
+        got = ns["quantize"](make(), scale, zero_point, qmin, qmax, torch.int8)
+        rows[label] = tensor_values(got, "quantize 的結果", integer=True, dtype=torch.int8)
     return rows
+
+
+# --- reading the evidence: the student's numbers beside torchao's (the preview and the grader alike) -----------
+
+FLOOR = XNNPACK_EPS * 1.0001
+"""A scale this small is the eps floor (the range was narrower than eps allows)."""
+
+
+@dataclass(frozen=True)
+class QparamsRow:
+    """One observer's qparams: what the student returned (``mine``) beside torchao's (``want``), per channel."""
+
+    label: str
+    qmin: int | None
+    qmax: int | None
+    symmetric: bool | None
+    min_val: list[float] | None
+    max_val: list[float] | None
+    mine: dict[str, list[Any]]
+    want: dict[str, list[Any]]
+
+    def channels(self) -> list[tuple[float, int, float, int, int]]:
+        """``(my scale, my zero point, torchao's scale, torchao's zero point, channel)``, where the lengths agree."""
+        ms, mz, ws, wz = self.mine["scale"], self.mine["zero_point"], self.want["scale"], self.want["zero_point"]
+        if not len(ms) == len(mz) == len(ws) == len(wz):
+            return []
+        return [(ms[i], mz[i], ws[i], wz[i], i) for i in range(len(ws))]
+
+    def one_sided(self, channel: int) -> bool | None:
+        """Whether the channel's range leaves 0 out (None when the evidence does not say)."""
+        if not self.min_val or not self.max_val or channel >= len(self.min_val):
+            return None
+        return self.min_val[channel] > 0 or self.max_val[channel] < 0
+
+
+def _range_of(label: str) -> tuple[int | None, int | None, bool | None]:
+    found = re.search(r"\[(-?\d+),\s*(-?\d+)\]", label)
+    qmin, qmax = (int(found.group(1)), int(found.group(2))) if found else (None, None)
+    symmetric = True if "symmetric" in label else False if "affine" in label else None
+    return qmin, qmax, symmetric
+
+
+def _qparams(entry: Any) -> dict[str, list[Any]] | None:
+    if isinstance(entry, dict) and isinstance(entry.get("scale"), list) and isinstance(entry.get("zero_point"), list):
+        return entry
+    return None
+
+
+def qparams_rows(seen: Any, expected: Any) -> list[QparamsRow]:
+    """Every row both evidences hold: the hidden cases' lists of rows, the public cases' rows by label."""
+    rows = []
+    for case in diagnosis.cases(expected):
+        got, want = diagnosis.value(seen, case), diagnosis.value(expected, case)
+        if isinstance(want, list) and isinstance(got, list) and len(got) == len(want):
+            pairs = [
+                (str(w.get("label")), g.get("mine"), w.get("torchao"), w.get("min_val"), w.get("max_val"))
+                for g, w in zip(got, want, strict=True)
+                if isinstance(g, dict) and isinstance(w, dict)
+            ]
+        elif isinstance(want, dict) and isinstance(got, dict):
+            pairs = [(str(label), got.get(label), entry, None, None) for label, entry in want.items()]
+        else:
+            continue
+        for label, mine, theirs, low, high in pairs:
+            if _qparams(mine) is not None and _qparams(theirs) is not None:
+                rows.append(QparamsRow(label, *_range_of(label), low, high, mine, theirs))
+    return rows
+
+
+def _ratio(mine: float, want: float) -> float:
+    return mine / want if want else float("inf")
+
+
+def one_value_for_channels(seen: Any, expected: Any) -> bool:
+    """Per-channel: one (scale, zero point) where there should be one per channel."""
+    return any(
+        len(r.mine["scale"]) < len(r.want["scale"]) for r in qparams_rows(seen, expected) if len(r.want["scale"]) > 1
+    )
+
+
+def channels_share_range(seen: Any, expected: Any) -> bool:
+    """Per-channel: every channel got the same scale, though the channels' ranges differ."""
+    return any(
+        len(r.mine["scale"]) == len(r.want["scale"]) > 1
+        and len(set(r.mine["scale"])) == 1
+        and len(set(r.want["scale"])) > 1
+        for r in qparams_rows(seen, expected)
+    )
+
+
+def unit_scale_when_flat(seen: Any, expected: Any) -> bool:
+    """(1.0, 0) where torchao's scale is not 1.0: the docstring's words taken for the code."""
+    return any(
+        (ms, mz) == (1.0, 0) and ws != 1.0 for r in qparams_rows(seen, expected) for ms, mz, ws, _, _ in r.channels()
+    )
+
+
+def _under_floor(seen: Any, expected: Any) -> list[tuple[QparamsRow, float]]:
+    """Where torchao's scale is the eps floor and the student's is smaller: (row, the student's scale)."""
+    return [
+        (r, ms)
+        for r in qparams_rows(seen, expected)
+        for ms, _, ws, _, _ in r.channels()
+        if ws <= FLOOR and ms < ws * (1 - 1e-4)
+    ]
+
+
+def no_floor(seen: Any, expected: Any) -> bool:
+    """A scale below float32's eps: it was never clamped to eps."""
+    return any(ms < EPS * (1 - 1e-6) for _, ms in _under_floor(seen, expected))
+
+
+def default_eps(seen: Any, expected: Any) -> bool:
+    """Clamped to eps everywhere except where eps is an argument other than the default."""
+    under = _under_floor(seen, expected)
+    return bool(under) and all("eps=" in r.label and ms >= EPS * (1 - 1e-6) for r, ms in under)
+
+
+def zero_point_from_max(seen: Any, expected: Any) -> bool:
+    """Affine, all-zero range: zero point quant_max where torchao's is quant_min (counted from the max end)."""
+    return any(
+        r.symmetric is False and ms == ws and wz == r.qmin and mz == r.qmax != r.qmin
+        for r in qparams_rows(seen, expected)
+        for ms, mz, ws, wz, _ in r.channels()
+    )
+
+
+def _off(ms: float, mz: int, ws: float, wz: int, tolerance: float = 1e-3) -> bool:
+    return abs(_ratio(ms, ws) - 1) > tolerance or abs(mz - wz) > 1
+
+
+def only_int8_right(seen: Any, expected: Any) -> bool:
+    """Right on int8 [-128,127] rows, clearly wrong on affine rows of other integer ranges: the range was not read."""
+    rows = [r for r in qparams_rows(seen, expected) if r.qmin is not None]
+    int8 = [r for r in rows if (r.qmin, r.qmax) == (-128, 127)]
+    others = [r for r in rows if (r.qmin, r.qmax) != (-128, 127)]
+    return (
+        bool(int8)
+        and all(r.mine == r.want for r in int8)
+        and any(_off(*c[:4]) for r in others if r.symmetric is False for c in r.channels())
+    )
+
+
+def _symmetric_scales(seen: Any, expected: Any) -> dict[tuple[Any, Any], list[float]]:
+    """Symmetric channels whose zero point is right and whose scale is not: the ratio mine / torchao's, per range."""
+    found: dict[tuple[Any, Any], list[float]] = {}
+    for r in qparams_rows(seen, expected):
+        if r.symmetric:
+            for ms, mz, ws, wz, _ in r.channels():
+                if mz == wz and abs(_ratio(ms, ws) - 1) > 1e-4:
+                    found.setdefault((r.qmin, r.qmax), []).append(_ratio(ms, ws))
+    return found
+
+
+def symmetric_divisor(seen: Any, expected: Any) -> bool:
+    """Symmetric scales off by one factor per integer range (a wrong divisor); affine scales right."""
+    ratios = _symmetric_scales(seen, expected)
+    affine_right = all(
+        abs(_ratio(ms, ws) - 1) <= 1e-4
+        for r in qparams_rows(seen, expected)
+        if r.symmetric is False
+        for ms, _, ws, _, _ in r.channels()
+    )
+    return bool(ratios) and affine_right and all(max(found) - min(found) < 1e-4 for found in ratios.values())
+
+
+def symmetric_zero_point(seen: Any, expected: Any) -> bool:
+    """Symmetric on a signed range: the scale right, the zero point not torchao's."""
+    return any(
+        r.symmetric and ms == ws and mz != wz
+        for r in qparams_rows(seen, expected)
+        for ms, mz, ws, wz, _ in r.channels()
+    )
+
+
+def _unwidened(r: QparamsRow, channel: int, mine: float) -> bool:
+    """The student's affine scale is (max − min) / (qmax − qmin) of the range as observed (True when the evidence
+    does not hold the range)."""
+    if r.one_sided(channel) is None or r.qmin is None or r.qmax is None or r.qmax == r.qmin:
+        return True
+    assert r.min_val is not None and r.max_val is not None
+    narrow = (r.max_val[channel] - r.min_val[channel]) / (r.qmax - r.qmin)
+    return r.one_sided(channel) is True and (abs(mine - narrow) <= 1e-4 * narrow or (narrow < FLOOR and mine <= FLOOR))
+
+
+def narrower_range(seen: Any, expected: Any) -> bool:
+    """An affine scale smaller than torchao's where the range leaves 0 out, as if the range were not widened to
+    include 0."""
+    for r in qparams_rows(seen, expected):
+        if r.symmetric is not False:
+            continue
+        for ms, _, ws, _, channel in r.channels():
+            if ws > FLOOR * 1.01 and ms < ws * (1 - 1e-4) and _unwidened(r, channel, ms):
+                return True
+    return False
+
+
+def _tie_shifts(seen: Any, expected: Any) -> set[int]:
+    """How the affine zero points differ where the scale is right (my zero point − torchao's, nonzero)."""
+    return {
+        mz - wz
+        for r in qparams_rows(seen, expected)
+        if r.symmetric is False
+        for ms, mz, ws, wz, _ in r.channels()
+        if ms == ws and mz != wz
+    }
+
+
+def rounds_half_away(seen: Any, expected: Any) -> bool:
+    """min / scale on .5 rounded away from 0 (one more step below 0): zero points one too high, never too low."""
+    return _tie_shifts(seen, expected) == {1}
+
+
+def rounds_half_up(seen: Any, expected: Any) -> bool:
+    """min / scale on .5 always rounded up: zero points one too low, never too high."""
+    return _tie_shifts(seen, expected) == {-1}
+
+
+def last_bit(seen: Any, expected: Any) -> bool:
+    """A scale off by float rounding only (float64 arithmetic, then float32)."""
+    return any(
+        0 < abs(_ratio(ms, ws) - 1) < 1e-5 for r in qparams_rows(seen, expected) for ms, _, ws, _, _ in r.channels()
+    )
+
+
+# quantize / dequantize
+
+
+@dataclass(frozen=True)
+class ValuesRow:
+    """One quantize or dequantize call: its input, the student's output beside torchao's, and its arguments."""
+
+    kind: str
+    x: list[Any] | None
+    scales: tuple[float, ...]
+    zero_point: int | None
+    qmin: int | None
+    qmax: int | None
+    mine: list[Any]
+    want: list[Any]
+
+    def differences(self) -> list[tuple[Any, Any, Any]]:
+        """``(input, mine, torchao's)`` where they differ (input None when unknown)."""
+        xs = self.x if self.x is not None and len(self.x) == len(self.want) else [None] * len(self.want)
+        if len(self.mine) != len(self.want):
+            return []
+        return [(x, m, w) for x, m, w in zip(xs, self.mine, self.want, strict=True) if m != w]
+
+
+def _float32_printed_as(text: str) -> tuple[float, ...]:
+    """The float32 numbers that ``f"{v:.6g}"`` prints as ``text`` (the scale a label shows)."""
+    try:
+        center = torch.tensor(float(text), dtype=torch.float32)
+    except ValueError:
+        return ()
+    found = [float(center)] if f"{float(center):.6g}" == text else []
+    for direction in (float("inf"), float("-inf")):
+        value = center
+        for _ in range(400):
+            value = torch.nextafter(value, torch.tensor(direction))
+            if f"{float(value):.6g}" != text:
+                break
+            found.append(float(value))
+    return tuple(found)
+
+
+def values_rows(seen: Any, expected: Any) -> list[ValuesRow]:
+    """Every quantize / dequantize call both evidences hold."""
+    rows = []
+    for case in diagnosis.cases(expected):
+        got, want = diagnosis.value(seen, case), diagnosis.value(expected, case)
+        if isinstance(want, list) and isinstance(got, list) and len(got) == len(want):
+            for g, w in zip(got, want, strict=True):
+                if not (isinstance(g, dict) and isinstance(w, dict) and isinstance(g.get("mine"), list)):
+                    continue
+                label = str(w.get("label"))
+                scale = re.search(r"scale=([-+.0-9e]+)", label)
+                zero_point = re.search(r"zero_point=(-?\d+)", label)
+                qmin, qmax, _ = _range_of(label)
+                rows.append(
+                    ValuesRow(
+                        "dequantize" if case == "dequantize" else "quantize",
+                        w.get("x"),
+                        _float32_printed_as(scale.group(1)) if scale else (),
+                        int(zero_point.group(1)) if zero_point else None,
+                        qmin,
+                        qmax,
+                        g["mine"],
+                        w.get("torchao") or [],
+                    )
+                )
+        elif isinstance(want, dict) and isinstance(got, dict):
+            for label, values in want.items():
+                mine = got.get(label)
+                if not isinstance(mine, list) or not isinstance(values, list):
+                    continue
+                kind = "dequantize" if str(label).startswith("dequantize") else "quantize"
+                if label in PUBLIC_QUANTIZE:
+                    make, scale, zero_point, qmin, qmax = PUBLIC_QUANTIZE[label]
+                    x = [float(v) for v in make()]
+                    rows.append(ValuesRow(kind, x, (scale,), zero_point, qmin, qmax, mine, values))
+                else:
+                    rows.append(ValuesRow(kind, None, (), None, *_range_of(str(label))[:2], mine, values))
+    return rows
+
+
+def quantize_type_error(seen: Any, expected: Any) -> bool:
+    """quantize returned a float tensor, or integers of another dtype."""
+    return any(
+        error == "EvidenceError" and message.startswith("quantize 的結果") and ("整數" in message or "dtype" in message)
+        for case, error in diagnosis.errors(seen).items()
+        for message in [diagnosis.error_message(seen, case)]
+    )
+
+
+def dequantize_float64(seen: Any, expected: Any) -> bool:
+    """dequantize returned float64."""
+    return any(
+        error == "EvidenceError" and message.startswith("dequantize 的結果") and "float64" in message
+        for case, error in diagnosis.errors(seen).items()
+        for message in [diagnosis.error_message(seen, case)]
+    )
+
+
+def wraps_around(seen: Any, expected: Any) -> bool:
+    """A value torchao clamps to one end landed far on the other side: the cast wrapped it around first."""
+    for row in values_rows(seen, expected):
+        if row.kind != "quantize" or row.qmin is None:
+            continue
+        for _, mine, want in row.differences():
+            if (want == row.qmax and mine < want - 1) or (want == row.qmin and mine > want + 1):
+                return True
+    return False
+
+
+def dtype_range(seen: Any, expected: Any) -> bool:
+    """Values beyond [quant_min, quant_max] (clamped to the dtype's range instead)."""
+    for row in values_rows(seen, expected):
+        if row.kind != "quantize" or row.qmin is None:
+            continue
+        if any(mine > row.qmax or mine < row.qmin for _, mine, _ in row.differences()):
+            return True
+    return False
+
+
+ROUNDINGS = ("even", "up", "away")
+
+
+def _rounded(t: torch.Tensor, rounding: str) -> torch.Tensor:
+    if rounding == "up":
+        return torch.floor(t + 0.5)
+    if rounding == "away":
+        return torch.sign(t) * torch.floor(t.abs() + 0.5)
+    return torch.round(t)
+
+
+def quantized(x: torch.Tensor, scale: float, zero_point: int, qmin: int, qmax: int, way: tuple[bool, bool, bool, str]):
+    """quantize written one way: ``(divides, float64, zero point before rounding, rounding)``."""
+    divides, float64, zero_point_first, rounding = way
+    v = x.double() if float64 else x
+    t = v / scale if divides else v * (1.0 / scale)
+    if zero_point_first:
+        q = _rounded(t + zero_point, rounding)
+    else:
+        q = _rounded(t, rounding) + zero_point
+    return torch.clamp(q, qmin, qmax).to(torch.int64).tolist()
+
+
+KEY_WAY = (False, False, False, "even")
+WAYS = [(d, f, z, r) for d in (False, True) for f in (False, True) for z in (False, True) for r in ROUNDINGS]
+
+
+def quantize_ways(seen: Any, expected: Any) -> set[tuple[bool, bool, bool, str]]:
+    """The ways of writing quantize that give the student's values on every call whose input is known
+    (empty when none does, or when no call differs from torchao's)."""
+    rows = [
+        r
+        for r in values_rows(seen, expected)
+        if r.kind == "quantize" and r.x is not None and r.scales and None not in (r.zero_point, r.qmin, r.qmax)
+    ]
+    if not any(r.mine != r.want for r in rows):
+        return set()
+    ways = set(WAYS)
+    for row in rows:
+        x = torch.tensor(row.x, dtype=torch.float32)
+        args = (row.zero_point, row.qmin, row.qmax)
+        scales = [s for s in row.scales if quantized(x, s, *args, KEY_WAY) == row.want]
+        ways &= {way for way in ways if any(quantized(x, s, *args, way) == row.mine for s in scales)}
+    return ways
+
+
+def _every_way(seen: Any, expected: Any, test: Any) -> bool:
+    ways = quantize_ways(seen, expected)
+    return bool(ways) and all(test(way) for way in ways)
+
+
+def divides_by_scale(seen: Any, expected: Any) -> bool:
+    return _every_way(seen, expected, lambda way: way[0])
+
+
+def rounds_in_float64(seen: Any, expected: Any) -> bool:
+    return _every_way(seen, expected, lambda way: way[1])
+
+
+def zero_point_before_rounding(seen: Any, expected: Any) -> bool:
+    return _every_way(seen, expected, lambda way: way[2])
+
+
+def quantize_rounds_half_up(seen: Any, expected: Any) -> bool:
+    """Every difference near .5 is one step up, or the values are floor(v + 0.5) / rounded away from 0."""
+    if _every_way(seen, expected, lambda way: way[3] != "even"):
+        return True
+    steps = {
+        mine - want
+        for row in values_rows(seen, expected)
+        if row.kind == "quantize"
+        for _, mine, want in row.differences()
+        if isinstance(mine, int) and isinstance(want, int)
+    }
+    return steps == {1}
+
+
+def dequantize_wraps(seen: Any, expected: Any) -> bool:
+    """Dequantized values far from torchao's (q − zero_point in int8 / uint8 wrapped around)."""
+    return any(
+        abs(mine - want) > 0.25 * (abs(want) + 1e-6)
+        for row in values_rows(seen, expected)
+        if row.kind == "dequantize"
+        for _, mine, want in row.differences()
+    )
+
+
+def dequantize_last_bits(seen: Any, expected: Any) -> bool:
+    """Dequantized values off by float rounding only (another order of operations, or float64)."""
+    found = [
+        (mine, want)
+        for row in values_rows(seen, expected)
+        if row.kind == "dequantize"
+        for _, mine, want in row.differences()
+    ]
+    return bool(found) and all(abs(mine - want) <= 1e-5 * max(abs(want), 1e-3) for mine, want in found)
+
+
+# --- where the chapter teaches it ------------------------------------------------------------------
+
+AFFINE = Section("A. affine：一步一步算")
+SYMMETRIC = Section("B. symmetric 與整數範圍")
+EDGES = Section("C. 邊界情況")
+QPARAMS_RULES = Section("練習 1：calculate_qparams（7 分）")
+QDQ = Section("D. quantize 與 dequantize")
+QDQ_RULES = Section("練習 2：quantize 與 dequantize（4 分）")
+
+QPARAMS_MISCONCEPTIONS = (
+    Misconception(
+        "python_floats",
+        "per-channel 只算出一組 scale",
+        "你可能用 .item() 或 Python 的 min、max 把 min_val、max_val 變成一個數字來算。per-channel 的 min_val 每個 channel 一個值，"
+        "這樣只算到一組 scale 與 zero point；而且 Python float 是 float64，scale 的最後一位也會和 observer 不同。"
+        "全部用 tensor 逐元素運算（torch.min、torch.max、torch.round），不要 .item()。",
+        QPARAMS_RULES,
+        public=one_value_for_channels,
+    ),
+    Misconception(
+        "global_min_max",
+        "per-channel 的每個 channel 共用一個範圍",
+        "包含 0 的那一步要逐元素和 0 比：torch.min(min_val, torch.zeros_like(min_val))。"
+        "你先取了 min_val.min() 或 max_val.max()，所有 channel 就共用同一個範圍，scale 全都一樣。"
+        "per-channel 的意義正是每個 channel 有自己的範圍與 scale。",
+        AFFINE,
+        public=channels_share_range,
+    ),
+    Misconception(
+        "docstring_equal_min_max",
+        "照 docstring 把 min == max 算成 (1.0, 0)",
+        "observer 的 docstring 說 min 等於 max 時回傳 (1.0, 0)，但程式不是這樣做：範圍先擴大到包含 0，全 0 時 scale 夾到 eps，"
+        "單一值 3.0 得到 3 / 255。只有從沒看過資料的 observer 才回傳 (1.0, 0)；文件和程式不一致時，以程式為準。",
+        EDGES,
+        public=unit_scale_when_flat,
+    ),
+    Misconception(
+        "no_eps_clamp",
+        "scale 沒有夾到 eps",
+        "範圍是 0 或極小時，(max − min) / (qmax − qmin) 是 0 或比 eps 還小，後面 min / scale 就會除以 0。"
+        "observer 會把 scale 夾到下限：scale = torch.max(scale, torch.tensor([eps]))，全 0 的 tensor 因此得到 scale = eps。",
+        EDGES,
+        public=no_floor,
+    ),
+    Misconception(
+        "ignores_eps_argument",
+        "沒有用傳進來的 eps",
+        "eps 是 scale 的下限，由呼叫的人決定：XNNPACKQuantizer 的 observer 用 eps=2**-12，不是 float32 的 eps。"
+        "你的程式夾的是固定的預設值，所以傳 2**-12 進來時，範圍很小的 scale 就比該有的小。夾下限時用引數 eps。",
+        QPARAMS_RULES,
+        public=default_eps,
+    ),
+    Misconception(
+        "zero_point_from_max",
+        "zero point 從 max 那一端算",
+        "zero point 的定義是讓 min_neg 對到 qmin：zero_point = qmin − round(min_neg / scale)。"
+        "從 max 那端算（qmax − round(max / scale)）在範圍正常時常常一樣，但全 0 時會得到 qmax 而不是 qmin，"
+        "剛好 .5 時捨入方向也相反。照 observer 的寫法從 min 那端算。",
+        AFFINE,
+        public=zero_point_from_max,
+    ),
+    Misconception(
+        "ignores_quant_range",
+        "整數範圍寫死成 int8 的 [-128, 127]",
+        "quant_min 與 quant_max 是引數：uint8 是 [0, 255]，4 bit 是 [-8, 7]，weight 常用 [-127, 127]。"
+        "你的程式在 [-128, 127] 上對，換一個範圍就錯，表示 scale 或 zero point 沒有用傳進來的範圍算。"
+        "公式裡的 qmax − qmin 與 qmin 都要用引數。",
+        SYMMETRIC,
+        public=only_int8_right,
+    ),
+    Misconception(
+        "symmetric_divides_by_qmax",
+        "symmetric 的 scale 除錯了數",
+        "symmetric 的 scale 是 max(|min|, max) / ((qmax − qmin) / 2)：[-128, 127] 除以 127.5，[-127, 127] 才是 127。"
+        "你除的是別的數（例如 quant_max），在 [-127, 127] 上看不出差別，其他範圍就不對了。照 (qmax − qmin) / 2 除。",
+        SYMMETRIC,
+        public=symmetric_divisor,
+    ),
+    Misconception(
+        "symmetric_zero_point_midpoint",
+        "signed 範圍的 symmetric zero point 不是 0",
+        "symmetric 把實數 0 放在整數 0：在 signed 的範圍（quant_min < 0）zero point 就是 0。"
+        "你用了範圍的中點之類的值，[-128, 127] 的中點 (qmin + qmax) // 2 是 -1，不是 0。練習裡 symmetric 只用在 signed 的範圍，zero point 直接給 0。",
+        SYMMETRIC,
+        public=symmetric_zero_point,
+    ),
+    Misconception(
+        "range_without_zero",
+        "範圍沒有先擴大到包含 0",
+        "實數 0 一定要能被精確表示，所以 observer 先把範圍擴大到包含 0：min_neg = min(min_val, 0)、max_pos = max(max_val, 0)。"
+        "你直接用 min_val、max_val，只有正值、只有負值或單一值的資料範圍就太窄，scale 也跟著太小。先擴大範圍，再算 scale 與 zero point。",
+        AFFINE,
+        public=narrower_range,
+    ),
+    Misconception(
+        "round_half_away",
+        "zero point 的 .5 捨入成遠離 0",
+        "torch.round 是四捨六入五成雙：-2.5 捨入成 -2，不是 -3。你用了遠離 0 的四捨五入（像 C 的 round），"
+        "min / scale 剛好是 .5 時 zero point 就差 1。直接用 torch.round。",
+        AFFINE,
+        public=rounds_half_away,
+    ),
+    Misconception(
+        "round_half_up",
+        "zero point 用 floor(x + 0.5) 四捨五入",
+        "torch.round 是四捨六入五成雙：-1.5 捨入成 -2，floor(-1.5 + 0.5) 卻是 -1。min / scale 剛好是 .5 時，"
+        "你的 zero point 就差 1。直接用 torch.round，不要自己寫捨入。",
+        AFFINE,
+        public=rounds_half_up,
+    ),
+    Misconception(
+        "float64_arithmetic",
+        "用 float64 算 scale",
+        "observer 全程用 float32 tensor 算：max − min 在 float32 會捨入一次，float64 不會，差別落在 scale 的最後一位。"
+        "練習要的是完全相等，所以不要轉成 double、不要用 Python float，照 observer 用 float32 tensor 算。",
+        AFFINE,
+        public=last_bit,
+    ),
+)
+
+QDQ_MISCONCEPTIONS = (
+    Misconception(
+        "quantize_returns_float",
+        "quantize 沒有轉成要求的 dtype",
+        "quantize 要回傳 dtype 引數指定的整數 tensor（int8 或 uint8），就像 convert_pt2e 插的 quantize_per_tensor。"
+        "torch.round 與 torch.clamp 的結果還是 float tensor，轉成別的整數型別（例如 int32）也不對。最後夾完要 .to(dtype)。",
+        QDQ_RULES,
+        public=quantize_type_error,
+    ),
+    Misconception(
+        "dequantize_float64",
+        "dequantize 回傳 float64",
+        "dequantize_per_tensor 回傳 float32：模型其他部分都是 float32，後面的 op 也期待 float32。"
+        "你轉成 float64 算，回傳的就是 float64 tensor。照 op 的寫法 q.to(torch.float32) 再減 zero point、乘 scale。",
+        QDQ_RULES,
+        public=dequantize_float64,
+    ),
+    Misconception(
+        "quantize_clamps_to_dtype",
+        "沒有夾到 [quant_min, quant_max]",
+        "整數範圍由 quant_min 與 quant_max 決定，不一定是 dtype 能表示的整個範圍：4 bit 的 [-8, 7] 也放在 int8 裡。"
+        "你的結果有超出 [quant_min, quant_max] 的值：可能夾的是 dtype 的範圍（或寫死的 [-128, 127]），或以為 .to(dtype) 會幫你夾，"
+        "其實它只會溢位繞回來。用引數 quant_min、quant_max 夾，夾完才轉 dtype。",
+        QDQ_RULES,
+        public=dtype_range,
+    ),
+    Misconception(
+        "quantize_cast_then_clamp",
+        "先轉成整數 dtype 才夾",
+        ".to(torch.int8) 不會把超出範圍的值夾到端點，而是溢位繞回來：300 會變成 44 之類的值，之後再夾也救不回來。"
+        "要先 torch.clamp 到 [quant_min, quant_max]，夾完才轉 dtype。",
+        QDQ_RULES,
+        public=wraps_around,
+    ),
+    Misconception(
+        "quantize_zero_point_before_round",
+        "先加 zero point 才 round",
+        "op 的順序是 round(x * (1 / scale)) + zero_point：先捨入、再加整數的 zero point。"
+        "你先加 zero point 再 round，加法在 float32 裡多捨入一次，剛好在兩個整數中間附近的值就差 1。照 op 的順序寫。",
+        QDQ,
+        public=zero_point_before_rounding,
+    ),
+    Misconception(
+        "quantize_divides",
+        "quantize 用 x / scale",
+        "數學上 x / scale 等於 x * (1 / scale)，但 float32 的捨入不同：剛好在兩個整數中間附近的值會差 1。"
+        "quantize_per_tensor 的寫法是先算 inv_scale = 1.0 / scale，再乘上去；要逐位元相同就照抄這個順序。",
+        QDQ,
+        public=divides_by_scale,
+    ),
+    Misconception(
+        "quantize_uses_python_round",
+        "quantize 在 float64 裡捨入",
+        "你把 tensor 轉成 Python float（或 double）逐一算，x * (1 / scale) 就是 float64 的乘法，"
+        "剛好在兩個整數中間附近的值捨入方向會和 float32 的不同。用 float32 tensor 的 torch.round 算，和 op 一樣。",
+        QDQ,
+        public=rounds_in_float64,
+    ),
+    Misconception(
+        "quantize_round_half_up",
+        "quantize 的 .5 一律進位",
+        "torch.round 是四捨六入五成雙：2.5 是 2、3.5 是 4。floor(v + 0.5) 或遠離 0 的四捨五入把每個 .5 都往上（或往外）進，"
+        "剛好在中間的值就差 1。直接用 torch.round。",
+        QDQ,
+        public=quantize_rounds_half_up,
+    ),
+    Misconception(
+        "dequantize_int_subtraction",
+        "dequantize 在整數 dtype 裡做減法",
+        "q 是 int8 或 uint8 時，q − zero_point 還是在 int8 / uint8 裡算，超出範圍就溢位繞回來，還原出完全不對的值。"
+        "先 q.to(torch.float32)，再減 zero point、乘 scale。",
+        QDQ_RULES,
+        public=dequantize_wraps,
+    ),
+    Misconception(
+        "dequantize_distributes",
+        "dequantize 的運算順序和 op 不同",
+        "你可能把 (q − zero_point) × scale 展開成 q × scale − zero_point × scale，或換成 float64 算完再轉回來。"
+        "數學上相等，float32 卻多捨入一次，很多值差在最後一位。照 op 的順序：(q.to(torch.float32) − zero_point) * scale。",
+        QDQ,
+        public=dequantize_last_bits,
+    ),
+)
 
 
 PUBLIC = declare(
@@ -156,6 +813,13 @@ PUBLIC = declare(
         QPARAMS_TITLE,
         ("calculate_qparams",),
         {"chapter_ranges": qparams_chapter, "eps_and_channels": qparams_eps_and_channels},
+        misconceptions=QPARAMS_MISCONCEPTIONS,
     ),
-    Exercise("quantize_dequantize", QDQ_TITLE, ("quantize", "dequantize"), {"chapter_data": quantize_chapter}),
+    Exercise(
+        "quantize_dequantize",
+        QDQ_TITLE,
+        ("quantize", "dequantize"),
+        {"chapter_data": quantize_chapter},
+        misconceptions=QDQ_MISCONCEPTIONS,
+    ),
 )

@@ -8,14 +8,20 @@ serves). Both are independent of the order labels were written in and of observe
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.fx import GraphModule
 
 from common.pt2e import Quantizer
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import describe_annotations, describe_prepared, plain
+from selfcheck.misconceptions import Misconception, Section
 
 # --- canonical descriptions (shared by the M03 public cases) ----------------------------------------
 
@@ -201,6 +207,625 @@ def reads_output(ns: Namespace, seed: int) -> Any:
     }
 
 
+# --- reading the evidence (the preview and the grader alike) -----------------------------------------
+# add_label: the hidden cases keep each node's label (``inputs``, ``output``, flags), the public ones the
+# labelled positions (``labels``); both become {position: (spec without observer, observer)}.
+
+
+@dataclass(frozen=True)
+class Labels:
+    """One graph's labels: ``positions`` ``"a → b"`` / ``"n 的輸出"`` → (the spec's numbers, its observer);
+    ``flags``: node → its label's ``_annotated`` / ``allow_implicit_sharing`` where the evidence keeps them."""
+
+    positions: dict[str, tuple[str, str]]
+    flags: dict[str, dict[str, Any]]
+
+    def edges(self) -> dict[str, tuple[str, str]]:
+        return {p: s for p, s in self.positions.items() if " → " in p}
+
+    def outputs(self) -> set[str]:
+        return {p.removesuffix(" 的輸出") for p in self.positions if p.endswith(" 的輸出")}
+
+    def nodes(self) -> set[str]:
+        """The nodes carrying a labelled position (the consumer of an edge, the node of an output)."""
+        return {p.split(" → ")[-1].removesuffix(" 的輸出") for p in self.positions}
+
+    def of(self, node: str) -> set[str]:
+        return {p for p in self.positions if p.split(" → ")[-1].removesuffix(" 的輸出") == node}
+
+
+def _spec_parts(spec: Any) -> tuple[str, str]:
+    if isinstance(spec, dict):
+        numbers = {k: v for k, v in spec.items() if k != "observer"}
+        return json.dumps(numbers, sort_keys=True, default=str), json.dumps(spec.get("observer"), sort_keys=True)
+    text = str(spec)
+    numbers, _, observer = text.rpartition(" ")
+    return numbers, observer
+
+
+def _labels_of(record: Any) -> Labels | None:
+    """A hidden per-node record ({node: {inputs, output, …}}) or a public positions record ({position: text})."""
+    if not isinstance(record, dict):
+        return None
+    positions: dict[str, tuple[str, str]] = {}
+    flags: dict[str, dict[str, Any]] = {}
+    for key, entry in record.items():
+        if isinstance(entry, dict) and "inputs" in entry:
+            for source, spec in entry.get("inputs") or []:
+                if spec is not None:
+                    positions[f"{source} → {key}"] = _spec_parts(spec)
+            if entry.get("output") is not None:
+                positions[f"{key} 的輸出"] = _spec_parts(entry["output"])
+            flags[str(key)] = {f: entry[f] for f in ("annotated", "implicit_sharing") if f in entry}
+        elif isinstance(entry, str) and (" → " in key or key.endswith(" 的輸出")):
+            positions[str(key)] = _spec_parts(entry)
+        else:
+            return None
+    return Labels(positions, flags)
+
+
+def _label_records(value: Any) -> Iterator[tuple[tuple[Any, ...], Any, Any]]:
+    """(path, labels record, the dict holding it) inside a case's value."""
+    if not isinstance(value, dict):
+        return
+    if isinstance(value.get("labels"), dict):
+        yield ("labels",), value["labels"], value
+        return
+    if value and all(isinstance(v, dict) and "inputs" in v for v in value.values()):
+        yield (), value, value
+        return
+    for key, item in value.items():
+        for path, record, holder in _label_records(item):
+            yield (key, *path), record, holder
+
+
+def label_pairs(seen: Any, expected: Any) -> list[tuple[tuple[Any, ...], Labels, Labels, Any, Any]]:
+    """(place, the student's labels, the key's, the student's holder dict, the key's) at every place both hold."""
+    found = []
+    for case in diagnosis.cases(expected):
+        want_value = diagnosis.value(expected, case)
+        for path, record, holder in _label_records(want_value):
+            got_holder = diagnosis.at(diagnosis.value(seen, case), *path[:-1]) if path[-1:] == ("labels",) else None
+            got_record = diagnosis.value(seen, case, *path)
+            want, got = _labels_of(record), _labels_of(got_record)
+            if want is not None and got is not None:
+                found.append(((case, *path), got, want, got_holder, holder))
+    return found
+
+
+def keyed_by_consumer(seen: Any, expected: Any) -> bool:
+    """An edge label whose key is the consumer itself (``c → c``)."""
+    return any(
+        p.split(" → ")[0] == p.split(" → ")[1] for _, got, _, _, _ in label_pairs(seen, expected) for p in got.edges()
+    )
+
+
+def edge_as_output(seen: Any, expected: Any) -> bool:
+    """An edge label missing while its producer got an output label the key does not write."""
+    for _, got, want, _, _ in label_pairs(seen, expected):
+        extra = got.outputs() - want.outputs()
+        if any(p not in got.positions and p.split(" → ")[0] in extra for p in want.edges()):
+            return True
+    return False
+
+
+def output_as_edges(seen: Any, expected: Any) -> bool:
+    """An output label missing while edges from that node to its users appear instead."""
+    for _, got, want, _, _ in label_pairs(seen, expected):
+        lost = want.outputs() - got.outputs()
+        if any(p.split(" → ")[0] in lost for p in set(got.edges()) - set(want.edges())):
+            return True
+    return False
+
+
+def _has_edges(expected: Any, case: str) -> bool:
+    return any(want.edges() for place, _, want, _, _ in label_pairs(expected, expected) if place[0] == case)
+
+
+def _refused_real_edges(seen: Any, expected: Any) -> tuple[int, int]:
+    """(cases labelling real edges that stopped with ValueError, cases labelling real edges)."""
+    cases = [c for c in diagnosis.cases(expected) if _has_edges(expected, c)]
+    return sum(diagnosis.error(seen, c) == "ValueError" for c in cases), len(cases)
+
+
+def verdicts(seen: Any, expected: Any) -> list[dict[str, Any]]:
+    """What add_label did with edges that do not exist: raised (exception name or None), value_error,
+    names_both (None when unknown), left_label."""
+    found = []
+    for case in diagnosis.cases(expected):
+        value = diagnosis.value(seen, case)
+        if not isinstance(value, dict):
+            continue
+        for _, verdict in diagnosis.walk(value, "value_error"):
+            found.append(verdict)
+        for key, raised in value.items():
+            if " → " in str(key) and isinstance(raised, str):
+                labels = _labels_of(value.get("labels"))
+                found.append(
+                    {
+                        "raised": None if raised == "沒有出錯" else raised,
+                        "value_error": raised == "ValueError",
+                        "names_both": None,
+                        "left_label": labels is not None and key in labels.positions,
+                    }
+                )
+    return found
+
+
+def backwards_check(seen: Any, expected: Any) -> bool:
+    """Every case labelling real edges refused one, or a reversed edge went through while others were refused."""
+    refused, total = _refused_real_edges(seen, expected)
+    passed = [v for v in verdicts(seen, expected) if v.get("raised") is None]
+    refused_bad = [v for v in verdicts(seen, expected) if v.get("value_error")]
+    return (total > 0 and refused == total) or (bool(passed) and bool(refused_bad) and refused > 0)
+
+
+def checks_args(seen: Any, expected: Any) -> bool:
+    """Some real edges refused with ValueError, others labelled (an input inside a list, a keyword)."""
+    refused, total = _refused_real_edges(seen, expected)
+    return 0 < refused < total
+
+
+def _missing_by_node(got: Labels, want: Labels) -> dict[str, set[str]]:
+    return {node: want.of(node) - got.of(node) for node in want.nodes() if want.of(node) - got.of(node)}
+
+
+def _claim_kept(got: Labels, want: Labels, got_holder: Any, want_holder: Any, node: str) -> bool | None:
+    """Whether the node's claim (someone else's ``_annotated=True``) survived; None when the key has none."""
+    if want.flags.get(node, {}).get("annotated") is True:
+        return got.flags.get(node, {}).get("annotated") is True
+    if isinstance(want_holder, dict) and want_holder.get("claimed") is True:  # the public case: one claimed node
+        return isinstance(got_holder, dict) and got_holder.get("claimed") is True
+    return None
+
+
+def overwrites(seen: Any, expected: Any) -> bool:
+    """Labels already on a node are gone (on a node no one claimed, or together with the node's claim), and
+    nothing is labelled where the key has no label."""
+    for _, got, want, got_holder, want_holder in label_pairs(seen, expected):
+        if set(got.positions) - set(want.positions):
+            continue
+        for node, lost in _missing_by_node(got, want).items():
+            if not got.of(node):
+                continue  # nothing of the student's either: skipped, not overwritten
+            kept = _claim_kept(got, want, got_holder, want_holder, node)
+            if kept is False or (kept is None and any(" → " in p for p in lost)):
+                return True
+    return False
+
+
+def flags_lost(seen: Any, expected: Any) -> bool:
+    """Every label is there, but someone else's ``_annotated`` / ``allow_implicit_sharing`` changed."""
+    for _, got, want, got_holder, want_holder in label_pairs(seen, expected):
+        if set(want.positions) - set(got.positions):
+            continue
+        for node, flags in want.flags.items():
+            if any(got.flags.get(node, {}).get(f) != v for f, v in flags.items() if not (f == "annotated" and not v)):
+                return True
+        if isinstance(want_holder, dict) and want_holder.get("claimed") is True:
+            if isinstance(got_holder, dict) and got_holder.get("claimed") is False:
+                return True
+    return False
+
+
+def skips_claimed(seen: Any, expected: Any) -> bool:
+    """Labels are missing only on nodes someone else claimed (``_annotated=True`` in the key's labels), whose
+    claim stays."""
+    found = False
+    for _, got, want, _, _ in label_pairs(seen, expected):
+        for node in _missing_by_node(got, want):
+            if (
+                want.flags.get(node, {}).get("annotated") is not True
+                or got.flags.get(node, {}).get("annotated") is not True
+            ):
+                return False
+            found = True
+    return found
+
+
+def _spec_differences(seen: Any, expected: Any) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    return [
+        (got.positions[p], spec)
+        for _, got, want, _, _ in label_pairs(seen, expected)
+        for p, spec in want.positions.items()
+        if p in got.positions and got.positions[p] != spec
+    ]
+
+
+def own_spec(seen: Any, expected: Any) -> bool:
+    """A labelled position whose spec has other numbers (dtype, range, scheme) than the one passed in."""
+    return any(mine[0] != theirs[0] for mine, theirs in _spec_differences(seen, expected))
+
+
+def spec_replaced(seen: Any, expected: Any) -> bool:
+    """A labelled position whose spec is not the one passed in (the public cases cannot tell how)."""
+    return bool(_spec_differences(seen, expected))
+
+
+def other_observer(seen: Any, expected: Any) -> bool:
+    """The spec's numbers kept, its observer (class or arguments) replaced."""
+    differences = _spec_differences(seen, expected)
+    return bool(differences) and all(mine[0] == theirs[0] for mine, theirs in differences)
+
+
+def never_refuses(seen: Any, expected: Any) -> bool:
+    """Edges that do not exist go through without an error."""
+    return sum(v.get("raised") is None for v in verdicts(seen, expected)) >= 1 and not any(
+        v.get("value_error") for v in verdicts(seen, expected)
+    )
+
+
+def other_exception(seen: Any, expected: Any) -> bool:
+    """Edges that do not exist raise, but not ValueError."""
+    return any(v.get("raised") not in (None, "ValueError") for v in verdicts(seen, expected))
+
+
+def written_before_refusing(seen: Any, expected: Any) -> bool:
+    """ValueError raised after the edge was already in input_qspec_map."""
+    return any(v.get("value_error") and v.get("left_label") for v in verdicts(seen, expected))
+
+
+def names_one_node(seen: Any, expected: Any) -> bool:
+    """ValueError whose message does not name both nodes."""
+    return any(v.get("value_error") and v.get("names_both") is False for v in verdicts(seen, expected))
+
+
+# reads_quantized: {consumer: bool} answers, in the hidden cases with how the graph changed.
+
+
+def answer_pairs(seen: Any, expected: Any) -> list[tuple[tuple[Any, ...], dict[str, Any], dict[str, Any], Any]]:
+    """(place, the student's answer, the key's, how the student's call changed the graph) at every place."""
+    found = []
+
+    def walk(want: Any, path: tuple[Any, ...]) -> None:
+        if not isinstance(want, dict) or not want:
+            return
+        if isinstance(want.get("answer"), dict):
+            got = diagnosis.value(seen, *path)
+            if isinstance(got, dict) and isinstance(got.get("answer"), dict):
+                found.append((path, got["answer"], want["answer"], got.get("changed")))
+            return
+        if all(type(v) is bool for v in want.values()):
+            got = diagnosis.value(seen, *path)
+            if isinstance(got, dict):
+                found.append((path, got, want, None))
+            return
+        for key, item in want.items():
+            walk(item, (*path, key))
+
+    for case in diagnosis.cases(expected):
+        walk(diagnosis.value(expected, case), (case,))
+    return found
+
+
+CHAINED = ("chained",)
+"""The case whose observers come in a row (an observer reads another)."""
+
+
+def changes_graph(seen: Any, expected: Any) -> bool:
+    return any(changed for *_, changed in answer_pairs(seen, expected))
+
+
+def _shape(got: dict[str, Any], want: dict[str, Any]) -> tuple[set[str], set[str], set[str], set[str]]:
+    """(extra consumers, missing consumers, False → True, True → False)."""
+    extra, missing = set(got) - set(want), set(want) - set(got)
+    up = {k for k in set(got) & set(want) if want[k] is False and got[k] is True}
+    down = {k for k in set(got) & set(want) if want[k] is True and got[k] is False}
+    return extra, missing, up, down
+
+
+def labels_for_observers(seen: Any, expected: Any) -> bool:
+    """Some consumers without an observer said True while others stay False, or a consumer behind an observer
+    said False: the answer follows the labels, not the observers."""
+    for _, got, want, _ in answer_pairs(seen, expected):
+        _, _, up, down = _shape(got, want)
+        unflipped = {k for k in set(got) & set(want) if want[k] is False} - up
+        if (up and unflipped) or down:
+            return True
+    return False
+
+
+def any_observer_counts(seen: Any, expected: Any) -> bool:
+    """Every consumer True once some observer follows the producer (the consumers themselves right)."""
+    flipped = False
+    for _, got, want, _ in answer_pairs(seen, expected):
+        extra, missing, up, _ = _shape(got, want)
+        if extra or missing:
+            return False
+        if up:
+            if any(got[k] is False for k in got):
+                return False
+            flipped = True
+    return flipped
+
+
+def stops_after_one_observer(seen: Any, expected: Any) -> bool:
+    """Where observers come in a row, the second one is taken for a consumer; elsewhere right."""
+    pairs = answer_pairs(seen, expected)
+    chained = [(got, want) for place, got, want, _ in pairs if place[0] in CHAINED]
+    others = [(got, want) for place, got, want, _ in pairs if place[0] not in CHAINED]
+    return any(set(got) - set(want) and set(want) - set(got) for got, want in chained) and all(
+        not (set(got) - set(want)) for got, want in others
+    )
+
+
+def observer_as_consumer(seen: Any, expected: Any) -> bool:
+    """The observer itself answered as a consumer (True), its real consumers missing."""
+    pairs = [(got, want) for place, got, want, _ in answer_pairs(seen, expected) if place[0] not in CHAINED]
+    extras = [(got, set(got) - set(want), set(want) - set(got)) for got, want in pairs]
+    return any(extra and missing for _, extra, missing in extras) and all(
+        got[k] is True for got, extra, _ in extras for k in extra
+    )
+
+
+def _misses_plain_consumers(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    missing = set(want) - set(got)
+    return bool(missing) and not set(got) - set(want) and any(not _in_a_list(k) for k in missing)
+
+
+def _right_somewhere(pairs: list[tuple[Any, dict[str, Any], dict[str, Any], Any]]) -> bool:
+    """Some answer names exactly the key's consumers (the function works at all)."""
+    return any(got and set(got) == set(want) for _, got, want, _ in pairs)
+
+
+def observer_by_name(seen: Any, expected: Any) -> bool:
+    """Consumers behind an observer missing (it was not recognised), with nothing extra."""
+    pairs = answer_pairs(seen, expected)
+    return _right_somewhere(pairs) and any(_misses_plain_consumers(got, want) for _, got, want, _ in pairs)
+
+
+def module_as_observer(seen: Any, expected: Any) -> bool:
+    """A consumer behind a module that is not an observer answered (True), nothing missing."""
+    pairs = answer_pairs(seen, expected)
+    extra = [
+        k for _, got, want, _ in pairs for k in set(got) - set(want) if got[k] is True and not k.startswith("_guards")
+    ]
+    return bool(extra) and not any(set(want) - set(got) for _, got, want, _ in pairs)
+
+
+def counts_modules(seen: Any, expected: Any) -> bool:
+    """call_module nodes answered as consumers (export's ``_guards_fn``, a module that reads the value directly),
+    every real consumer there."""
+    pairs = answer_pairs(seen, expected)
+    if any(set(want) - set(got) for _, got, want, _ in pairs):
+        return False
+    extra = [(k, got[k]) for _, got, want, _ in pairs for k in set(got) - set(want)]
+    return bool(extra) and all(k.startswith("_guards") or answer is False for k, answer in extra)
+
+
+def _in_a_list(consumer: str) -> bool:
+    return consumer == "output" or re.fullmatch(r"(cat|concat|stack)(_\d+)?", consumer) is not None
+
+
+def _missing(seen: Any, expected: Any) -> set[str]:
+    """The consumers missing from the answers (none when an answer has extra ones, or none is right)."""
+    pairs = answer_pairs(seen, expected)
+    found: set[str] = set()
+    for _, got, want, _ in pairs:
+        if set(got) - set(want):
+            return set()
+        found |= set(want) - set(got)
+    return found if _right_somewhere(pairs) else set()
+
+
+def scans_args(seen: Any, expected: Any) -> bool:
+    """Consumers that hold the value inside a list are missing (a cat), besides the graph's output."""
+    missing = _missing(seen, expected)
+    return bool(missing - {"output"}) and all(_in_a_list(k) for k in missing)
+
+
+def misses_output(seen: Any, expected: Any) -> bool:
+    """Only the graph's output is missing."""
+    return _missing(seen, expected) == {"output"}
+
+
+# --- where the chapter teaches it ------------------------------------------------------------------
+
+LABEL_LOOKS = Section("A. 標籤長什麼樣")
+ROLES = Section("B. 三個角色的分工")
+EDGE_AND_OUTPUT = Section("C. 邊標籤與輸出標籤")
+ADD_LABEL_RULES = Section("練習 1：add_label（4 分）")
+READS_RULES = Section("練習 2：reads_quantized（4 分）")
+
+ADD_LABEL_MISCONCEPTIONS = (
+    Misconception(
+        "keyed_by_consumer",
+        "input_qspec_map 的 key 寫成 consumer 自己",
+        "邊標籤貼在 consumer 上，但 input_qspec_map 的 key 是上游的 producer：{producer: spec} 表示「producer → 這個 node」這條邊。"
+        "你用 consumer 自己當 key，標的是一條不存在的邊，prepare_pt2e 不會在真正的邊上放 observer。",
+        LABEL_LOOKS,
+        public=keyed_by_consumer,
+    ),
+    Misconception(
+        "edge_as_output",
+        "邊標籤貼成上游的輸出標籤",
+        "邊標籤只影響一個 consumer，輸出標籤影響這個 tensor 的所有 consumer。你把 (producer, consumer) 貼成 producer 的 output_qspec，"
+        "producer 的每個 consumer 都讀到量化後的值，不只那一條邊。邊要寫進 consumer 的 input_qspec_map：{producer: spec}。",
+        EDGE_AND_OUTPUT,
+        public=edge_as_output,
+    ),
+    Misconception(
+        "output_as_edges",
+        "輸出標籤貼成每個使用者的邊標籤",
+        "輸出標籤要寫在 node 自己的 output_qspec 上。你把它拆成每個使用者的邊標籤，標籤就寫到了別人的 node 上，"
+        "而且圖的輸出（output node）這類 consumer 也不會因此得到同一個 observer。node 的位置直接設 output_qspec = spec。",
+        EDGE_AND_OUTPUT,
+        public=output_as_edges,
+    ),
+    Misconception(
+        "checks_backwards",
+        "檢查邊的方向反了",
+        "邊 (producer, consumer) 存在，是指 producer 在 consumer.all_input_nodes 裡。你反過來檢查 consumer 是不是 producer 的輸入，"
+        "真正的邊都被擋下來，反方向的假邊卻通過了。照練習的規則檢查 producer in consumer.all_input_nodes。",
+        ADD_LABEL_RULES,
+        public=backwards_check,
+    ),
+    Misconception(
+        "checks_args",
+        "用 consumer.args 判斷邊存不存在",
+        "consumer.args 只看得到直接放在引數裡的 node：cat 的輸入包在 args[0] 這個 list 裡，用 keyword 傳的輸入在 kwargs 裡。"
+        "用 producer in consumer.args 檢查，這些真正存在的邊會被你擋下來。改用 consumer.all_input_nodes，它列出所有輸入 node。",
+        ADD_LABEL_RULES,
+        public=checks_args,
+    ),
+    Misconception(
+        "overwrites",
+        "新建一張標籤，蓋掉了 node 上原本的標籤",
+        "同一個 node 可以有好幾張標籤：先貼的邊標籤、後貼的輸出標籤，或別的 Quantizer 先貼的。"
+        "你每次都放一張新的 QuantizationAnnotation，前面的標籤（連同別人的 _annotated）就不見了。"
+        "用 node.meta.setdefault(ANNOTATION_KEY, QuantizationAnnotation()) 拿回原本那張，再把新的位置加上去。",
+        ADD_LABEL_RULES,
+        public=overwrites,
+    ),
+    Misconception(
+        "rebuilds_annotation",
+        "重建標籤時丟了別人標籤上的其他欄位",
+        "一張 QuantizationAnnotation 除了 input_qspec_map 與 output_qspec，還有 _annotated、allow_implicit_sharing 等欄位，"
+        "是先貼標籤的人（別的 Quantizer）的決定。你抄了兩個 map 重建一張新的，其他欄位就回到預設值。直接在原本那張標籤上加位置，不要換掉它。",
+        ADD_LABEL_RULES,
+        public=flags_lost,
+    ),
+    Misconception(
+        "respects_claims",
+        "別人認領過的 node 就不貼",
+        "_annotated=True 是 Quantizer 之間的約定：後面的 Quantizer 看到它，決定要不要跳過這個 node。"
+        "add_label 只是一個貼標籤的工具，被要求貼就要貼上去，要不要尊重別人的認領，是呼叫它的 Quantizer 的事。把位置加到原本那張標籤上。",
+        ADD_LABEL_RULES,
+    ),
+    Misconception(
+        "own_spec",
+        "沒有用傳進來的 spec",
+        "spec 引數就是這個位置要用的量化規格：dtype、整數範圍、方案與 observer 都由呼叫的人決定。"
+        "你換成自己的一份（例如 act_spec()），範圍與 observer 就和要求的不同。把傳進來的 spec 原封不動地放進標籤。",
+        LABEL_LOOKS,
+        public=spec_replaced,
+    ),
+    Misconception(
+        "copies_fields",
+        "照欄位重建 spec，換掉了 observer",
+        "QuantizationSpec 的 observer_or_fake_quant_ctr 也是規格的一部分，連它的引數（例如 averaging_constant）都是。"
+        "你照 dtype、範圍重建一份，observer 卻寫死成別的類別，prepare_pt2e 插的就是另一種 observer。直接用傳進來的 spec，不要重建。",
+        LABEL_LOOKS,
+    ),
+    Misconception(
+        "no_check",
+        "不存在的邊也照貼",
+        "producer 不在 consumer.all_input_nodes 裡時，這條邊不存在，標籤貼了也不會有 observer，只會讓錯誤被藏起來。"
+        "練習要求這時 raise ValueError，訊息寫出兩個 node 的名字，而且不留下標籤。",
+        ADD_LABEL_RULES,
+        public=never_refuses,
+    ),
+    Misconception(
+        "assert_instead",
+        "不存在的邊丟出的不是 ValueError",
+        "呼叫的人靠例外的種類判斷發生了什麼：引數的值不對是 ValueError。你丟出的是別種例外"
+        "（用 assert 得到的是 AssertionError，而且 python -O 執行時 assert 會整個被略過）。請 raise ValueError(...)。",
+        ADD_LABEL_RULES,
+        public=other_exception,
+    ),
+    Misconception(
+        "writes_before_check",
+        "先寫進標籤才檢查",
+        "你先把邊寫進 input_qspec_map 才檢查，丟出 ValueError 時那條不存在的邊已經留在標籤上，"
+        "呼叫的人接住例外之後，prepare_pt2e 還是會讀到它。先檢查，確定邊存在再貼。",
+        ADD_LABEL_RULES,
+        public=written_before_refusing,
+    ),
+    Misconception(
+        "message_one_name",
+        "錯誤訊息沒有寫出兩個 node",
+        "一條邊由兩個 node 決定，訊息只寫出其中一個，讀的人看不出是哪一條邊出錯。"
+        "訊息裡寫出 producer.name 與 consumer.name，例如「relu 不是 conv2d 的輸入」。",
+        ADD_LABEL_RULES,
+        public=names_one_node,
+    ),
+)
+
+READS_MISCONCEPTIONS = (
+    Misconception(
+        "erases_guard",
+        "reads_quantized 改了傳進來的圖",
+        "reads_quantized 只該讀圖、回答問題：呼叫的人之後還要用這張圖。你刪了 _guards_fn 之類的 node，"
+        "答案也許對了，呼叫的人的圖卻少了東西。遇到不算 consumer 的 node 就跳過它，不要改圖。",
+        READS_RULES,
+        public=changes_graph,
+    ),
+    Misconception(
+        "reads_labels",
+        "看標籤，不是看 observer",
+        "標籤只是 prepare_pt2e 插 observer 的依據：規格是 None 的標籤、prepare 之後才貼的標籤都沒有 observer，"
+        "手插的 observer 也沒有標籤。consumer 讀到的是不是量化值，要看它和 producer 之間有沒有 observer node。",
+        ROLES,
+        public=labels_for_observers,
+    ),
+    Misconception(
+        "reads_any_observer",
+        "producer 後面有 observer，就當每個 consumer 都量化",
+        "邊標籤的 observer 只在 producer 與那一個 consumer 之間，其他 consumer 仍直接讀原值。"
+        "你只要看到 producer 後面有 observer，就說每個 consumer 都讀到量化值。要逐一看每個 consumer 是經過 observer 還是直接讀 producer。",
+        EDGE_AND_OUTPUT,
+        public=any_observer_counts,
+    ),
+    Misconception(
+        "reads_one_hop",
+        "只往下走一層 observer",
+        "observer 可能串接：一個位置同時有輸出標籤與屬性不同的邊標籤時，會有兩個 observer 一前一後。"
+        "你走過第一個 observer 就停，把第二個 observer 當成 consumer。遇到 observer 要一路走下去，直到不是 observer 的 node。",
+        READS_RULES,
+        public=stops_after_one_observer,
+    ),
+    Misconception(
+        "reads_direct_users",
+        "把 observer 當成 consumer",
+        "producer.users 裡有 observer 時，真正的 consumer 在 observer 的後面。你只看 producer 的直接使用者，"
+        "回傳的 key 變成 observer 的名字。observer 本身不是 consumer：要穿過它，找到讀 observer 的 node。",
+        READS_RULES,
+        public=observer_as_consumer,
+    ),
+    Misconception(
+        "reads_observer_by_name",
+        "用名字認 observer",
+        "observer 不一定叫 activation_post_process_N：手插的 observer 可以叫任何名字，名字像的也可能只是別的模組。"
+        "你用名字判斷，名字不一樣的 observer 認不出來，它後面的 consumer 也就漏掉了。"
+        "用 observer_nodes(prepared)，或看 node 呼叫的模組是不是 observer。",
+        READS_RULES,
+        public=observer_by_name,
+    ),
+    Misconception(
+        "reads_any_call_module",
+        "把每個 call_module 都當成 observer",
+        "call_module 的 node 呼叫的可能是任何模組，不一定是 observer（例如一個 nn.Identity）。"
+        "你把它們都當成 observer 走過去，後面的 node 就被算成讀到量化值。用 observer_nodes(prepared) 認 observer。",
+        READS_RULES,
+        public=module_as_observer,
+    ),
+    Misconception(
+        "reads_counts_modules",
+        "把 call_module（例如 _guards_fn）算成 consumer",
+        "consumer 只算 op 是 call_function 或 output 的 node。_guards_fn 是 export 自動加的 call_module，只檢查輸入的形狀，"
+        "其他不是 observer 的 call_module 也不在練習的 consumer 定義裡。沿著 users 走的時候，只收 call_function 與 output。",
+        READS_RULES,
+        public=counts_modules,
+    ),
+    Misconception(
+        "reads_scans_args",
+        "在 args 裡找 producer，漏了 list 裡的輸入",
+        "cat 的輸入包在 args[0] 這個 list 裡，圖的輸出也把值包在 tuple 裡，只在每個 node 的 args 最外層找，這些 consumer 會被漏掉。"
+        "從 producer 出發沿著 node.users 走，就不必自己翻 args。",
+        READS_RULES,
+        public=scans_args,
+    ),
+    Misconception(
+        "reads_skips_output",
+        "圖的輸出沒有算成 consumer",
+        "consumer 是 op 為 call_function 或 output 的 node：圖的輸出（output node）直接讀這個值時也是 consumer。"
+        "你可能只算了 call_function，或只在 args 最外層找，而 output 的值包在 tuple 裡，所以漏掉了它。把 output node 也算進來。",
+        READS_RULES,
+        public=misses_output,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -208,11 +833,13 @@ PUBLIC = declare(
         "add_label：把一張標籤貼在邊或輸出上",
         ("add_label",),
         {"conv_relu": add_label_conv_relu, "cat_pool": add_label_cat_pool},
+        misconceptions=ADD_LABEL_MISCONCEPTIONS,
     ),
     Exercise(
         "reads_quantized",
         "reads_quantized：哪些 consumer 吃到量化後的值",
         ("reads_quantized",),
         {"edge": reads_edge, "output": reads_output},
+        misconceptions=READS_MISCONCEPTIONS,
     ),
 )

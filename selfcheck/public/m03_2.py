@@ -13,8 +13,10 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import EvidenceError, plain
+from selfcheck.misconceptions import Misconception, Section
 from selfcheck.probes import CaptureLabels
 from selfcheck.public.m03_1 import export
 
@@ -131,6 +133,481 @@ def fused_mlp_cat(ns: Namespace, seed: int) -> Any:
     return {name: _pairs(ns, name) for name in ("mlp", "cat_pool")}
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+CONV_RELU = Section("A. conv → relu：conv 和 relu 之間沒有量化點")
+POSITIONS_RULES = Section("練習 1：label_positions（3 分）")
+FUSED_RULES = Section("練習 2：fused_patterns（3 分）")
+LABEL_FIELDS = Section("A. 標籤長什麼樣", notebook="M03-1")
+ROLES = Section("B. 三個角色的分工", notebook="M03-1")
+EDGE_AND_OUTPUT = Section("C. 邊標籤與輸出標籤", notebook="M03-1")
+USERS = Section("C. `node.args` 與 `node.users`：同一條邊的兩個方向", notebook="M01-1")
+
+
+# --- reading the evidence (shared with the hidden detectors, autograder/checks/test_m03_2.py) ----------
+
+Edge = tuple[str, str]
+
+
+def _edge_set(items: Any) -> set[Edge] | None:
+    """A returned list of (a, b) pairs as a set of name pairs; None when it is not such a list."""
+    if not isinstance(items, list) or not all(isinstance(e, list) and len(e) == 2 for e in items):
+        return None
+    return {(str(a), str(b)) for a, b in items}
+
+
+def _name_set(items: Any) -> set[str] | None:
+    return {str(n) for n in items} if isinstance(items, list) else None
+
+
+class Positions:
+    """One labelled graph's answer and the key's: ``edges`` and ``outputs`` as sets, what is missing and extra."""
+
+    def __init__(self, place: tuple[Any, ...], got: dict[str, Any], want: dict[str, Any]) -> None:
+        self.place, self.model = place, str(place[-1])
+        self.edges, self.want_edges = _edge_set(got.get("edges")), _edge_set(want.get("edges"))
+        self.outputs, self.want_outputs = _name_set(got.get("outputs")), _name_set(want.get("outputs"))
+        self.changed = got.get("changed")
+
+    @property
+    def whole(self) -> bool:
+        return None not in (self.edges, self.want_edges, self.outputs, self.want_outputs)
+
+    def missing(self) -> set[tuple[str, ...]]:
+        """Positions the key lists and the student does not: ``("edge", a, b)``, ``("out", n)``."""
+        return {("edge", *e) for e in self.want_edges - self.edges} | {
+            ("out", n) for n in self.want_outputs - self.outputs
+        }
+
+    def extra(self) -> set[tuple[str, ...]]:
+        return {("edge", *e) for e in self.edges - self.want_edges} | {
+            ("out", n) for n in self.outputs - self.want_outputs
+        }
+
+
+def position_records(seen: Any, expected: Any) -> list[Positions]:
+    """Every label_positions answer in both evidences (one per graph), whole ones only."""
+    found = [Positions(place, got, want) for place, got, want in diagnosis.aligned(seen, expected, "edges")]
+    return [record for record in found if record.whole]
+
+
+def owner(position: tuple[str, ...]) -> str:
+    """The node that carries a position's label: the consumer of an edge, the node of an output."""
+    return position[2] if position[0] == "edge" else position[1]
+
+
+def reversed_edges(seen: Any, expected: Any) -> bool:
+    """Some graph's edges come back as (consumer, producer): more of them reversed than right."""
+    for record in position_records(seen, expected):
+        backwards = {(b, a) for a, b in record.edges} & record.want_edges
+        if backwards and len(backwards) > len(record.edges & record.want_edges):
+            return True
+    return False
+
+
+def no_edges(seen: Any, expected: Any) -> bool:
+    """Not one edge listed on any graph, while the outputs are there."""
+    records = [r for r in position_records(seen, expected) if r.want_edges]
+    return bool(records) and all(not r.edges for r in records) and any(r.outputs for r in records)
+
+
+def no_outputs(seen: Any, expected: Any) -> bool:
+    """Not one output listed on any graph, while the edges are there."""
+    records = [r for r in position_records(seen, expected) if r.want_outputs]
+    return bool(records) and all(not r.outputs for r in records) and any(r.edges for r in records)
+
+
+def more_edges(seen: Any, expected: Any) -> bool:
+    """Every edge of the key and more (not reversed ones): edges whose spec is None listed too."""
+    records = position_records(seen, expected)
+    return (
+        any(r.want_edges <= r.edges and r.edges - r.want_edges for r in records)
+        and all(r.want_edges <= r.edges for r in records)
+        and not reversed_edges(seen, expected)
+    )
+
+
+def more_outputs(seen: Any, expected: Any) -> bool:
+    """Every output of the key and more: nodes whose label has no output spec listed too."""
+    records = position_records(seen, expected)
+    return any(r.outputs - r.want_outputs for r in records) and all(r.want_outputs <= r.outputs for r in records)
+
+
+def only_missing(seen: Any, expected: Any) -> list[Positions]:
+    """The graphs where positions are missing, when nothing extra was listed anywhere (else empty)."""
+    records = position_records(seen, expected)
+    if any(r.extra() for r in records):
+        return []
+    return [r for r in records if r.missing()]
+
+
+def missing_within(seen: Any, expected: Any, hand: str, allowed: Any, *, elsewhere: bool = False) -> bool:
+    """Only positions are missing, and on the hand-labelled graph ``hand`` each is ``allowed(position)``;
+    ``elsewhere``: a graph labelled by XNNPACKQuantizer may lose positions too (else it must be whole)."""
+    lost = only_missing(seen, expected)
+    on_hand = [r for r in lost if r.model == hand]
+    if any(r.model != hand for r in lost) and not elsewhere:
+        return False
+    return bool(lost) and all(allowed(p) for r in on_hand for p in r.missing())
+
+
+# what the public hand-labelled graph holds (hand_labelled): labels nobody claimed, a shared spec, x's output
+BY_HAND_UNCLAIMED = {"tanh", "sub"}
+BY_HAND_SHARED = {("edge", "x", "sub")}
+PLACEHOLDERS = {"x"}
+
+
+def _public_unclaimed(seen: Any, expected: Any) -> bool:
+    return missing_within(seen, expected, "by_hand", lambda p: owner(p) in BY_HAND_UNCLAIMED) and not (
+        _public_plain_specs(seen, expected)
+    )
+
+
+def _public_plain_specs(seen: Any, expected: Any) -> bool:
+    return missing_within(seen, expected, "by_hand", lambda p: p in BY_HAND_SHARED, elsewhere=True)
+
+
+def _public_placeholders(seen: Any, expected: Any) -> bool:
+    return missing_within(seen, expected, "by_hand", lambda p: p[0] == "out" and p[1] in PLACEHOLDERS)
+
+
+POSITIONS_MISCONCEPTIONS = (
+    Misconception(
+        "changes_graph",
+        "讀標籤的函式把標籤改掉了",
+        "label_positions 只該讀標籤、列出位置，圖和上面的標籤都是呼叫的人的。你的程式在讀的時候順手改了標籤"
+        "（例如把規格是 None 的邊從 input_qspec_map 刪掉），之後的 prepare_pt2e 讀到的就不是 Quantizer 原本貼的。"
+        "只讀 node.meta 裡的標籤，不要改它。",
+        ROLES,
+    ),
+    Misconception(
+        "edges_reversed",
+        "邊寫成了 (consumer, 上游)",
+        "input_qspec_map 貼在 consumer 身上，key 是上游的 producer，所以一條邊 (上游, consumer) 的第二個名字才是標籤所在的 node。"
+        "你把兩個名字對調了，每條邊的方向都反過來。照 (producer.name, node.name) 的順序寫。",
+        LABEL_FIELDS,
+        public=reversed_edges,
+    ),
+    Misconception(
+        "identity_filter",
+        "用 node 物件比對複製出來的圖，一條邊都沒留下",
+        "這些圖是在 annotate 結束時複製的：input_qspec_map 的 key 仍是原圖的 node 物件，和複製圖上的 node 不是同一個。"
+        "你用 in node.all_input_nodes 這類物件比對過濾，全都比不到，所以一條邊也沒列。直接用 key 的 .name，不必再比對物件。",
+        POSITIONS_RULES,
+        public=no_edges,
+    ),
+    Misconception(
+        "no_outputs",
+        "忘了輸出標籤",
+        "一張標籤有兩種位置：input_qspec_map 標輸入邊，output_qspec 標這個 node 的輸出。"
+        "你只讀了 input_qspec_map，outputs 是空的；output_qspec 不是 None 的 node 也要列進 outputs。",
+        LABEL_FIELDS,
+        public=no_outputs,
+    ),
+    Misconception(
+        "none_is_quantized",
+        "規格是 None 的邊也當成要量化",
+        "input_qspec_map 裡的 None 是「這條邊不量化」，例如 bias 的邊保持 fp32，不會插 observer。"
+        "你把 input_qspec_map 的每個 key 都列成邊了；只列規格不是 None 的。",
+        CONV_RELU,
+        public=more_edges,
+    ),
+    Misconception(
+        "any_label_is_output",
+        "有標籤就當成輸出被量化",
+        "node 有標籤，不代表它的輸出要量化：XNNPACKQuantizer 會在 weight、bias 這類常數上留下空的標籤，"
+        "融合 pattern 的第一個 op 也只有輸入邊的標籤。outputs 只列 output_qspec 不是 None 的 node。",
+        POSITIONS_RULES,
+        public=more_outputs,
+    ),
+    Misconception(
+        "plain_specs_only",
+        "只算 QuantizationSpec，共用這類規格沒列",
+        "SharedQuantizationSpec、FixedQParamsQuantizationSpec、DerivedQuantizationSpec 也都是規格，"
+        "prepare_pt2e 一樣會在那些位置量化（共用的位置用同一個 observer）。你只認 QuantizationSpec，這些位置就漏了；"
+        "判斷條件應該是「規格不是 None」，不是規格的類別。",
+        POSITIONS_RULES,
+        public=_public_plain_specs,
+    ),
+    Misconception(
+        "claimed_only",
+        "只讀 _annotated 為 True 的標籤",
+        "_annotated 是 Quantizer 之間分工用的記號，prepare_pt2e 插 observer 時不看它：沒人認領的標籤照樣會插 observer。"
+        "你跳過了 _annotated 為 False 的標籤，那些位置就沒列出來；每張標籤都要讀。",
+        ROLES,
+        public=_public_unclaimed,
+    ),
+    Misconception(
+        "ops_only",
+        "只看 call_function node，模型輸入上的標籤沒列",
+        "標籤不只貼在 op 上：模型輸入（placeholder）x 也可以有輸出標籤，讓讀 x 的每個 consumer 都吃量化後的值。"
+        "你先過濾成只看 call_function，x 的輸出就漏了；每個 node 的標籤都要讀。",
+        EDGE_AND_OUTPUT,
+        public=_public_placeholders,
+    ),
+)
+
+
+# --- fused_patterns: the pairs of each graph ------------------------------------------------------------
+
+Pair = tuple[str, str]
+
+
+class Pairs:
+    """One labelled graph's pairs and the key's, as sets; ``error`` when that answer raised instead."""
+
+    def __init__(self, place: tuple[str, ...], got: Any, want: set[Pair], changed: Any = None) -> None:
+        self.place, self.model = place, place[-1] if place else ""
+        self.pairs, self.want, self.changed = _edge_set(got), want, changed
+
+    def missing(self) -> set[Pair]:
+        return self.want - self.pairs if self.pairs is not None else set()
+
+    def extra(self) -> set[Pair]:
+        return self.pairs - self.want if self.pairs is not None else set()
+
+
+def pair_records(seen: Any, expected: Any) -> list[Pairs]:
+    """Every fused_patterns answer in both evidences: ``{"pairs": [...]}`` (hidden) or the bare list
+    (public), one per graph; the place is the case and the graph."""
+    found: list[Pairs] = []
+
+    def visit(got: Any, want: Any, place: tuple[str, ...]) -> None:
+        wanted = _edge_set(want.get("pairs") if isinstance(want, dict) else want)
+        if wanted is not None:
+            if isinstance(want, dict):
+                got_dict = got if isinstance(got, dict) else {}
+                found.append(Pairs(place, got_dict.get("pairs"), wanted, got_dict.get("changed")))
+            else:
+                found.append(Pairs(place, got, wanted))
+            return
+        if isinstance(want, dict) and isinstance(got, dict):
+            for key, item in want.items():
+                if key in got:
+                    visit(got[key], item, (*place, str(key)))
+
+    for case, record in diagnosis.cases(expected).items():
+        if isinstance(record, dict) and "value" in record and case in diagnosis.cases(seen):
+            mine = diagnosis.cases(seen)[case]
+            if isinstance(mine, dict) and "value" in mine:
+                visit(mine["value"], record["value"], (str(case),))
+    return [r for r in found if r.pairs is not None]
+
+
+def pairs_reversed(seen: Any, expected: Any) -> bool:
+    """Pairs come back as (last, first): more of them reversed than right."""
+    for record in pair_records(seen, expected):
+        backwards = {(b, a) for a, b in record.pairs} & record.want
+        if backwards and len(backwards) > len(record.pairs & record.want):
+            return True
+    return False
+
+
+def is_relu(name: str) -> bool:
+    """A node named like aten.relu (relu, relu_1), not relu6 or leaky_relu."""
+    return name == "relu" or (name.startswith("relu_") and name[5:].isdigit())
+
+
+def lost_and_found(seen: Any, expected: Any) -> tuple[set[tuple[str, Pair]], set[tuple[str, Pair]]]:
+    """The (graph, pair) the key finds and the student does not, and the other way round."""
+    records = [r for r in pair_records(seen, expected) if not pairs_reversed(seen, expected)]
+    missing = {(r.model, p) for r in records for p in r.missing()}
+    extra = {(r.model, p) for r in records for p in r.extra()}
+    return missing, extra
+
+
+def missing_only(seen: Any, expected: Any, allowed: Any, *, every: Any = None) -> bool:
+    """Pairs are missing and none extra; each missing one is ``allowed(graph, pair)``; ``every``: each key
+    pair with that property is among the missing ones."""
+    missing, extra = lost_and_found(seen, expected)
+    if not missing or extra or not all(allowed(model, pair) for model, pair in missing):
+        return False
+    if every is not None:
+        wanted = {(r.model, p) for r in pair_records(seen, expected) for p in r.want if every(r.model, p)}
+        return wanted <= missing
+    return True
+
+
+def extra_only(seen: Any, expected: Any, allowed: Any) -> bool:
+    """Pairs are extra and none missing; each extra one is ``allowed(graph, pair)``."""
+    missing, extra = lost_and_found(seen, expected)
+    return bool(extra) and not missing and all(allowed(model, pair) for model, pair in extra)
+
+
+def both_ways(seen: Any, expected: Any) -> bool:
+    """Pairs the labels fuse are missing and pairs they do not fuse are listed: the labels were not read."""
+    missing, extra = lost_and_found(seen, expected)
+    return bool(missing) and bool(extra)
+
+
+def crashed_on_unlabelled(seen: Any, case: str) -> bool:
+    """``case`` raised reading the label of a node that has none (``None.input_qspec_map``, ``None.output_qspec``)."""
+    return diagnosis.error(seen, case) in ("AttributeError", "TypeError") and "NoneType" in diagnosis.error_message(
+        seen, case
+    )
+
+
+# what the public hand-labelled graph holds (hand_labelled, Branches)
+BY_HAND_TRAPS: dict[Pair, set[str]] = {
+    ("conv2d", "tanh"): {"apart", "unclaimed"},  # tanh's label: nobody claimed it; a node lies between them
+    ("sub", "sigmoid"): {"unclaimed", "none_edge"},  # sub's label: nobody claimed it; the edge's spec is None
+    ("abs_1", "relu"): {"edge_quantized"},
+    ("mul", "relu_1"): {"inputs_unquantized"},
+    ("conv2d_1", "relu_2"): {"two_users"},
+    ("neg", "exp"): {"last_unlabelled"},
+}
+
+
+def by_hand(tag: str) -> Any:
+    return lambda model, pair: model == "by_hand" and tag in BY_HAND_TRAPS.get(pair, set())
+
+
+def _public_relu_only(seen: Any, expected: Any) -> bool:
+    return missing_only(seen, expected, lambda _, p: not is_relu(p[1]), every=lambda _, p: not is_relu(p[1]))
+
+
+def _public_op_kind(seen: Any, expected: Any) -> bool:
+    missing, _ = lost_and_found(seen, expected)
+    found_some = any(r.pairs & r.want for r in pair_records(seen, expected))
+    return found_some and (
+        both_ways(seen, expected)
+        or (any(is_relu(p[1]) for _, p in missing) and any(not is_relu(p[1]) for _, p in missing))
+    )
+
+
+def _public_unlabelled_first(seen: Any, expected: Any) -> bool:
+    _, extra = lost_and_found(seen, expected)
+    return {("by_hand", ("abs_1", "relu")), ("by_hand", ("mul", "relu_1"))} <= extra
+
+
+def _public_apart(seen: Any, expected: Any) -> bool:
+    return missing_only(seen, expected, by_hand("apart"), every=by_hand("apart"))
+
+
+def _public_unclaimed_pairs(seen: Any, expected: Any) -> bool:
+    return missing_only(seen, expected, by_hand("unclaimed"))
+
+
+def _public_none_edge(seen: Any, expected: Any) -> bool:
+    return missing_only(seen, expected, by_hand("none_edge"))
+
+
+def _public_two_users(seen: Any, expected: Any) -> bool:
+    return extra_only(seen, expected, by_hand("two_users"))
+
+
+def _public_edge_quantized(seen: Any, expected: Any) -> bool:
+    return extra_only(seen, expected, by_hand("edge_quantized"))
+
+
+def _public_inputs_unquantized(seen: Any, expected: Any) -> bool:
+    return extra_only(seen, expected, by_hand("inputs_unquantized"))
+
+
+def _public_ignores_last(seen: Any, expected: Any) -> bool:
+    return crashed_on_unlabelled(seen, "by_hand") or extra_only(seen, expected, by_hand("last_unlabelled"))
+
+
+FUSED_MISCONCEPTIONS = (
+    Misconception(
+        "changes_graph",
+        "找 pattern 的函式把標籤改掉了",
+        "fused_patterns 只該讀標籤、回答哪些 op 融合在一起，圖和標籤都是呼叫的人的。你的程式在找的時候拿掉或改了標籤"
+        "（例如把用過的標籤 pop 掉），呼叫的人之後再 prepare_pt2e，observer 就插錯了。只讀 node.meta，不要改它。",
+        ROLES,
+    ),
+    Misconception(
+        "pairs_reversed",
+        "pair 寫成了 (最後一個 op, 第一個 op)",
+        "練習要的是 (第一個 op, 最後一個 op)：先是輸出沒有標籤的那個 op，再是它唯一的 consumer。"
+        "你把兩個名字對調了，每個 pair 都反過來；照 (node.name, last.name) 的順序寫。",
+        FUSED_RULES,
+        public=pairs_reversed,
+    ),
+    Misconception(
+        "by_op_kind",
+        "看 op 的種類，不是看標籤",
+        "fusion 在 PT2E 裡不是 op 的種類決定的，而是 Quantizer 決定不在中間貼標籤：同樣是 conv 接 relu，"
+        "標籤在中間量化、或 relu 沒有輸出標籤，就不是融合；conv 接 sigmoid，標籤說是，就是。"
+        "每個條件都要從 node.meta 的標籤讀出來，不要比對 op 的名字或 target。",
+        CONV_RELU,
+        public=_public_op_kind,
+    ),
+    Misconception(
+        "next_node",
+        "用圖上的下一個 node 當最後一個 op",
+        "node.next 只是圖上排在後面的 node，不一定讀這個 op 的輸出；pattern 的兩個 op 之間可以隔著別的 node。"
+        "最後一個 op 要從 node.users 拿：只有一個 consumer 時，它就是那一個。",
+        USERS,
+        public=_public_apart,
+    ),
+    Misconception(
+        "relu_last_only",
+        "以為最後一個 op 一定是 relu",
+        "conv → relu、add → relu 只是最常見的融合；標籤才是定義：第一個 op 沒有輸出標籤、唯一的 consumer 有輸出標籤、"
+        "中間的邊不量化，最後一個 op 是 sigmoid、hardtanh 也一樣是融合。不要檢查最後一個 op 的種類。",
+        FUSED_RULES,
+        public=_public_relu_only,
+    ),
+    Misconception(
+        "claimed_only",
+        "只看 _annotated 為 True 的標籤",
+        "_annotated 是 Quantizer 之間分工用的記號，prepare_pt2e 插 observer 時不看它：沒人認領的標籤一樣決定哪裡有 observer、"
+        "哪裡沒有。你跳過了這些標籤，它們構成的融合就沒列出來；每張標籤都要讀。",
+        ROLES,
+        public=_public_unclaimed_pairs,
+    ),
+    Misconception(
+        "edge_present",
+        "中間的邊出現在 input_qspec_map 就當成有量化",
+        "input_qspec_map 裡有這條邊、規格卻是 None，意思是「這條邊不量化」，中間沒有 observer，仍然是融合。"
+        "判斷中間有沒有量化點，要看那條邊的規格是不是 None，不是看 key 在不在。",
+        CONV_RELU,
+        public=_public_none_edge,
+    ),
+    Misconception(
+        "ignores_last_label",
+        "沒檢查最後一個 op 有沒有輸出標籤",
+        "融合的意思是輸出標籤搬到 pattern 的最後一個 op：最後一個 op 沒有標籤、或沒有輸出標籤時，它的輸出根本沒被量化，"
+        "不算融合（沒有標籤的 node，node.meta.get 拿到的是 None，直接讀它的欄位會出錯）。先確認最後一個 op 有標籤、output_qspec 不是 None。",
+        FUSED_RULES,
+        public=_public_ignores_last,
+    ),
+    Misconception(
+        "unlabelled_first_op",
+        "沒有標籤的 op 也當成 pattern 的開頭",
+        "第一個 op 的輸出沒有標籤，可能只是因為整個 op 都沒人標（例如 sigmoid、slice 這類 Quantizer 不管的 op），"
+        "那不是融合。第一個 op 要有標籤、至少一條輸入邊的規格不是 None，輸出才是「被融合掉」而不是「沒人量化」。",
+        FUSED_RULES,
+        public=_public_unlabelled_first,
+    ),
+    Misconception(
+        "any_user",
+        "沒檢查第一個 op 只有一個 consumer",
+        "第一個 op 有兩個 consumer 時，它的輸出沒有標籤，另一個 consumer 讀到的就是沒量化的值，後端不能把它融進其中一個 op。"
+        "要先確認 len(node.users) == 1，唯一的那個 consumer 才是最後一個 op。",
+        EDGE_AND_OUTPUT,
+        public=_public_two_users,
+    ),
+    Misconception(
+        "identity_edge",
+        "用 node 物件查中間的邊，複製的圖上永遠查不到",
+        "這些圖是在 annotate 結束時複製的：input_qspec_map 的 key 是原圖的 node 物件，用複製圖上的 node 去查（in、get）永遠查不到，"
+        "中間明明有量化的邊也被當成沒有。和練習 1 一樣，要用名字比：p.name == node.name。",
+        POSITIONS_RULES,
+        public=_public_edge_quantized,
+    ),
+    Misconception(
+        "first_inputs_unquantized",
+        "第一個 op 有標籤就好，沒看輸入有沒有量化",
+        "第一個 op 的輸入邊規格全是 None 時，它自己就沒有被量化，輸出沒有標籤也不是「融進下一個 op」。"
+        "除了有標籤，還要至少一條輸入邊的規格不是 None。",
+        FUSED_RULES,
+        public=_public_inputs_unquantized,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -138,11 +615,13 @@ PUBLIC = declare(
         "label_positions：列出會被量化的邊與輸出",
         ("label_positions",),
         {"residual": positions_residual, "cat_pool": positions_cat_pool, "by_hand": positions_by_hand},
+        misconceptions=POSITIONS_MISCONCEPTIONS,
     ),
     Exercise(
         "fused_patterns",
         "fused_patterns：從標籤找出融合的 pattern",
         ("fused_patterns",),
         {"small_cnn": fused_small_cnn, "mlp_cat_pool": fused_mlp_cat, "by_hand": fused_by_hand},
+        misconceptions=FUSED_MISCONCEPTIONS,
     ),
 )

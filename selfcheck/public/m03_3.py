@@ -17,8 +17,10 @@ from torch.fx import GraphModule, Node
 
 from common.pt2e import ANNOTATION_KEY, MinMaxObserver, QuantizationAnnotation, QuantizationSpec
 from common.qspecs import act_spec
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import safe_text
+from selfcheck.misconceptions import Misconception, Section
 from selfcheck.public.m03_1 import export, labels, observers
 
 # --- RuleQuantizer --------------------------------------------------------------------------------
@@ -113,6 +115,538 @@ def validate_spoiled(ns: Namespace, seed: int) -> Any:
     }
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+BY_TARGET = Section("A. 依 `node.target` 找 op")
+RULE_TABLE = Section("B. 一張規則表，一個 Quantizer")
+RULES = Section("練習 1：RuleQuantizer（5 分）")
+VALIDATE = Section("C. `validate()`：貼完先檢查")
+CHECKS = Section("練習 2：CheckedRuleQuantizer（5 分）")
+ROLES = Section("B. 三個角色的分工", notebook="M03-1")
+EDGE_AND_OUTPUT = Section("C. 邊標籤與輸出標籤", notebook="M03-1")
+ADD_LABEL = Section("練習 1：add_label（4 分）", notebook="M03-1")
+FUSION = Section("A. conv → relu：conv 和 relu 之間沒有量化點", notebook="M03-2")
+USERS = Section("C. `node.args` 與 `node.users`：同一條邊的兩個方向", notebook="M01-1")
+
+
+# --- names of ops in the chapter's models (exported names follow the aten op: conv2d, conv2d_1, ...) -------
+
+
+def op_named(name: Any, op: str) -> bool:
+    """``name`` is what export calls a node of ``op``: ``op`` itself or ``op_<n>``."""
+    text = str(name)
+    return text == op or (text.startswith(op + "_") and text[len(op) + 1 :].isdigit())
+
+
+# --- RuleQuantizer: what the public cases can show ------------------------------------------------------
+
+
+def rule_records(seen: Any, expected: Any) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
+    """``(place, got, want)`` for each public model both evidences describe (labels, claimed, edges, shared)."""
+    return [
+        (place, got, want)
+        for place, got, want in diagnosis.aligned(seen, expected, "labels")
+        if isinstance(got.get("labels"), dict) and isinstance(want.get("labels"), dict)
+    ]
+
+
+def _output_of(position: str) -> str | None:
+    return position.removesuffix(" 的輸出") if position.endswith(" 的輸出") else None
+
+
+def _edge_of(position: str) -> tuple[str, str] | None:
+    producer, arrow, consumer = position.partition(" → ")
+    return (producer, consumer) if arrow else None
+
+
+def _label_changes(got: dict[str, Any], want: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """The positions the key labels and the student does not, and the other way round."""
+    return set(want["labels"]) - set(got["labels"]), set(got["labels"]) - set(want["labels"])
+
+
+def _public_nothing(seen: Any, expected: Any) -> bool:
+    records = rule_records(seen, expected)
+    return bool(records) and all(not got["labels"] and want["labels"] for _, got, want in records)
+
+
+def _public_crash_on_inputs(seen: Any, expected: Any) -> bool:
+    return any(
+        name == "IndexError"
+        and "tuple index" in diagnosis.error_message(seen, case)
+        and "args[2]" not in diagnosis.error_message(seen, case)
+        for case, name in diagnosis.errors(seen).items()
+    )
+
+
+def _public_histogram(seen: Any, expected: Any) -> bool:
+    return any(
+        "HistogramObserver" in str(text) and "HistogramObserver" not in str(want["labels"].get(position))
+        for _, got, want in rule_records(seen, expected)
+        for position, text in got["labels"].items()
+    )
+
+
+def _public_moved_to_relu(seen: Any, expected: Any) -> bool:
+    """A linear's output label moved to the relu after it."""
+    for _, got, want in rule_records(seen, expected):
+        lost, gained = _label_changes(got, want)
+        if any(op_named(_output_of(p), "linear") for p in lost) and any(
+            op_named(_output_of(p), "relu") for p in gained
+        ):
+            return True
+    return False
+
+
+def _public_conv_output(seen: Any, expected: Any) -> bool:
+    """A conv the key fuses with its relu has an output label of its own."""
+    for _, got, want in rule_records(seen, expected):
+        _, gained = _label_changes(got, want)
+        if any(op_named(_output_of(p), "conv2d") for p in gained):
+            return True
+    return False
+
+
+def _public_edge_into_fused(seen: Any, expected: Any) -> bool:
+    """An input edge labelled on a node whose key label is an output only (the relu of a fused pattern)."""
+    for _, got, want in rule_records(seen, expected):
+        _, gained = _label_changes(got, want)
+        consumers_in_key = {edge[1] for edge in map(_edge_of, want["labels"]) if edge}
+        for position in gained:
+            edge = _edge_of(position)
+            if edge and edge[1] not in consumers_in_key and f"{edge[1]} 的輸出" in want["labels"]:
+                return True
+    return False
+
+
+def _public_relu_unclaimed(seen: Any, expected: Any) -> bool:
+    for _, got, want in rule_records(seen, expected):
+        unclaimed = set(want.get("claimed") or []) - set(got.get("claimed") or [])
+        if got["labels"] == want["labels"] and any(op_named(n, "relu") for n in unclaimed):
+            return True
+    return False
+
+
+def _weights(seen: Any, expected: Any, test: Any) -> bool:
+    return any(
+        test(str(got["labels"].get(position, "")), str(text))
+        for _, got, want in rule_records(seen, expected)
+        for position, text in want["labels"].items()
+        if "per_channel" in str(text)
+    )
+
+
+def _public_per_tensor(seen: Any, expected: Any) -> bool:
+    return _weights(seen, expected, lambda mine, key: "per_tensor" in mine)
+
+
+def _public_axis(seen: Any, expected: Any) -> bool:
+    return _weights(seen, expected, lambda mine, key: "per_channel" in mine and "ch_axis=0" not in mine)
+
+
+def _public_bias(seen: Any, expected: Any) -> bool:
+    for _, got, want in rule_records(seen, expected):
+        _, gained = _label_changes(got, want)
+        if any((edge := _edge_of(p)) and "bias" in edge[0] for p in gained):
+            return True
+    return False
+
+
+def _public_add_output(seen: Any, expected: Any) -> bool:
+    """Only output labels of adds are missing (nothing extra, every other label there)."""
+    found = False
+    for _, got, want in rule_records(seen, expected):
+        lost, gained = _label_changes(got, want)
+        if gained or not all(op_named(_output_of(p), "add") for p in lost):
+            return False
+        found = found or bool(lost)
+    return found
+
+
+def _public_pool_apart(seen: Any, expected: Any) -> bool:
+    """Labels in the same places, but a group of edges the key's observer instance serves is not shared."""
+    for _, got, want in rule_records(seen, expected):
+        mine, key = got.get("shared"), want.get("shared")
+        if set(got["labels"]) == set(want["labels"]) and isinstance(mine, list) and isinstance(key, list):
+            if any(group not in mine and any("max_pool2d" in edge for edge in group) for group in key):
+                return True
+    return False
+
+
+RULE_MISCONCEPTIONS = (
+    Misconception(
+        "source_fn_stack",
+        "靠 source_fn_stack 這類 metadata 找 op",
+        "預設的 non-strict export 不填 node.meta 裡的 source_fn_stack，依賴它找 op 的程式什麼都找不到，也不會出錯，"
+        '結果一張標籤都沒貼。規則式 Quantizer 只用 node.op == "call_function" 與 node.target 找 op。',
+        BY_TARGET,
+        public=_public_nothing,
+    ),
+    Misconception(
+        "found_by_name",
+        "用 node 的名字找 op",
+        "node.name 只是 export 取的標記：模型輸入可以叫 relu、conv2d，pass 也可能把名字換掉，"
+        "名叫 linear_90 的 node 其實是 conv。用名字認 op，換個模型就貼錯地方（模型輸入沒有 node.args，直接讀也會出錯）。"
+        '要用 node.op == "call_function" 而且 node.target == CONV 這樣比對。',
+        BY_TARGET,
+        public=_public_crash_on_inputs,
+    ),
+    Misconception(
+        "target_substring",
+        "用字串比對 target，連名字相近的 op 也算",
+        '"conv" in str(node.target) 也會比對到 conv_transpose2d，"relu" 會比對到 relu6、leaky_relu，'
+        '"add" 會比對到 addmm，"max_pool2d" 會比對到 max_pool2d_with_indices：它們都不是規則表裡的 op。'
+        "要拿 node.target 和 torch.ops.aten.conv2d.default 這些物件直接比相等。",
+        BY_TARGET,
+    ),
+    Misconception(
+        "overwrites_claimed",
+        "別的 Quantizer 認領過的 node 又被你改寫",
+        "_annotated 為 True 表示這個 node 已經有 Quantizer 負責，標籤是它的。你的程式照樣重貼，覆蓋了別人的決定。"
+        "先看 node.meta 裡的標籤，_annotated 是 True 就跳過。",
+        RULES,
+    ),
+    Misconception(
+        "skips_unclaimed_label",
+        "有標籤就跳過，不看 _annotated",
+        "有標籤不代表有人認領：_annotated 為 False 的標籤是沒人負責的草稿，照規則重貼、再設 _annotated = True 才對。"
+        "要跳過的只有 _annotated 是 True 的 node。",
+        RULES,
+    ),
+    Misconception(
+        "other_observer",
+        "observer 換成了別的類別",
+        "規格裡的 observer 類別也是規則的一部分：規則表的 activation 用 act_spec()，也就是 MinMaxObserver。"
+        "換成別的 observer（例如照抄 XNNPACK 設定的 HistogramObserver），整數範圍一樣，算出來的 scale 卻不同；直接用 act_spec() 與 weight_spec()。",
+        RULE_TABLE,
+        public=_public_histogram,
+    ),
+    Misconception(
+        "fusion_by_next_node",
+        "用圖上的下一個 node 判斷 conv 後面是不是 relu",
+        "node.next 只是圖上排在後面的 node，不一定讀 conv 的輸出：relu 可能隔了好幾個 node，"
+        "緊接在 conv 後面的 relu 也可能讀的是別的值。融合要看 node.users：conv 唯一的 consumer 是 relu 才融合。",
+        USERS,
+    ),
+    Misconception(
+        "fuses_shared_conv",
+        "conv 有兩個 consumer 時也融合",
+        "conv 的輸出沒有標籤、只把標籤貼在 relu 上，另一個 consumer 讀到的就是沒量化的 conv 輸出。"
+        "只有 conv 唯一的 consumer 是 relu 時才融合；有兩個以上 consumer，conv 自己貼輸出標籤。",
+        EDGE_AND_OUTPUT,
+    ),
+    Misconception(
+        "linear_fuses_relu",
+        "linear 也和後面的 relu 融合",
+        "XNNPACKQuantizer 會融合 linear → relu，但這一章的規則表只有 conv 融合：linear 的輸出標籤貼在 linear 自己身上，"
+        "後面的 relu 不標。照規則表寫，不要照 XNNPACK 的習慣。",
+        RULE_TABLE,
+        public=_public_moved_to_relu,
+    ),
+    Misconception(
+        "no_fusion",
+        "conv 接 relu 時 conv 也貼了輸出標籤",
+        "融合在標籤上的樣子就是「pattern 中間不貼標籤」：conv 唯一的 consumer 是 relu 時，輸出標籤只貼在 relu，"
+        "conv 自己不貼。你讓 conv 也有輸出標籤，conv 和 relu 之間就多了一個 observer，後端不能把兩個 op 合成一個 kernel。",
+        FUSION,
+        public=_public_conv_output,
+    ),
+    Misconception(
+        "label_inside_pattern",
+        "融合的 relu 的輸入邊也貼了標籤",
+        "conv → relu 融合時，中間那條邊 (conv, relu) 不能有標籤：貼了，prepare_pt2e 就在中間插 observer，融合就破了。"
+        "relu 只要輸出標籤。",
+        FUSION,
+        public=_public_edge_into_fused,
+    ),
+    Misconception(
+        "relu_not_marked",
+        "融合進來的 relu 沒有設 _annotated",
+        "relu 的輸出標籤是你貼的，relu 也算你標過的 node：沒設 _annotated = True，後面的 Quantizer 會以為 relu 沒人管，"
+        "重貼它的標籤，在 conv 和 relu 中間插 observer。貼完 relu 的輸出標籤，也把它的 _annotated 設成 True。",
+        RULES,
+        public=_public_relu_unclaimed,
+    ),
+    Misconception(
+        "per_tensor_weight",
+        "weight 用了 per-tensor 規格",
+        "規則表的 weight 是 weight_spec()：int8 per-channel symmetric，每個 output channel 各有一個 scale。"
+        "per-tensor 只用一個 scale，數值範圍小的 channel 解析度就被大的 channel 拖垮。weight 要用 weight_spec()。",
+        RULE_TABLE,
+        public=_public_per_tensor,
+    ),
+    Misconception(
+        "weight_axis_1",
+        "per-channel 的 ch_axis 寫成 1",
+        "conv 與 linear 的 weight 第 0 維是 output channel，per-channel 要沿著它（ch_axis=0）各算一個 scale；"
+        "ch_axis=1 是 input channel，scale 分錯了維度。直接用 weight_spec()，它的 ch_axis 是 0。",
+        FUSION,
+        public=_public_axis,
+    ),
+    Misconception(
+        "quantizes_bias",
+        "bias 也貼了量化規格",
+        "規則表的 bias 規格是 None：bias 保持 fp32，不插 observer。你給 bias 一份 int8 規格，它就被量化了。"
+        "node.args[2] 是 Node 時，把它的規格設成 None。",
+        RULE_TABLE,
+        public=_public_bias,
+    ),
+    Misconception(
+        "add_labels_constants",
+        "add 的模型常數也貼了標籤",
+        'op == "get_attr" 的 node 是模型常數（buffer），不是 activation；add 只標 activation 輸入，常數排第一個或第二個都一樣。'
+        "過濾 node.args[:2] 時，除了純量，也要排除 get_attr。",
+        RULES,
+    ),
+    Misconception(
+        "add_no_output",
+        "add 只標了輸入，忘了輸出",
+        "規則表的 add 輸入與輸出都要標：add 的結果是新的數值範圍，沒有輸出標籤，後面的 op 讀到的就是沒量化的值。"
+        "add 的輸出也貼 act_spec()。",
+        RULE_TABLE,
+        public=_public_add_output,
+    ),
+    Misconception(
+        "pool_not_shared",
+        "max_pool2d 的輸出沒有和輸入共用",
+        "max_pool 只是從輸入裡挑最大值，輸出的數值全部來自輸入，所以輸出要和輸入共用同一組 qparams："
+        "output_qspec 寫 SharedQuantizationSpec((輸入, max_pool2d))。你另給一份 act_spec()，輸出就有自己的 observer 和 scale。",
+        RULE_TABLE,
+        public=_public_pool_apart,
+    ),
+)
+
+
+# --- validate: what the public cases can show -------------------------------------------------------------
+
+
+def _verdicts(seen: Any, case: str) -> dict[str, str]:
+    found = diagnosis.value(seen, case)
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def _spoiled(seen: Any, expected: Any) -> list[tuple[str, str]]:
+    """``(mine, key)`` for each spoiled graph."""
+    mine, key = _verdicts(seen, "spoiled"), _verdicts(expected, "spoiled")
+    return [(mine[name], verdict) for name, verdict in key.items() if name in mine]
+
+
+def _rejected_correct(seen: Any, expected: Any) -> list[str]:
+    """The correctly labelled graphs the student's validate raised on."""
+    key = _verdicts(expected, "correct")
+    return [name for name, verdict in _verdicts(seen, "correct").items() if verdict != key.get(name)]
+
+
+def _public_wrong_error(seen: Any, expected: Any) -> bool:
+    return any(
+        mine not in ("沒有出錯", "AttributeError", "TypeError", "KeyError", "IndexError")
+        and not mine.startswith("ValueError")
+        for mine, _ in _spoiled(seen, expected)
+    )
+
+
+def _public_reads_every_spec(seen: Any, expected: Any) -> bool:
+    return any(_verdicts(seen, "correct").get(name) == "AttributeError" for name in _rejected_correct(seen, expected))
+
+
+def _public_checks_nothing(seen: Any, expected: Any) -> bool:
+    spoiled = _spoiled(seen, expected)
+    return bool(spoiled) and all(mine == "沒有出錯" for mine, _ in spoiled)
+
+
+def _every_correct_refused(seen: Any, expected: Any) -> bool:
+    key = _verdicts(expected, "correct")
+    return bool(key) and len(_rejected_correct(seen, expected)) == len(key)
+
+
+def _public_rejects_all(seen: Any, expected: Any) -> bool:
+    """Every correct graph refused, and on the spoiled ones validate stops before the wrong label."""
+    spoiled = _spoiled(seen, expected)
+    return _every_correct_refused(seen, expected) and bool(spoiled) and all("沒寫出" in mine for mine, _ in spoiled)
+
+
+def _public_per_tensor_only(seen: Any, expected: Any) -> bool:
+    """Every correct graph (per-channel weights, all of them) refused, but some spoiled label named right."""
+    return _every_correct_refused(seen, expected) and any(mine == key for mine, key in _spoiled(seen, expected))
+
+
+def _public_vague(seen: Any, expected: Any) -> bool:
+    spoiled = _spoiled(seen, expected)
+    raised = [mine for mine, _ in spoiled if mine.startswith("ValueError")]
+    return not _rejected_correct(seen, expected) and len(raised) >= 2 and all("沒寫出" in mine for mine in raised)
+
+
+def _public_names_producer(seen: Any, expected: Any) -> bool:
+    mine, key = _verdicts(seen, "spoiled"), _verdicts(expected, "spoiled")
+    return (
+        not _rejected_correct(seen, expected)
+        and "沒寫出" in mine.get("not_an_input", "")
+        and "寫出" in key.get("not_an_input", "")
+        and any(mine.get(name) == verdict for name, verdict in key.items() if name != "not_an_input")
+    )
+
+
+def _public_conv_output(seen: Any, expected: Any) -> bool:
+    return _rejected_correct(seen, expected) == ["cat_pool"]
+
+
+def _public_too_wide_passes(seen: Any, expected: Any) -> bool:
+    mine, key = _verdicts(seen, "spoiled"), _verdicts(expected, "spoiled")
+    others = [name for name in key if name != "too_wide"]
+    return (
+        mine.get("too_wide") == "沒有出錯"
+        and bool(others)
+        and all(mine.get(name) == key[name] for name in others)
+        and not _rejected_correct(seen, expected)
+    )
+
+
+VALIDATE_MISCONCEPTIONS = (
+    Misconception(
+        "fixes_silently",
+        "validate 自己把錯的標籤改掉",
+        "validate 的工作是把錯的標籤擋下來、告訴寫 Quantizer 的人，不是替他修：你悄悄改掉標籤，"
+        "錯的 Quantizer 就永遠沒有人知道，換個模型又出一樣的錯。validate 只讀標籤，違反規則就 raise ValueError。",
+        VALIDATE,
+    ),
+    Misconception(
+        "reads_every_spec",
+        "每份規格都去讀 quant_min、quant_max",
+        "SharedQuantizationSpec 這類規格沒有 dtype、quant_min、quant_max（它只說和誰共用），直接讀這些欄位，"
+        "validate 自己就出錯了，正確的標籤也過不了。範圍只檢查 isinstance(spec, QuantizationSpec) 的規格。",
+        CHECKS,
+        public=_public_reads_every_spec,
+    ),
+    Misconception(
+        "wrong_error_type",
+        "丟出的不是 ValueError",
+        "規則要求違反時 raise ValueError：呼叫的人（和評分）靠錯誤的型別分辨「標籤錯了」和「程式壞了」。"
+        "用 assert 得到的是 AssertionError，而且 python -O 執行時 assert 會整個被拿掉。明確寫 raise ValueError(...)。",
+        CHECKS,
+        public=_public_wrong_error,
+    ),
+    Misconception(
+        "checks_nothing",
+        "以為 validate 可以什麼都不做",
+        "prepare_pt2e 不會替你檢查標籤：錯的標籤照樣插 observer，變成一個 convert 得出來、數值卻錯的模型。"
+        "validate 是插 observer 之前最後一道關卡，練習的四條規則都要檢查。",
+        VALIDATE,
+        public=_public_checks_nothing,
+    ),
+    Misconception(
+        "rejects_any_label",
+        "只要有標籤就出錯",
+        "validate 要擋的只有違反規則的標籤：正確的標籤一出錯，Quantizer 就完全不能用了。"
+        "對每張標籤逐條檢查四條規則，都沒違反就什麼都不做。",
+        CHECKS,
+        public=_public_rejects_all,
+    ),
+    Misconception(
+        "vague_message",
+        "錯誤訊息沒寫出是哪個 node",
+        "一張圖有幾十張標籤，訊息只說「有一條邊不對」，看的人不知道去哪裡找。"
+        '每個 ValueError 的訊息都寫出標籤所在的 node，例如 f"{node.name}：..."。',
+        CHECKS,
+        public=_public_vague,
+    ),
+    Misconception(
+        "names_producer",
+        "不存在的邊只寫出上游的名字",
+        "input_qspec_map 貼在 consumer 身上，錯的是 consumer 那張標籤；只寫出 key（上游）的名字，看的人會去錯的 node 找。"
+        "訊息要寫出標籤所在的 node.name，也可以再加上 key 的名字。",
+        CHECKS,
+        public=_public_names_producer,
+    ),
+    Misconception(
+        "one_symmetric_only",
+        "只接受其中一種 symmetric 的 weight",
+        "symmetric 有兩種：torch.per_tensor_symmetric 與 torch.per_channel_symmetric，XNNPACK 的 weight 通常用 per-channel，"
+        "也可以設定成 per-tensor。你只放行其中一種，另一種正確的 weight 也被擋掉；規則是兩種 symmetric 都接受。",
+        CHECKS,
+        public=_public_per_tensor_only,
+    ),
+    Misconception(
+        "any_conv_output",
+        "conv 有輸出標籤就出錯",
+        "只有 conv 唯一的 consumer 是 relu（融合 pattern）時，conv 才不能有輸出標籤；"
+        "接 cat、add，或有兩個 consumer 的 conv 本來就該有自己的輸出標籤。先確認 conv 的 users 只有一個 relu 再檢查。",
+        CHECKS,
+        public=_public_conv_output,
+    ),
+    Misconception(
+        "fusion_by_next_node",
+        "用圖上的下一個 node 判斷融合",
+        "node.next 只是圖上排在後面的 node：conv 唯一的 consumer relu 可能隔了好幾個 node，"
+        "緊接在 conv 後面的 relu 也可能讀的是別的值。判斷融合 pattern 要看 node.users。",
+        USERS,
+    ),
+    Misconception(
+        "claimed_only",
+        "只檢查 _annotated 為 True 的標籤",
+        "prepare_pt2e 插 observer 時不看 _annotated：沒人認領的標籤照樣插 observer，錯了一樣會算錯。"
+        "validate 要檢查每一張標籤。",
+        ROLES,
+        public=_public_too_wide_passes,
+    ),
+    Misconception(
+        "found_by_name",
+        "用 node 的名字認 conv、linear",
+        "node 的名字只是標記，pass 改過名字之後，叫 linear_90 的可能是 conv。用名字認 op，改過名字的圖就檢查錯了。"
+        '要用 node.op == "call_function" 而且 node.target == CONV 判斷。',
+        BY_TARGET,
+    ),
+    Misconception(
+        "affine_only",
+        "只擋 per_tensor_affine 的 weight",
+        "不是 symmetric 的方案不只 per_tensor_affine，還有 per_channel_affine：它一樣不是 XNNPACK 接受的 weight。"
+        "規則是「qscheme 必須是兩種 symmetric 之一」，用白名單檢查，不要只列一種不行的。",
+        CHECKS,
+    ),
+    Misconception(
+        "weight_by_name",
+        "用名字找 weight",
+        "weight 不一定叫 weight：它可以是由 op 算出來的 node（例如 mul_1）。conv 與 linear 的 weight 就是 node.args[1]，"
+        "用 ann.input_qspec_map.get(node.args[1]) 拿它的規格。",
+        RULES,
+    ),
+    Misconception(
+        "int8_range_only",
+        "整數範圍寫死成 int8",
+        "每份規格的 dtype 不一定是 int8：uint8、int16、int32 的正確規格範圍都超出 [-128, 127]。"
+        "範圍要照 spec.dtype 查：torch.iinfo(spec.dtype).min 與 .max。",
+        CHECKS,
+    ),
+    Misconception(
+        "key_in_args",
+        "用 producer in node.args 判斷是不是輸入",
+        "node.args 不一定直接放著輸入：cat 的輸入在 node.args[0] 這個 list 裡，所以 cat 的正確標籤也被擋了。"
+        "要用 node.all_input_nodes，它把 list 裡的輸入也攤開。",
+        ADD_LABEL,
+    ),
+    Misconception(
+        "allows_equal",
+        "quant_min 等於 quant_max 也放行",
+        "quant_min 等於 quant_max 的範圍只有一個整數值，什麼都表示不了，observer 算 scale 時還會除以零。"
+        "規則是 quant_min < quant_max，比較要用 <，不是 <=。",
+        CHECKS,
+    ),
+    Misconception(
+        "order_only",
+        "只檢查 quant_min < quant_max，沒對照 dtype",
+        "範圍還必須是 dtype 表示得出來的整數：int8 放不下 255，uint8 沒有負數。"
+        "用 torch.iinfo(spec.dtype) 拿到 dtype 的 min、max，確認 min <= quant_min 而且 quant_max <= max。",
+        CHECKS,
+        public=_public_too_wide_passes,
+    ),
+    Misconception(
+        "call_function_only",
+        "只檢查 call_function node 的標籤",
+        "標籤不只貼在 op 上：模型輸入（placeholder）x 也可以有輸出標籤，它的範圍一樣要檢查。"
+        "validate 要看每個有標籤的 node，不要先過濾 node.op。",
+        EDGE_AND_OUTPUT,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -120,11 +654,13 @@ PUBLIC = declare(
         "RuleQuantizer：依 node.target 照規則表貼標籤",
         ("RuleQuantizer",),
         {"small_cnn": rule_small_cnn, "residual_mlp": rule_residual_mlp},
+        misconceptions=RULE_MISCONCEPTIONS,
     ),
     Exercise(
         "validate",
         "validate：擋住錯的標籤",
         ("CheckedRuleQuantizer",),
         {"correct": validate_correct, "spoiled": validate_spoiled},
+        misconceptions=VALIDATE_MISCONCEPTIONS,
     ),
 )

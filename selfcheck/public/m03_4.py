@@ -210,13 +210,14 @@ def _output_apart(seen: Any, expected: Any) -> bool:
 
 
 def _labels(evidence: Any, case: str, *path: str) -> dict[str, Any]:
+    """The labels of one public case; empty when the case raised (a crash is not this kind of mistake)."""
     found = diagnosis.value(evidence, case, *path, "labels")
     return found if isinstance(found, dict) else {}
 
 
 def _user_edges(seen: Any, expected: Any) -> bool:
     got, want = _labels(seen, "residual", "share=True"), _labels(expected, "residual", "share=True")
-    return "add → relu_1" in got and "add 的輸出" in want and "add 的輸出" not in got
+    return bool(got) and "add → relu_1" in got and "add 的輸出" in want and "add 的輸出" not in got
 
 
 def _constant_labelled(seen: Any, expected: Any) -> bool:
@@ -225,7 +226,7 @@ def _constant_labelled(seen: Any, expected: Any) -> bool:
 
 def _claim_overwritten(seen: Any, expected: Any) -> bool:
     got, want = _labels(seen, "self_and_claimed", "(a + b) + a"), _labels(expected, "self_and_claimed", "(a + b) + a")
-    return bool(want) and got.get("a → add") != want.get("a → add")
+    return bool(got and want) and got.get("a → add") != want.get("a → add")
 
 
 def _unmarked(seen: Any, expected: Any) -> bool:
@@ -270,7 +271,7 @@ def _cat_constant_labelled(seen: Any, expected: Any) -> bool:
 
 def _cat_claim_overwritten(seen: Any, expected: Any) -> bool:
     got, want = _labels(seen, "cat_pool", "claimed"), _labels(expected, "cat_pool", "claimed")
-    return bool(want) and any(got.get(p) != want[p] for p in want if "[-100,100]" in str(want[p]))
+    return bool(got and want) and any(got.get(p) != want[p] for p in want if "[-100,100]" in str(want[p]))
 
 
 def _cat_unmarked(seen: Any, expected: Any) -> bool:

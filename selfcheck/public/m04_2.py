@@ -12,8 +12,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError
+from selfcheck.misconceptions import Misconception, Section
 
 TITLE = "bn_survives：預測哪些 BN 在 prepare_pt2e 之後還在"
 
@@ -80,21 +82,213 @@ def predictions(ns: Namespace, label: str, model: nn.Module, shape: tuple[int, .
     return found
 
 
+CONV_BN, CONV_RELU_BN, INPUT_BN, CONV_SHARED = (
+    "conv → BN",
+    "conv → relu → BN",
+    "輸入 → BN → conv",
+    "conv → BN，conv 的輸出另外給 add",
+)
+LINEAR_2D, LINEAR_3D = "linear → BN（2-D）", "linear → BN（3-D）"
+
+
 def conv_models(ns: Namespace, seed: int) -> Any:
     image = (2, 3, 8, 8)
     return {
-        **predictions(ns, "conv → BN", ConvBn(), image, seed),
-        **predictions(ns, "conv → relu → BN", ConvReluBn(), image, seed),
-        **predictions(ns, "輸入 → BN → conv", InputBn(), image, seed),
-        **predictions(ns, "conv → BN，conv 的輸出另外給 add", ConvBnPlusY(), image, seed),
+        **predictions(ns, CONV_BN, ConvBn(), image, seed),
+        **predictions(ns, CONV_RELU_BN, ConvReluBn(), image, seed),
+        **predictions(ns, INPUT_BN, InputBn(), image, seed),
+        **predictions(ns, CONV_SHARED, ConvBnPlusY(), image, seed),
     }
 
 
 def linear_models(ns: Namespace, seed: int) -> Any:
     return {
-        **predictions(ns, "linear → BN（2-D）", LinearBn(), (16, 8), seed),
-        **predictions(ns, "linear → BN（3-D）", SeqLinearBn(), (16, 4, 4), seed),
+        **predictions(ns, LINEAR_2D, LinearBn(), (16, 8), seed),
+        **predictions(ns, LINEAR_3D, SeqLinearBn(), (16, 4, 4), seed),
     }
+
+
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+ONLY_THE_INPUT = Section("C. 規則只看 BN 的第一個輸入")
+LINEAR_2D_FOLDS = Section("A. linear + BN（2-D 輸入）")
+LINEAR_3D_STAYS = Section("B. 3-D 輸入：不折")
+RULES = Section("練習 1：bn_survives（4 分）")
+WHEN = Section("A. 什麼時候折", notebook="M04-1")
+TARGET = Section("B. `node.target`：op 的身分", notebook="M01-1")
+ARGS = Section("C. `node.args` 與 `node.users`：同一條邊的兩個方向", notebook="M01-1")
+
+
+# --- what the public cases can show (the preview names it; the hidden detectors are the grader's) ------
+
+
+def _answers(evidence: Any) -> dict[str, bool]:
+    """Model label → the prediction for its BN (every public model has one BN)."""
+    found: dict[str, bool] = {}
+    for case in ("conv_models", "linear_models"):
+        value = diagnosis.value(evidence, case)
+        if isinstance(value, dict):
+            found |= {str(key).rsplit("/", 1)[0]: answer for key, answer in value.items()}
+    return found
+
+
+def _says(seen: Any, **answers: bool) -> bool:
+    got = _answers(seen)
+    return all(label in got for label in answers) and all(got[label] is answer for label, answer in answers.items())
+
+
+def _labels(**answers: bool) -> dict[str, bool]:
+    names = {
+        "conv": CONV_BN,
+        "conv_relu": CONV_RELU_BN,
+        "input": INPUT_BN,
+        "shared": CONV_SHARED,
+        "linear_2d": LINEAR_2D,
+        "linear_3d": LINEAR_3D,
+    }
+    return {names[key]: answer for key, answer in answers.items()}
+
+
+def _every_bn_folds(seen: Any, expected: Any) -> bool:
+    got = _answers(seen)
+    return bool(got) and not any(got.values()) and any(_answers(expected).values())
+
+
+def _no_bn_folds(seen: Any, expected: Any) -> bool:
+    got = _answers(seen)
+    return bool(got) and all(got.values()) and not all(_answers(expected).values())
+
+
+def _rank_rule_for_conv(seen: Any, expected: Any) -> bool:
+    return _says(seen, **_labels(conv=True, linear_2d=False))
+
+
+def _linear_never_folds(seen: Any, expected: Any) -> bool:
+    return _says(seen, **_labels(conv=False, linear_2d=True))
+
+
+def _linear_ignores_rank(seen: Any, expected: Any) -> bool:
+    return _says(seen, **_labels(input=True, linear_2d=False, linear_3d=False))
+
+
+def _looks_past_input(seen: Any, expected: Any) -> bool:
+    return _says(seen, **_labels(input=True, conv_relu=False))
+
+
+def _single_user(seen: Any, expected: Any) -> bool:
+    return _says(seen, **_labels(conv=False, shared=True))
+
+
+MISCONCEPTIONS = (
+    Misconception(
+        "mutates_graph",
+        "在傳進來的圖上真的折了一次",
+        "bn_survives 只是預測，圖是呼叫的人的，要原封不動還給他。你的程式在傳進來的圖上跑了折疊或改了 node，"
+        "之後要 prepare 的那張圖就被改掉了。只讀 bn.args[0] 的 op、target 與 meta，照 C 段的表判斷。",
+        RULES,
+    ),
+    Misconception(
+        "every_bn_folds",
+        "以為每個 BN 都會被折掉",
+        "prepare_pt2e 只折得掉前面有 weight 可以吸收它的 BN：輸入是 conv，或是輸入 2-D 的 linear。"
+        "接在模型輸入、relu、pool、add 後面的 BN 沒有 weight 可以併，會留在圖上。照 C 段的表，看 bn.args[0] 是什麼再回答。",
+        ONLY_THE_INPUT,
+        public=_every_bn_folds,
+    ),
+    Misconception(
+        "no_bn_folds",
+        "以為 prepare_pt2e 不動 BN",
+        "prepare_pt2e 的第一步就是折 BN：接在 conv 或 2-D linear 後面的 BN 會換算進它們的 weight 與 bias，從圖上消失。"
+        "只有前面沒有 weight 可以吸收的 BN 才會留下來，要看 bn.args[0] 是什麼再決定。",
+        WHEN,
+        public=_no_bn_folds,
+    ),
+    Misconception(
+        "rank_rule_for_conv",
+        "把 linear 的維度規則套到 conv 上",
+        "輸入超過 2-D 就不折，是 linear 專屬的規則：linear 作用在最後一維，BN 作用在第 1 維，兩者對不上。"
+        "conv 的 output channel 就在第 1 維，正好是 BN 的 channel，所以 conv1d、conv2d、conv3d 後面的 BN 不管幾維都折。",
+        LINEAR_3D_STAYS,
+        public=_rank_rule_for_conv,
+    ),
+    Misconception(
+        "conv2d_only",
+        "只認得 conv2d",
+        "torchao 折的是整個 conv 家族：conv1d、conv2d、conv3d（數字與字串 padding 各是一個 overload），"
+        "還有 conv_transpose1d／2d／3d。只比對 conv2d，其他 conv 後面的 BN 就被你判成不折了。"
+        "拿 bn.args[0].target 和 setup 格的 CONV_OPS 比對。",
+        ONLY_THE_INPUT,
+    ),
+    Misconception(
+        "transpose_missed",
+        "漏了 conv_transpose",
+        "conv_transpose 也是 conv：它的 weight 一樣吸收得了 BN 的 s，torchao 把 conv_transpose1d／2d／3d 後面的 BN 都折掉。"
+        "你的判斷漏了其中幾種。用 setup 格的 CONV_OPS，不要自己列。",
+        ONLY_THE_INPUT,
+    ),
+    Misconception(
+        "padding_overload_missed",
+        "漏了 padding 的 overload",
+        'padding="same" 這種字串 padding 的 conv，export 出來是 aten.conv1d.padding 這類 overload，'
+        "和 .default 是同一個 op 的兩種寫法，torchao 一樣折。你自己列的 op 少了其中幾個 .padding；"
+        "用 setup 格的 CONV_OPS，九種都在裡面。",
+        ONLY_THE_INPUT,
+    ),
+    Misconception(
+        "linear_never_folds",
+        "以為 linear 後面的 BN 不會折",
+        "linear + BN 也會折，公式和 conv 一樣（weight 的第 0 維乘 s），前提是 linear 的輸入是 2-D 的 (N, C)。"
+        "你把 linear 後面的 BN 都判成留下；bn.args[0] 是 LINEAR 時，還要看 linear 輸入的維度。",
+        LINEAR_2D_FOLDS,
+        public=_linear_never_folds,
+    ),
+    Misconception(
+        "linear_ignores_rank",
+        "沒看 linear 輸入的維度",
+        "linear 的輸入是 3-D 以上時，BN 正規化的是第 1 維，linear 卻作用在最後一維，兩者對不上："
+        "torchao 發出 warning、把 BN 留在圖上。你把 linear 後面的 BN 一律判成折掉；"
+        '要看 linear 自己的輸入（linear node 的 args[0]）的 .meta["val"].ndim，大於 2 就不折。',
+        LINEAR_3D_STAYS,
+        public=_linear_ignores_rank,
+    ),
+    Misconception(
+        "rank_of_model_input",
+        "看的是模型輸入的維度",
+        "規則看的是 linear 自己的輸入：模型輸入是 4-D 的圖片，flatten 之後進 linear 的卻是 2-D，這時 BN 照樣折。"
+        "你看的是模型的輸入或別的 node，不是 linear node 的 args[0]。",
+        RULES,
+    ),
+    Misconception(
+        "found_by_name",
+        "用 node 的名字認 conv 與 linear",
+        "node 的名字只是標記：叫 conv2d 的可能是模型輸入；pass 依 module 改名之後，叫 conv 的可能是 linear，"
+        "叫 linear 的可能是 conv。op 的身分在 node.op 與 node.target：先確認是 call_function，再拿 target 和 CONV_OPS、LINEAR 比對。",
+        TARGET,
+    ),
+    Misconception(
+        "previous_in_graph_order",
+        "看的是圖上排在 BN 前面的 node",
+        "bn.prev 只是圖的順序上排在 BN 前一個的 node，不一定是 BN 的輸入：conv 算完可能先算別的東西，"
+        "緊鄰在 BN 前面的 conv 也可能和它無關。BN 吃的是哪個 tensor，要看 bn.args[0] 這條邊，不看排列順序。",
+        ARGS,
+    ),
+    Misconception(
+        "looks_past_input",
+        "穿過中間的 op 往上游找 conv",
+        "torchao 只看 BN 的第一個輸入：中間隔著 relu、pool、add、cat 或加純量，BN 就沒有 weight 可以直接吸收，會留在圖上。"
+        "你往上游找到 conv 或 linear 就判成會折；只看 bn.args[0] 這一步，不要再往上走。",
+        ONLY_THE_INPUT,
+        public=_looks_past_input,
+    ),
+    Misconception(
+        "single_user_required",
+        "以為輸出有別的 consumer 就不折",
+        "torchao 0.18 折之前不檢查 conv 或 linear 的輸出還有沒有別的 consumer，照樣折（這是上游的 bug，不是設計）。"
+        "練習預測的是 torchao 實際怎麼做，所以這種 BN 也算折掉；只看 bn.args[0] 是什麼，不看它有幾個 users。",
+        ONLY_THE_INPUT,
+        public=_single_user,
+    ),
+)
 
 
 PUBLIC = declare(
@@ -104,5 +298,6 @@ PUBLIC = declare(
         TITLE,
         ("bn_survives",),
         {"conv_models": conv_models, "linear_models": linear_models},
+        misconceptions=MISCONCEPTIONS,
     ),
 )

@@ -8,14 +8,19 @@ Quantizers that write their labels in another order give the same data.
 
 from __future__ import annotations
 
+import itertools
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 from torch.fx import GraphModule
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import describe_annotations, describe_prepared
+from selfcheck.misconceptions import Misconception, Section
 
 TITLE = "FusionQuantizer：pattern 的邊界貼標籤，裡面不貼"
 
@@ -133,6 +138,500 @@ def two_users(ns: Namespace, seed: int) -> Any:
     }
 
 
+# --- reading a fused graph's labels (the public detectors below, and the grader's hidden ones) -------------
+
+Label = tuple[bool, frozenset[str], bool]
+"""A node's label, as data: claimed (``_annotated``), the sources of its labelled input edges, output labelled."""
+
+
+@dataclass(frozen=True)
+class Place:
+    """One prepared graph: the key's labels and the student's, and the graph (from the key's evidence).
+
+    ``inputs``: every node that has inputs, with them in order (``all_input_nodes``; consumers in graph order
+    where the evidence keeps it); ``constants``: the ``get_attr`` nodes.
+    """
+
+    name: str
+    want: dict[str, Label]
+    got: dict[str, Label]
+    inputs: dict[str, list[str]]
+    constants: frozenset[str]
+
+    def users(self, node: str) -> list[str]:
+        return [consumer for consumer, sources in self.inputs.items() if node in sources]
+
+    def inside(self, source: str, node: str) -> bool:
+        """An edge inside one of the key's patterns: both ends claimed, no output label on the source, the edge
+        unlabelled."""
+        a, b = self.want.get(source), self.want.get(node)
+        return bool(
+            a and b and a[0] and b[0] and not a[2] and source not in b[1] and source in self.inputs.get(node, [])
+        )
+
+    def inside_edges(self) -> list[tuple[str, str]]:
+        return [(s, d) for d, sources in self.inputs.items() for s in sources if self.inside(s, d)]
+
+    def groups(self) -> list[list[str]]:
+        """The key's fused chains, members in chain order; a node another Quantizer claimed without any label is
+        not one (``preclaimed``)."""
+        edges = self.inside_edges()
+        following = dict(edges)
+        starts = [n for n, label in self.want.items() if label[0] and n not in {d for _, d in edges}]
+        chains = []
+        for start in starts:
+            chain = [start]
+            while chain[-1] in following:
+                chain.append(following[chain[-1]])
+            if len(chain) > 1 or self.want[start][1] or self.want[start][2]:
+                chains.append(chain)
+        return chains
+
+    def preclaimed(self) -> list[str]:
+        """Nodes the key shows claimed with no label at all, in no chain: another Quantizer claimed them first."""
+        members = {m for group in self.groups() for m in group}
+        return [
+            n for n, (claimed, ins, out) in self.want.items() if claimed and not ins and not out and n not in members
+        ]
+
+    def exact(self, group: list[str]) -> bool:
+        return all(self.got.get(m) == self.want.get(m) for m in group)
+
+    def absent(self, group: list[str]) -> bool:
+        return all(m not in self.got for m in group)
+
+    def missing_inputs(self) -> list[tuple[str, str]]:
+        return [(s, d) for d, label in self.want.items() if d in self.got for s in label[1] - self.got[d][1]]
+
+    def extra_inputs(self) -> list[tuple[str, str]]:
+        return [
+            (s, d)
+            for d, label in self.got.items()
+            for s in label[1] - (self.want[d][1] if d in self.want else frozenset())
+        ]
+
+    def differs(self) -> bool:
+        return self.got != self.want
+
+
+def stem(name: str) -> str:
+    """A node's name without the number export adds: ``relu_1`` → ``relu``."""
+    return re.sub(r"_\d+$", "", name)
+
+
+def as_label(claimed: Any, inputs: Any, output: Any) -> Label | None:
+    """A label as data; None for an unclaimed label without any spec (the same as none)."""
+    sources = frozenset(str(source) for source, spec in inputs if spec is not None)
+    if not claimed and not sources and output is None:
+        return None
+    return (bool(claimed), sources, output is not None)
+
+
+def public_labels(labels: Any) -> dict[str, Label]:
+    """The ``labels`` of a public case (``labels`` above) as data."""
+    found: dict[str, Label] = {}
+    for node, entry in (labels or {}).items():
+        if isinstance(entry, dict):
+            label = as_label(entry.get("claimed"), (entry.get("inputs") or {}).items(), entry.get("output"))
+            if label is not None:
+                found[str(node)] = label
+    return found
+
+
+def public_places(seen: Any, expected: Any) -> list[Place]:
+    """One ``Place`` per public model the student's code prepared (the graph from the expected edges)."""
+    places = []
+    for case in diagnosis.cases(expected):
+        models = diagnosis.value(expected, case)
+        for model, want in (models or {}).items():
+            got = diagnosis.value(seen, case, model)
+            if not isinstance(want, dict) or not isinstance(got, dict) or "labels" not in got:
+                continue
+            inputs: dict[str, list[str]] = {}
+            for edge in want.get("edges", {}):
+                source, _, consumer = str(edge).partition(" → ")
+                inputs.setdefault(consumer, []).append(source)
+            wanted = public_labels(want["labels"])
+            consumers = set(inputs)
+            labelled = {s for label in wanted.values() for s in label[1]}
+            constants = {s for sources in inputs.values() for s in sources if s not in consumers and s not in labelled}
+            places.append(Place(f"{case}/{model}", wanted, public_labels(got["labels"]), inputs, frozenset(constants)))
+    return places
+
+
+# --- misconceptions as relations between the student's labels and the key's, on any set of places ----------
+
+
+def constant_labelled(places: list[Place]) -> bool:
+    """An input edge from a constant (weight, bias, a buffer) labelled."""
+    return any(s in p.constants for p in places for s, _ in p.extra_inputs())
+
+
+def producer_outputs(places: list[Place]) -> bool:
+    """A node outside every pattern gets an output label (unclaimed) instead of the edge from it into a member."""
+    for p in places:
+        strangers = {n for n, label in p.got.items() if n not in p.want and not label[0] and label[2]}
+        if strangers & {s for s, _ in p.missing_inputs()}:
+            return True
+    return False
+
+
+def never_marks(places: list[Place]) -> bool:
+    """Nothing the student labelled is claimed (what another Quantizer claimed first aside)."""
+    mine = [label for p in places for n, label in p.got.items() if n not in p.preclaimed()]
+    return (
+        bool(mine)
+        and not any(label[0] for label in mine)
+        and any(label[0] for p in places for label in p.want.values())
+    )
+
+
+def _chains(places: list[Place], size: int = 2) -> list[tuple[Place, list[str]]]:
+    """The key's chains of at least ``size`` members whose members the student all labelled."""
+    return [(p, g) for p in places for g in p.groups() if len(g) >= size and all(m in p.got for m in g)]
+
+
+def outputs_everywhere(places: list[Place]) -> bool:
+    """Every member of every chain gets an output label: nothing fused."""
+    chains = _chains(places)
+    return bool(chains) and all(p.got[m][2] for p, g in chains for m in g)
+
+
+def output_on_first(places: list[Place]) -> bool:
+    """The output label on each chain's first member, not on its last."""
+    chains = _chains(places)
+    return bool(chains) and all(p.got[g[0]][2] and not p.got[g[-1]][2] for p, g in chains)
+
+
+def no_output(places: list[Place]) -> bool:
+    """No output label on the last member of any chain of two or more, and no output label where the key has
+    none."""
+    chains = _chains(places)
+    return (
+        bool(chains)
+        and all(not p.got[g[-1]][2] for p, g in chains)
+        and not any(
+            label[2] and not p.want.get(n, (False, frozenset(), False))[2] for p in places for n, label in p.got.items()
+        )
+    )
+
+
+def previous_member_labelled(places: list[Place]) -> bool:
+    """Every edge between two members labelled as an input edge."""
+    edges = [(p, s, d) for p, g in _chains(places) for s, d in itertools.pairwise(g)]
+    return bool(edges) and all(s in p.got[d][1] for p, s, d in edges)
+
+
+def later_members_unlabelled(places: list[Place]) -> bool:
+    """Every edge from outside into a later member of a chain unlabelled (and nothing labelled there instead);
+    the first members' all labelled."""
+    later, first = [], []
+    for p, g in _chains(places):
+        for index, member in enumerate(g):
+            (later if index else first).extend((p, s, member) for s in p.want[member][1])
+    return (
+        bool(later)
+        and all(s not in p.got[m][1] for p, s, m in later)
+        and all(p.got[m][1] <= p.want[m][1] for p, _, m in later)
+        and all(s in p.got[m][1] for p, s, m in first)
+    )
+
+
+def same_op_as_previous_unlabelled(places: list[Place]) -> bool:
+    """The only labels missing are edges into a member from a node of the same op as the member before it (by
+    export name), and nothing else differs."""
+    wrong = [p for p in places if p.differs()]
+    if not wrong:
+        return False
+    for p in wrong:
+        previous = {g[i]: g[i - 1] for g in p.groups() for i in range(1, len(g))}
+        missing = p.missing_inputs()
+        if not missing or p.extra_inputs() or set(p.got) != set(p.want):
+            return False
+        if not all(d in previous and stem(s) == stem(previous[d]) for s, d in missing):
+            return False
+    return True
+
+
+def fused_other_operand(places: list[Place]) -> bool:
+    """A later member of a chain has the key's previous member labelled as an input and misses the key's input
+    from outside: the student's chain came in through the other operand."""
+    for p in places:
+        for g in p.groups():
+            for before, member in itertools.pairwise(g):
+                got = p.got.get(member)
+                if got and before in got[1] and p.want[member][1] - got[1]:
+                    return True
+    return False
+
+
+def fused_past_other_users(places: list[Place]) -> bool:
+    """The student fuses across an edge whose source other nodes read too."""
+    for p in places:
+        for d, sources in p.inputs.items():
+            for s in sources:
+                a, b = p.got.get(s), p.got.get(d)
+                if a and b and a[0] and b[0] and not a[2] and s not in b[1] and len(p.users(s)) > 1:
+                    return True
+    return False
+
+
+def pairs_only(places: list[Place]) -> bool:
+    """Chains of one and of three members not labelled as the key does, every chain of two right."""
+    groups = [(p, g) for p in places for g in p.groups()]
+    return (
+        all(p.exact(g) for p, g in groups if len(g) == 2)
+        and any(len(g) == 1 and not p.exact(g) for p, g in groups)
+        and all(p.absent(g) for p, g in groups if len(g) > 2)
+        and any(len(g) > 2 for _, g in groups)
+    )
+
+
+def last_member_single_user(places: list[Place]) -> bool:
+    """Every chain wrong ends in a node several ops read; every other chain right."""
+    wrong = [(p, g) for p in places for g in p.groups() if not p.exact(g)]
+    return bool(wrong) and all(len(p.users(g[-1])) > 1 for p, g in wrong)
+
+
+def other_observer(seen_specs: list[str], expected_specs: list[str]) -> bool:
+    return bool(seen_specs) and bool(expected_specs) and set(seen_specs) != set(expected_specs)
+
+
+def _public(test: Any) -> Any:
+    def detector(seen: Any, expected: Any) -> bool:
+        return test(public_places(seen, expected))
+
+    return detector
+
+
+def _public_specs(evidence: Any) -> list[str]:
+    classes = []
+    for case in diagnosis.cases(evidence):
+        for model in (diagnosis.value(evidence, case) or {}).values():
+            for entry in ((model or {}).get("labels") or {}).values():
+                if isinstance(entry, dict):
+                    specs = [*(entry.get("inputs") or {}).values(), entry.get("output")]
+                    classes += [str(spec).rsplit(" ", 1)[-1] for spec in specs if spec]
+    return classes
+
+
+def _public_observer(seen: Any, expected: Any) -> bool:
+    return other_observer(_public_specs(seen), _public_specs(expected))
+
+
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+RULES = Section("練習 1：FusionQuantizer（7 分）")
+BOUNDARY = Section("M04-3 | fusion 就是「中間不貼標籤」")
+PATTERNS = Section("A. XNNPACKQuantizer 的四個 pattern")
+COST = Section("B. 不融合的代價")
+OWN = Section("C. 自己寫 fusion")
+TARGET = Section("B. `node.target`：op 的身分", notebook="M01-1")
+ARGS = Section("C. `node.args` 與 `node.users`：同一條邊的兩個方向", notebook="M01-1")
+EDGE_AND_OUTPUT = Section("C. 邊標籤與輸出標籤", notebook="M03-1")
+WITH_XNNPACK = Section("和 XNNPACKQuantizer 一起用", notebook="M03-4")
+
+
+MISCONCEPTIONS = (
+    Misconception(
+        "never_marks",
+        "從來沒有設 _annotated = True",
+        "_annotated 是告訴後面的 Quantizer「這個 node 有人負責了」。你的標籤都沒有認領，後面的 Quantizer 會以為沒人標過，"
+        "在 pattern 裡面再貼標籤、插進 observer，你自己後面的 pattern 也會重複標同一個 node。"
+        "每個 member 貼完都要把 _annotated 設成 True。",
+        RULES,
+        public=_public(never_marks),
+    ),
+    Misconception(
+        "constant_labelled",
+        "weight、bias 這些常數也貼了標籤",
+        'op == "get_attr" 的 node 是模型常數（weight、bias、buffer），不是從外面流進來的 activation。'
+        "這個練習只量化 activation：member.all_input_nodes 裡的 get_attr 要跳過。",
+        RULES,
+        public=_public(constant_labelled),
+    ),
+    Misconception(
+        "labels_producer_output",
+        "把輸入邊的標籤貼成上游的輸出標籤",
+        "annotate_output_qspec(上游, spec) 改的是上游 node 的輸出，上游的每個 consumer 都會讀到量化過的值；"
+        "pattern 要的是自己的輸入邊：annotate_input_qspec_map(member, 上游, spec)。"
+        "邊標籤只影響一個 consumer，輸出標籤影響所有 consumer。",
+        EDGE_AND_OUTPUT,
+        public=_public(producer_outputs),
+    ),
+    Misconception(
+        "specs_mean_claimed",
+        "看標籤裡有沒有規格來判斷認領",
+        "認領看的是 _annotated，不是標籤裡有沒有規格：前一個 Quantizer 可以放一張沒有任何規格、_annotated=True 的空標籤來認領 node，"
+        "也可以貼了規格卻不認領。你把空標籤當成沒人認領、把有規格的當成已認領，剛好反了。"
+        "判斷時只看 node.meta[ANNOTATION_KEY]._annotated。",
+        WITH_XNNPACK,
+    ),
+    Misconception(
+        "ignores_claimed",
+        "沒有跳過已被認領的 node",
+        "chain 裡只要有一個 member 的 _annotated 是 True，這個 chain 就不能標：它已經屬於 list 前面的 pattern，或前一個 Quantizer。"
+        "你的程式照樣重貼，後面的 pattern 把前面融好的 node 又標了一次（像 (CONV,) 在已經融進 conv → relu 的 conv 上貼了輸出標籤）。"
+        "標之前先檢查每個 member 的 _annotated。",
+        RULES,
+    ),
+    Misconception(
+        "checks_first_member_only",
+        "只檢查第一個 member 有沒有被認領",
+        "chain 裡任何一個 member 被認領了，整個 chain 都不能標，不只看第一個。你只看 chain 的開頭，"
+        "後面的 member 已經屬於別的 pattern 或前一個 Quantizer 時，又被你貼了一次標籤。每一個 member 的 _annotated 都要檢查。",
+        RULES,
+    ),
+    Misconception(
+        "labelled_means_claimed",
+        "把有標籤當成已被認領",
+        "有標籤不代表有人認領：前一個 Quantizer 可以只貼標籤、不設 _annotated，表示這個 node 還沒有人負責。"
+        "你看到標籤就跳過，這個 pattern 就沒有融合；只有 _annotated 是 True 才跳過。",
+        WITH_XNNPACK,
+    ),
+    Misconception(
+        "node_order_first",
+        "外層走 node，內層才走 pattern",
+        "pattern 的順序就是優先順序：list 前面的 pattern 要先把整張圖找完，後面的 pattern 才輪到。"
+        "你對每個 node 依序試每個 pattern，圖上先出現的 node 就被比較後面的 pattern 搶走了。"
+        "外層迴圈走 patterns，內層才走 model.graph.nodes。",
+        RULES,
+    ),
+    Misconception(
+        "marks_only_labelled",
+        "沒有標籤的中間 member 沒有認領",
+        "pattern 裡每個 member 都要設 _annotated = True，包括沒有任何標籤的中間 member（像 conv → relu → max_pool 的 relu）。"
+        "沒有認領，後面的 Quantizer 會以為它沒人負責，在 pattern 裡面貼標籤、插進 observer。"
+        "還沒有標籤的 member，先放一張空的 QuantizationAnnotation() 再設 _annotated。",
+        RULES,
+    ),
+    Misconception(
+        "labels_every_output",
+        "每個 member 的輸出都貼了標籤",
+        "fusion 的意思就是 pattern 裡面不量化：只有最後一個 member 的輸出貼標籤，前面 member 的輸出不貼，中間才沒有 observer。"
+        "你在每個 member 的輸出都貼了標籤，conv 和 relu 之間就多量化一次，後端也沒辦法把它們合成一個 kernel。",
+        COST,
+        public=_public(outputs_everywhere),
+    ),
+    Misconception(
+        "output_on_first",
+        "輸出標籤貼在 pattern 的第一個 op",
+        "pattern 的輸出是最後一個 member 算出來的值（conv → relu 的輸出是 relu 的輸出），輸出標籤要貼在 members[-1]。"
+        "貼在第一個 member 上，observer 就插在 pattern 的中間，最後的輸出反而沒有量化。",
+        BOUNDARY,
+        public=_public(output_on_first),
+    ),
+    Misconception(
+        "no_output_label",
+        "最後一個 op 的輸出沒有貼標籤",
+        "邊界有兩種：從外面進來的輸入邊，和最後一個 member 的輸出。你只貼了輸入邊，pattern 算完的結果沒有 observer，"
+        "convert 之後就一直是 fp32。貼完輸入邊，也要替 members[-1] 貼 annotate_output_qspec。",
+        BOUNDARY,
+        public=_public(no_output),
+    ),
+    Misconception(
+        "labels_previous_member",
+        "member 之間的邊也貼了標籤",
+        "上一個 member 到這一個 member 的邊在 pattern 裡面，貼了標籤就會在中間插 observer，等於沒有融合。"
+        "貼輸入邊時要跳過上一個 member，只貼從 pattern 外面進來的邊。",
+        RULES,
+        public=_public(previous_member_labelled),
+    ),
+    Misconception(
+        "first_member_inputs_only",
+        "只貼了第一個 member 的輸入邊",
+        "從外面進到 pattern 的邊不只在第一個 member：relu(x + conv(x)) 的 x 直接進到 add，而 add 是第二個 member。"
+        "每個 member 的每個輸入都要看：不是常數、也不是上一個 member，就要貼標籤。",
+        RULES,
+        public=_public(later_members_unlabelled),
+    ),
+    Misconception(
+        "args_not_flattened",
+        "cat 的輸入沒有從 list 裡拿出來",
+        "torch.cat([a, b]) 的輸入包在 args[0] 的 list 裡；只從 member.args 裡挑 Node，會漏掉 list 裡從外面進來的輸入。"
+        "用 member.all_input_nodes，它已經把 list 攤平了。",
+        RULES,
+    ),
+    Misconception(
+        "skips_previous_by_target",
+        "用 target 認上一個 member",
+        "要跳過的是上一個 member 那一個 node，不是和它同一種 op 的所有 node：relu(a) + relu(b) 融成 (RELU, ADD) 時，"
+        "另一個 relu 是從外面進來的輸入，要貼標籤。比較時看是不是同一個 node（arg is previous），不要比 target。",
+        RULES,
+        public=_public(same_op_as_previous_unlabelled),
+    ),
+    Misconception(
+        "no_single_user_check",
+        "中間的 node 有別的 consumer 也融合了",
+        "融合表示中間的值不量化、也不交給 pattern 以外的 op；conv 的輸出還要給 add 用時，它必須是一個完整量化好的 tensor。"
+        "下一個 member 必須是上一個 member 唯一的 consumer（len(node.users) == 1），否則這個 chain 不算符合。",
+        OWN,
+        public=_public(fused_past_other_users),
+    ),
+    Misconception(
+        "last_member_single_user",
+        "連最後一個 member 也要求只有一個 consumer",
+        "只有被融進去的中間值需要「只給下一個 member 用」；最後一個 member 的輸出本來就會量化，給幾個 op 用都可以。"
+        "你連最後一個 member（或只有一個 op 的 pattern）也要求 len(users) == 1，輸出給兩個 op 的 conv 就沒有標。"
+        "只在找下一個 member 時檢查 users。",
+        RULES,
+        public=_public(last_member_single_user),
+    ),
+    Misconception(
+        "found_by_name",
+        "用 node 的名字認 pattern 的 op",
+        "node 的名字只是標記：叫 conv2d、relu 的可能是模型輸入；pass 依 module 改名之後，叫 relu 的可能是 conv。"
+        "op 的身分在 node.op 與 node.target：先確認是 call_function，再拿 target 和 pattern 裡的 op 比對。",
+        TARGET,
+    ),
+    Misconception(
+        "next_in_graph_order",
+        "下一個 member 照圖的順序找",
+        "node.next 只是圖上排在後面的 node，不一定用到這個 node 的輸出：conv 算完之後，緊接著的可能是另一條分支的 relu。"
+        "下一個 member 要從 node.users 找，而且必須是唯一的 user。",
+        ARGS,
+    ),
+    Misconception(
+        "requires_adjacent",
+        "要求 member 在圖上緊鄰",
+        "chain 看的是資料流，不是圖上的排列：conv 唯一的 user 是 relu，中間隔著別的分支的 node 也一樣能融。"
+        "只要求「唯一的 user、target 對」，不要再要求 node.next 就是它。",
+        ARGS,
+    ),
+    Misconception(
+        "args0_chain_only",
+        "只沿著 args[0] 找下一個 member",
+        "下一個 member 是上一個 member 的 user，但上一個 member 不一定是它的第一個引數：relu(x + conv(x)) 裡 conv 是 add 的第二個輸入，"
+        "cat 的輸入則包在 args[0] 的 list 裡。用 node.users 找下一個 member，不要假設它在 args[0]。",
+        ARGS,
+        public=_public(fused_other_operand),
+    ),
+    Misconception(
+        "pairs_only",
+        "只處理兩個 op 的 pattern",
+        "pattern 的長度不固定：(CONV,) 只有一個 op，(CONV, ADD, RELU) 有三個。你只處理兩個 op 的 pattern，其他的都沒有標。"
+        "找 chain 時照 pattern 的長度一個一個往下接，長度是 1 時 chain 就是那個 node 自己。",
+        RULES,
+        public=_public(pairs_only),
+    ),
+    Misconception(
+        "first_match_only",
+        "每個 pattern 只找第一個符合的地方",
+        "一個 pattern 在圖上可能出現很多次（像兩組 conv → relu），每一個符合、而且還沒被認領的地方都要標。"
+        "你找到第一個就停了，後面的 chain 沒有融合，也沒有標籤；把圖走完，不要 break。",
+        RULES,
+    ),
+    Misconception(
+        "other_observer",
+        "observer 換成了別的類別",
+        "規格裡的 observer 類別也是答案的一部分：練習要的是 act_spec()（MinMaxObserver）。"
+        "照抄 XNNPACKQuantizer 的 activation 設定（HistogramObserver）數字範圍一樣，算出來的 scale 卻不同。",
+        RULES,
+        public=_public_observer,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -140,5 +639,6 @@ PUBLIC = declare(
         TITLE,
         ("FusionQuantizer",),
         {"conv_relu": conv_relu, "residual": residual, "two_users": two_users},
+        misconceptions=MISCONCEPTIONS,
     ),
 )

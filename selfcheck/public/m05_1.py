@@ -13,8 +13,10 @@ from typing import Any
 import torch
 from torch.fx import GraphModule
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import plain, qdq_kind
+from selfcheck.misconceptions import Misconception, Section
 
 
 def calibrated_and_converted(name: str, seed: int, per_channel: bool, fold: bool) -> GraphModule:
@@ -73,6 +75,444 @@ def summary_cat_pool(ns: Namespace, seed: int) -> Any:
     return summary(ns, calibrated_and_converted("cat_pool", seed, True, True))
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+QDQ_PAIRS = Section("A. observer 換成 quantize → dequantize")
+PATH_RULES = Section("練習 1：qdq_path（5 分）")
+FOLDED = Section("B. weight：int8 的 `_frozen_param` 與 `fold_quantize`")
+ONE_DQ_EACH = Section("C. 每個 consumer 一個 dequantize")
+SUMMARY_RULES = Section("練習 2：qdq_summary（4 分）")
+DELETING = Section("D. 刪除：只有沒有 consumer 的 node 刪得掉", notebook="M01-3")
+
+
+# --- reading the evidence (shared with the hidden detectors, autograder/checks/test_m05_1.py) ----------
+# A path table is ``{consumer: [[source, [step, ...]], ...]}``: one per converted graph. The hidden cases hold
+# it under "paths"; the public ones directly, or under "fold_quantize=True" / "False". A count table is
+# ``{op: count}``. Places are where the key has one (``(case,)`` or ``(case, variant)``).
+
+LYING = ("renamed",)
+"""Hidden cases whose q/dq names lie (a pass swapped them): only the by-name detector reads them."""
+
+
+def _tables(evidence: Any, case: str, key: str) -> dict[tuple[str, ...], Any]:
+    """The tables of one case: the value under ``key`` (hidden), the value itself, or its variants (public)."""
+    data = diagnosis.value(evidence, case)
+    if isinstance(data, dict) and key in data:
+        return {(case,): data[key]}
+    if isinstance(data, dict) and data and all(isinstance(v, dict) for v in data.values()):
+        if key == "paths" and all(isinstance(v, list) for v in data.values()):
+            return {(case,): data}
+        return {(case, variant): table for variant, table in data.items()}
+    return {(case,): data}
+
+
+def table_pairs(seen: Any, expected: Any, key: str, lying: bool = False) -> list[tuple[tuple[str, ...], Any, Any]]:
+    """``(place, got, want)`` for every table the key has and the student's evidence has at the same place
+    (``key``: "paths" or "counts"); the places whose names lie only with ``lying``."""
+    pairs = []
+    for case in diagnosis.cases(expected):
+        if case in LYING and not lying:
+            continue
+        mine = _tables(seen, case, key)
+        for place, want in _tables(expected, case, key).items():
+            got = mine.get(place)
+            if isinstance(want, dict) and isinstance(got, dict):
+                pairs.append((place, got, want))
+    return pairs
+
+
+def _entry(item: Any) -> tuple[str, list[str]] | None:
+    """One path entry as (source, steps); None when it is not of that shape."""
+    if isinstance(item, list | tuple) and len(item) == 2 and isinstance(item[1], list | tuple):
+        return str(item[0]), [str(step) for step in item[1]]
+    return None
+
+
+def entries(got: Any, want: Any) -> list[tuple[tuple[str, list[str]] | None, tuple[str, list[str]]]]:
+    """(the student's entry, the key's entry) at the same position of one consumer's list (student's None
+    when absent or of another shape)."""
+    pairs = []
+    for index, item in enumerate(want):
+        theirs = _entry(item)
+        if theirs is None:
+            continue
+        mine = _entry(got[index]) if isinstance(got, list) and index < len(got) else None
+        pairs.append((mine, theirs))
+    return pairs
+
+
+def path_entries(seen: Any, expected: Any) -> list[tuple[str, tuple[str, list[str]] | None, tuple[str, list[str]]]]:
+    """Every (consumer, student's entry, key's entry) of the tables whose consumers the student answered with
+    as many entries as the key."""
+    found = []
+    for _, got, want in table_pairs(seen, expected, "paths"):
+        for consumer, theirs in want.items():
+            mine = got.get(consumer)
+            if isinstance(theirs, list) and isinstance(mine, list) and len(mine) == len(theirs):
+                found.extend((consumer, a, b) for a, b in entries(mine, theirs))
+    return found
+
+
+def _quantized(steps: list[str]) -> bool:
+    """A q → dq pair or longer (an activation edge; the unfolded weights too)."""
+    return len(steps) >= 2
+
+
+def _one_step(mine: tuple[str, list[str]] | None, theirs: tuple[str, list[str]]) -> bool:
+    """The student stopped at the last step: its source is the node before the dequantize."""
+    return mine is not None and _quantized(theirs[1]) and mine[1] == theirs[1][-1:] and mine[0] != theirs[0]
+
+
+def path_first_input_only(seen: Any, expected: Any) -> bool:
+    """Ops of several inputs answered with one entry, the first input's."""
+    for _, got, want in table_pairs(seen, expected, "paths"):
+        for consumer, theirs in want.items():
+            mine = got.get(consumer)
+            if isinstance(theirs, list) and len(theirs) >= 2 and isinstance(mine, list) and len(mine) == 1:
+                if _entry(mine[0]) == _entry(theirs[0]):
+                    return True
+    return False
+
+
+def path_list_args_skipped(seen: Any, expected: Any) -> bool:
+    """An op whose inputs are all in a list or tuple (cat, the output) answered with no entry at all."""
+    for _, got, want in table_pairs(seen, expected, "paths"):
+        for consumer, theirs in want.items():
+            if isinstance(theirs, list) and theirs and got.get(consumer) == []:
+                return True
+    return False
+
+
+def path_walks_through_ops(seen: Any, expected: Any) -> bool:
+    """The walk went past the key's source (an op, an input): more steps, the key's source among them."""
+    return any(
+        mine is not None and len(mine[1]) > len(theirs[1]) and theirs[0] in mine[1] and mine[0] != theirs[0]
+        for _, mine, theirs in path_entries(seen, expected)
+    )
+
+
+def path_one_dq_per_tensor(seen: Any, expected: Any) -> bool:
+    """One tensor read by several ops: one consumer's path is right, another's stops at its dequantize."""
+    for _, got, want in table_pairs(seen, expected, "paths"):
+        right, stopped = set(), set()
+        for consumer, theirs in want.items():
+            for mine, key in entries(got.get(consumer), theirs):
+                if not _quantized(key[1]):
+                    continue
+                if mine == key:
+                    right.add(key[0])
+                elif _one_step(mine, key):
+                    stopped.add(key[0])
+        if right & stopped:
+            return True
+    return False
+
+
+def path_one_step(seen: Any, expected: Any) -> bool:
+    """Every q → dq edge of some graph answered with only its dequantize, from the quantize node."""
+    for _, got, want in table_pairs(seen, expected, "paths"):
+        pairs = [(m, k) for c, t in want.items() for m, k in entries(got.get(c), t) if _quantized(k[1])]
+        if pairs and all(_one_step(m, k) for m, k in pairs):
+            return True
+    return False
+
+
+def path_not_reversed(seen: Any, expected: Any) -> bool:
+    """Most q → dq edges listed from the consumer back: the key's steps, reversed."""
+    found = [(m, k) for _, m, k in path_entries(seen, expected) if _quantized(k[1]) and m is not None]
+    reversed_ = [m for m, k in found if m[0] == k[0] and m[1] == k[1][::-1]]
+    return bool(found) and 2 * len(reversed_) >= len(found)
+
+
+def path_other_names(seen: Any, expected: Any) -> bool:
+    """The right sources and as many steps, but the steps are not written as the short op names."""
+    found = [(m, k) for _, m, k in path_entries(seen, expected) if k[1] and m is not None and m[0] == k[0]]
+    other = [m for m, k in found if len(m[1]) == len(k[1]) and sorted(m[1]) != sorted(k[1])]
+    return bool(found) and 2 * len(other) >= len(found)
+
+
+def path_fixed_ops(seen: Any, expected: Any) -> bool:
+    """The per-channel q/dq are not recognised (the walk stops there) while the per-tensor ones are."""
+    found = path_entries(seen, expected)
+    per_tensor = [m == k for _, m, k in found if k[1] and not any("per_channel" in s for s in k[1])]
+    stopped = [
+        m is not None
+        and m[0] != k[0]
+        and not any("per_channel" in s for s in m[1])
+        and m[1] == [s for s in k[1] if "per_channel" not in s]
+        for _, m, k in found
+        if any("per_channel" in s for s in k[1])
+    ]
+    return bool(per_tensor) and all(per_tensor) and any(stopped)
+
+
+def path_weight_quantized(seen: Any, expected: Any) -> bool:
+    """Where a weight is or is not folded was assumed, not read off the graph: a folded weight (only a dequantize)
+    listed with a quantize before it, or an unfolded one (quantize → dequantize) stopped at its dequantize while
+    every other q → dq edge is right."""
+    found = path_entries(seen, expected)
+    added = any(
+        mine is not None
+        and mine[0] == theirs[0]
+        and len(theirs[1]) == 1
+        and len(mine[1]) > 1
+        and mine[1][-1:] == theirs[1]
+        and all(step.startswith("quantize") for step in mine[1][:-1])
+        for _, mine, theirs in found
+    )
+    if added:
+        return True
+    for _, got, want in table_pairs(seen, expected, "paths"):
+        pairs = [(m, k) for c, t in want.items() for m, k in entries(got.get(c), t) if _quantized(k[1])]
+        stopped = {k[0] for m, k in pairs if _one_step(m, k)}
+        right = {k[0] for m, k in pairs if m == k}
+        if stopped and right and not stopped & right and len(stopped) + len(right) == len({k[0] for _, k in pairs}):
+            if all(m == k or _one_step(m, k) for m, k in pairs):
+                return True
+    return False
+
+
+# --- qdq_summary --------------------------------------------------------------------------------------
+
+
+def _counts(table: Any) -> dict[str, Any]:
+    return {str(k): v for k, v in table.items() if v != 0} if isinstance(table, dict) else {}
+
+
+def count_pairs(seen: Any, expected: Any, lying: bool = False) -> list[tuple[tuple[str, ...], dict, dict]]:
+    """(place, the student's counts, the key's counts), zero counts dropped."""
+    return [(place, _counts(got), _counts(want)) for place, got, want in table_pairs(seen, expected, "counts", lying)]
+
+
+def _quantize_ops(counts: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in counts.items() if k.startswith("quantize")}
+
+
+def _dequantize_ops(counts: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in counts.items() if k.startswith("dequantize")}
+
+
+def summary_substring(seen: Any, expected: Any) -> bool:
+    """No dequantize at all: every dequantize was counted as a quantize of the same granularity."""
+    for _, got, want in count_pairs(seen, expected):
+        if _dequantize_ops(want) and not _dequantize_ops(got):
+            merged = {k: v + want.get("de" + k, 0) for k, v in _quantize_ops(want).items()}
+            for key, number in _dequantize_ops(want).items():
+                merged.setdefault(key[2:], number)
+            if got == merged:
+                return True
+    return False
+
+
+def _more_quantize(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    """More quantize ops than the key, every dequantize count right."""
+    more = any(isinstance(v, int) and v > want.get(k, 0) for k, v in _quantize_ops(got).items())
+    return more and _dequantize_ops(got) == _dequantize_ops(want)
+
+
+def summary_per_edge(seen: Any, expected: Any) -> bool:
+    """Quantize ops counted once per consumer: more quantize ops only where a tensor feeds several ops
+    (the key has more dequantize than quantize ops and no folded weight explains it)."""
+    pairs = count_pairs(seen, expected)
+    return any(
+        _more_quantize(got, want) for place, got, want in pairs if place[0] in ("fan_out", "cat", "cat_pool")
+    ) and all(got == want for place, got, want in pairs if place[0] in ("per_tensor", "conv_relu"))
+
+
+def summary_folded_counted(seen: Any, expected: Any) -> bool:
+    """More quantize ops only in the folded graphs (fold_quantize=True): the int8 weights counted as quantize ops."""
+    pairs = count_pairs(seen, expected)
+    folded = [
+        (got, want) for place, got, want in pairs if place in (("per_tensor",), ("conv_relu", "fold_quantize=True"))
+    ]
+    unfolded = [
+        (got, want) for place, got, want in pairs if place in (("unfolded",), ("conv_relu", "fold_quantize=False"))
+    ]
+    return any(_more_quantize(got, want) for got, want in folded) and all(got == want for got, want in unfolded)
+
+
+def summary_fixed_ops(seen: Any, expected: Any) -> bool:
+    """Some q/dq ops never counted (absent), every one that is counted right."""
+    found = False
+    for _, got, want in count_pairs(seen, expected):
+        if not set(got) <= set(want) or any(got[k] != want[k] for k in got):
+            return False
+        found = found or (bool(got) and set(got) < set(want))  # counted some ops right, never the others
+    return found
+
+
+def summary_fewer_dequantize(seen: Any, expected: Any) -> bool:
+    """Fewer dequantize ops than the key where a tensor feeds several ops, the quantize ops right."""
+    pairs = count_pairs(seen, expected)
+    return any(
+        _quantize_ops(got) == _quantize_ops(want)
+        and any(isinstance(v, int) and v < _dequantize_ops(want).get(k, 0) for k, v in _dequantize_ops(got).items())
+        for place, got, want in pairs
+        if place[0] in ("fan_out", "cat", "cat_pool")
+    )
+
+
+def _changes(function: str) -> Misconception:
+    return Misconception(
+        "changes_graph",
+        "讀圖的函式把圖改掉了",
+        f"{function} 只該讀圖、回答問題，圖是呼叫的人的。你的程式在回答之前改了傳進來的圖（刪掉、改寫或重排了 node），"
+        "呼叫的人之後拿這張圖去查別的 op、交給後端時，它已經不是原本那一張了。只讀 gm.graph.nodes 與 node.args，"
+        "不要呼叫會改圖的方法。",
+        DELETING,
+    )
+
+
+PATH_MISCONCEPTIONS = (
+    _changes("qdq_path"),
+    Misconception(
+        "by_node_name",
+        "用 node 名稱認 q/dq",
+        "你可能以為名稱裡有 quantize 的 node 就是 quantize op。名稱只是標記：折疊出來的 int8 weight 常數沿用了 "
+        "quantize_per_tensor_default 這個名字，pass 也可能把名字改掉或對調，照名字走就會走錯路或出錯。"
+        '判斷 q/dq 要看 node.op == "call_function" 與 node.target 的 namespace（quantized_decomposed）。',
+        FOLDED,
+    ),
+    Misconception(
+        "list_args_skipped",
+        "漏掉放在 list 或 tuple 裡的輸入",
+        "你可能只從 node.args 裡挑出 Node，以為輸入都直接放在 args 上。cat 的輸入在一個 list 裡、output 的輸入在一個 "
+        "tuple 裡，這樣挑會整個漏掉，它們的串列就成了空的。改用 node.all_input_nodes，它會把 list 與 tuple 裡的 node 攤平列出。",
+        PATH_RULES,
+        public=path_list_args_skipped,
+    ),
+    Misconception(
+        "first_input_only",
+        "只列了第一個輸入",
+        "qdq_path 要列出 consumer 的每個輸入，不只是 activation：conv 與 linear 還有 weight 和 bias，add 與 cat "
+        "有好幾個輸入。你只看了 node.args[0]，其餘的邊都沒有列出來。照 node.all_input_nodes 的順序，每個輸入各列一項。",
+        PATH_RULES,
+        public=path_first_input_only,
+    ),
+    Misconception(
+        "repeated_input_twice",
+        "同一個輸入列了兩次",
+        "h * h 的兩個運算元是同一個 node，只算一條邊，node.all_input_nodes 也只列它一次。你自己攤平 node.args，"
+        "沒有去掉重複，同一個來源就出現了兩次。直接用 node.all_input_nodes，或攤平之後照原本的順序去掉重複。",
+        PATH_RULES,
+    ),
+    Misconception(
+        "walks_through_ops",
+        "走過了不是 q/dq 的 op",
+        "往上游只走過連續的 q/dq op：碰到第一個不是 q/dq 的 node（一般的 op、placeholder 或常數），它就是來源，"
+        "要在那裡停下來。你的程式連 conv、relu 這些一般 op 也走過去、記成步驟，來源一路退到了模型的輸入。"
+        "每走一步先確認它是 quantized_decomposed 的 op，不是就停。",
+        QDQ_PAIRS,
+        public=path_walks_through_ops,
+    ),
+    Misconception(
+        "weight_quantize_assumed",
+        "憑假設決定 weight 有沒有 quantize",
+        "convert_pt2e 預設 fold_quantize=True：weight 的 quantize 在 convert 時就先算好，存成 int8 常數，圖上只剩 "
+        "dequantize；fold_quantize=False 時 fp32 的 weight 還在，圖上有 quantize → dequantize。你照自己的假設處理 weight，"
+        "不是補上一個不存在的 quantize，就是在真的存在的 quantize 前停下。照圖上真正有的 q/dq 一步一步往上走。",
+        FOLDED,
+        public=path_weight_quantized,
+    ),
+    Misconception(
+        "fixed_op_list",
+        "只認得幾種 q/dq op",
+        "你可能以為 q/dq 只有 quantize_per_tensor 與 dequantize_per_tensor（或章節裡看過的那幾種）。per-channel 的 "
+        "weight 用 dequantize_per_channel，fold_quantize=False 時還有 quantize_per_channel；不在你清單上的 op "
+        "被當成了來源，路徑就從那裡斷掉。判斷 q/dq 看 node.target 的 namespace 是不是 quantized_decomposed，不要列死一份清單。",
+        FOLDED,
+        public=path_fixed_ops,
+    ),
+    Misconception(
+        "one_dq_per_tensor",
+        "以為一個 tensor 只有一個 dequantize",
+        "convert 之後一個 tensor 只量化一次，但讀它的每個 consumer 都有自己的 dequantize（DuplicateDQPass）。"
+        "你只把 quantize 的第一個 user 當成「它的」dequantize，別的 consumer 讀的那一個就被當成別種東西，路徑從那裡斷掉。"
+        "從 consumer 自己的輸入往上走，每一步只看那個 node 是不是 q/dq。",
+        ONE_DQ_EACH,
+        public=path_one_dq_per_tensor,
+    ),
+    Misconception(
+        "one_step_only",
+        "只往上走了一步",
+        "一條 activation 的邊是 quantize → dequantize 兩步：consumer 的輸入是 dequantize，它的輸入才是 quantize，"
+        "再往上才是來源。你看到 dequantize 就停，來源成了 quantize node，也漏掉了 quantize 這一步。"
+        "用迴圈一直往上走，直到碰到不是 q/dq 的 node。",
+        QDQ_PAIRS,
+        public=path_one_step,
+    ),
+    Misconception(
+        "not_reversed",
+        "步驟的順序反了",
+        "往上游走時最先碰到的是 dequantize，所以收集到的順序是「從 consumer 往回」。題目要的是資料流動的方向："
+        "從來源到 consumer，quantize 在前、dequantize 在後。走完之後把串列反過來再回傳。",
+        PATH_RULES,
+        public=path_not_reversed,
+    ),
+    Misconception(
+        "steps_not_op_names",
+        "步驟沒有寫成 op 的短名稱",
+        "每一步要寫 op 的短名稱，例如 quantize_per_tensor、dequantize_per_channel：只寫 q / dq 分不出 per-tensor 與 "
+        'per-channel，完整的 target 字串或 node 的名稱也不是題目要的寫法。短名稱是 str(node.target).split(".")[1]。',
+        PATH_RULES,
+        public=path_other_names,
+    ),
+)
+
+SUMMARY_MISCONCEPTIONS = (
+    _changes("qdq_summary"),
+    Misconception(
+        "quantize_substring",
+        "dequantize 也被算成 quantize",
+        '"dequantize" 這個字裡就有 "quantize"：先比對 quantize 的話，每個 dequantize 也會先被比對到，全部算成 quantize。'
+        '要分開兩種，先比對 dequantize，或直接用短名稱 str(node.target).split(".")[1] 當 key。',
+        PATH_RULES,
+        public=summary_substring,
+    ),
+    Misconception(
+        "by_node_name",
+        "用 node 名稱數 q/dq",
+        "node 的名稱不代表它是什麼：折疊出來的 int8 weight 常數（get_attr）也叫 quantize_per_..._default，"
+        "名稱像 q/dq 的輸入與常數也有，pass 還可能把名字對調。照名字數，這些都會算錯。"
+        '只數 node.op == "call_function" 而且 node.target 屬於 quantized_decomposed 的 node，key 用 target 的短名稱。',
+        FOLDED,
+    ),
+    Misconception(
+        "fixed_op_list",
+        "只數了幾種 q/dq op",
+        "你可能只數了 per-tensor 的 quantize / dequantize，或章節裡看過的那幾種。per-channel 的 weight 用 "
+        "dequantize_per_channel，fold_quantize=False 時還有 quantize_per_channel，沒列在你清單上的 op 一個都沒算到。"
+        "判斷 q/dq 看 node.target 的 namespace 是不是 quantized_decomposed，用短名稱當 key，不要列死一份清單。",
+        FOLDED,
+        public=summary_fixed_ops,
+    ),
+    Misconception(
+        "one_dq_per_tensor",
+        "以為一個 tensor 只有一個 dequantize",
+        "一個 tensor 被好幾個 op 讀時，convert 只量化它一次，但每個 consumer 都有自己的 dequantize（DuplicateDQPass）。"
+        "你把相同的「來源與步驟」當成同一個，少算了 dequantize。直接走過 gm.graph.nodes，每個 dequantize node 各算一次。",
+        ONE_DQ_EACH,
+        public=summary_fewer_dequantize,
+    ),
+    Misconception(
+        "counted_per_edge",
+        "沿著每條邊數，quantize 重複算了",
+        "一個 quantize 可能餵好幾個 dequantize（每個 consumer 一個）。沿著每個 consumer 的輸入邊往上數，"
+        "同一個 quantize 就被每條邊各算一次。一個 node 只算一次：直接走過 gm.graph.nodes 數。",
+        SUMMARY_RULES,
+        public=summary_per_edge,
+    ),
+    Misconception(
+        "folded_constant_counted",
+        "把折疊過的 weight 算成 quantize",
+        "fold_quantize=True 時，weight 的 quantize 在 convert 時就算掉了，圖上只剩 int8 常數（get_attr）和 dequantize。"
+        "quantize 的個數是「在圖上量化的 tensor 數」，折疊掉的 weight 不算。只數圖上真正是 quantize op 的 node。",
+        FOLDED,
+        public=summary_folded_counted,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -80,11 +520,13 @@ PUBLIC = declare(
         "qdq_path：每條輸入邊經過的 quantize / dequantize",
         ("qdq_path",),
         {"conv_relu": path_conv_relu, "cat_pool": path_cat_pool},
+        misconceptions=PATH_MISCONCEPTIONS,
     ),
     Exercise(
         "qdq_summary",
         "qdq_summary：每種 q/dq op 各有幾個",
         ("qdq_summary",),
         {"conv_relu": summary_conv_relu, "cat_pool": summary_cat_pool},
+        misconceptions=SUMMARY_MISCONCEPTIONS,
     ),
 )

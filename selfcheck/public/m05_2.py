@@ -15,8 +15,10 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import describe_annotations, getattr_value, qdq_kind
+from selfcheck.misconceptions import Misconception, Section
 
 TITLE = "BiasQuantizer：bias 量化成 int32，scale = s_act · s_w"
 
@@ -135,6 +137,315 @@ def small_cnn_per_channel(ns: Namespace, seed: int) -> Any:
     return quantize(ns, "small_cnn", True, seed)
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+PRODUCT = Section("A. int32 bias：scale 是兩個 observer 的乘積")
+PLACEMENT = Section("B. `DerivedQuantizationSpec` 要放在哪裡")
+PER_CHANNEL = Section("C. per-channel weight：bias 每個 output channel 一個 scale")
+RULES = Section("練習：BiasQuantizer（6 分）")
+BY_TARGET = Section("A. 依 `node.target` 找 op", notebook="M03-3")
+EDGE_AND_OUTPUT = Section("C. 邊標籤與輸出標籤", notebook="M03-1")
+CLAIMS = Section("練習 1：AddQuantizer（7 分）", notebook="M03-4")
+WITH_XNNPACK = Section("和 XNNPACKQuantizer 一起用", notebook="M03-4")
+
+INT32_MAX = 2**31 - 1
+
+
+# --- what the public cases can show (the preview names it; the hidden detectors are the grader's) ------
+# The public evidence is ``{case: {op: {"bias": …, "bias_spec": …, "output_quantized": …}}}``.
+
+
+def _ops(seen: Any, expected: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(case, the student's op record, the key's) for every op of every public case both have."""
+    found = []
+    for case in diagnosis.cases(expected):
+        mine, theirs = diagnosis.value(seen, case), diagnosis.value(expected, case)
+        if not isinstance(mine, dict) or not isinstance(theirs, dict):
+            continue
+        for name, want in theirs.items():
+            got = mine.get(name)
+            if isinstance(got, dict) and isinstance(want, dict):
+                found.append((case, got, want))
+    return found
+
+
+def _specs(seen: Any, expected: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(the student's bias spec, the key's) where both label the bias."""
+    return [
+        (got["bias_spec"], want["bias_spec"])
+        for _, got, want in _ops(seen, expected)
+        if isinstance(got.get("bias_spec"), dict) and isinstance(want.get("bias_spec"), dict)
+    ]
+
+
+def derived_before_sources(seen: Any, expected: Any) -> bool:
+    """prepare_pt2e's KeyError on an edge into a conv / linear, ``(x, conv2d)``: the derived spec of its bias was
+    built before the observers it reads."""
+    for case, error in diagnosis.errors(seen).items():
+        message = diagnosis.error_message(seen, case)
+        if error != "KeyError" or not message.startswith("(") or ", " not in message:
+            continue
+        ops = diagnosis.value(expected, case, "ops") or diagnosis.value(expected, case)
+        consumer = message.strip("()").split(", ")[-1]
+        if isinstance(ops, dict) and consumer in ops:
+            return True
+    return False
+
+
+def observed_bias(seen: Any, expected: Any) -> bool:
+    return any(got.get("kind") == "spec" for got, _ in _specs(seen, expected))
+
+
+def _derived(spec: dict[str, Any]) -> bool:
+    return spec.get("kind") == "derived"
+
+
+def bias_int8(seen: Any, expected: Any) -> bool:
+    return any(_derived(got) and got.get("dtype") == "int8" for got, _ in _specs(seen, expected))
+
+
+def _top(spec: dict[str, Any]) -> Any:
+    bounds = spec.get("range")
+    return bounds[1] if isinstance(bounds, list) and len(bounds) == 2 else None
+
+
+def small_range(seen: Any, expected: Any) -> bool:
+    """An int32 bias squeezed into a small integer range (the weight's or an int8's)."""
+    return any(
+        _derived(got) and got.get("dtype") == "int32" and isinstance(_top(got), int) and _top(got) < 2**24
+        for got, _ in _specs(seen, expected)
+    )
+
+
+def range_without_min(seen: Any, expected: Any) -> bool:
+    return any(got.get("range") == [-INT32_MAX, INT32_MAX] for got, _ in _specs(seen, expected))
+
+
+def zero_point_not_zero(seen: Any, expected: Any) -> bool:
+    return any(
+        isinstance(got.get("bias"), dict) and got["bias"].get("zero_points_all_zero") is False
+        for _, got, _ in _ops(seen, expected)
+    )
+
+
+def _per_channel_but_one_scale(seen: Any, expected: Any, product: bool) -> bool:
+    """Where the key's bias is per channel, the student's is per tensor; with ``product`` its scale is still
+    s_act · s_w (a per-tensor weight too), without it is not (one scale for many channels)."""
+    for _, got, want in _ops(seen, expected):
+        spec, bias = got.get("bias_spec"), got.get("bias")
+        theirs = want.get("bias_spec")
+        if not (isinstance(spec, dict) and isinstance(bias, dict) and isinstance(theirs, dict)):
+            continue
+        if theirs.get("per_channel") and bias.get("scales") == 1 and bias.get("dequantize") == "dequantize_per_tensor":
+            if bool(bias.get("scale_is_product")) == product:
+                return True
+    return False
+
+
+def weight_per_tensor(seen: Any, expected: Any) -> bool:
+    return _per_channel_but_one_scale(seen, expected, product=True)
+
+
+def one_scale_for_channels(seen: Any, expected: Any) -> bool:
+    return _per_channel_but_one_scale(seen, expected, product=False)
+
+
+def from_output(seen: Any, expected: Any) -> bool:
+    """derived_from names a node's output instead of an edge."""
+    return any(
+        _derived(got) and any(" → " not in str(edge) for edge in got.get("from") or [])
+        for got, _ in _specs(seen, expected)
+    )
+
+
+def from_other_edges(seen: Any, expected: Any) -> bool:
+    """derived_from names edges, not the two edges into this op the key names."""
+    return any(
+        _derived(got)
+        and all(" → " in str(edge) for edge in got.get("from") or [])
+        and sorted(map(str, got.get("from") or [])) != sorted(map(str, want.get("from") or []))
+        for got, want in _specs(seen, expected)
+    )
+
+
+def no_output_label(seen: Any, expected: Any) -> bool:
+    return any(
+        got.get("output_quantized") is False and want.get("output_quantized") and isinstance(got.get("bias_spec"), dict)
+        for _, got, want in _ops(seen, expected)
+    )
+
+
+def one_kind_only(seen: Any, expected: Any) -> bool:
+    """Every op of one model left unlabelled (all linears, or all convs) while another model's ops are labelled."""
+    by_case: dict[str, list[bool]] = {}
+    for case, got, want in _ops(seen, expected):
+        if want.get("bias_spec") is not None:
+            by_case.setdefault(case, []).append(got.get("bias_spec") is not None)
+    return any(not any(marks) for marks in by_case.values()) and any(any(marks) for marks in by_case.values())
+
+
+MISCONCEPTIONS = (
+    Misconception(
+        "derived_before_sources",
+        "bias 的規格在它依賴的 observer 之前就建了",
+        "prepare_pt2e 照 input_qspec_map 的順序建 observer，建到 DerivedQuantizationSpec 時，derived_from 的兩條邊必須已經有 "
+        "observer，不然就是 KeyError: (x, conv2d)。你把 bias 的規格排在最前面（或貼在 bias node 自己的輸出上），"
+        "它依賴的邊還沒建好。把 bias 放進 conv / linear 自己的 input_qspec_map，排在 x 與 weight 後面。",
+        PLACEMENT,
+        public=derived_before_sources,
+    ),
+    Misconception(
+        "assumes_bias",
+        "以為每個 conv / linear 都有 bias",
+        "bias=False 的 conv 與 linear，export 出來的 node.args 只有 (x, weight) 兩個，node.args[2] 不存在，"
+        "取它就出錯。先看 len(node.args) > 2 而且它是 Node，才標 bias；沒有 bias 的層照樣標 activation、weight 與輸出。",
+        RULES,
+    ),
+    Misconception(
+        "by_node_name",
+        "用 node 名稱找 conv 與 linear",
+        "node 的名字只是標記：pass 改過名字之後，叫 mean 的可能是 linear、叫 linear 的可能是 mean，"
+        "名叫 linear 的也可能只是模型的輸入。照名字找，會標到不是 conv / linear 的 node、漏掉真正的那些。"
+        '要用 node.op == "call_function" 而且 node.target 是 CONV 或 LINEAR 判斷。',
+        BY_TARGET,
+    ),
+    Misconception(
+        "target_substring",
+        "用 target 字串裡有沒有 conv / linear 判斷",
+        "str(node.target) 裡有 conv 或 linear 的 op 不只 conv2d 與 linear：conv_transpose2d、upsample_bilinear2d 也有，"
+        "它們的引數排法不同，當成 (x, weight, bias) 來標就會標錯或出錯。直接比對 node.target in (CONV, LINEAR)。",
+        BY_TARGET,
+    ),
+    Misconception(
+        "one_kind_only",
+        "只處理了 conv 或只處理了 linear",
+        "BiasQuantizer 要標所有 conv2d 與 linear：兩者的輸入順序都是 (x, weight, bias)，規則完全一樣。"
+        "你的程式只認得其中一種，另一種的 activation、weight、bias 與輸出都沒有量化。判斷時兩個 target 都要比對。",
+        RULES,
+        public=one_kind_only,
+    ),
+    Misconception(
+        "act_on_producer_output",
+        "activation 標在上游的輸出，不是輸入邊",
+        "annotate_output_qspec(x, ...) 改的是上游 node 的輸出，它的每個 consumer 都會讀到量化後的值，"
+        "上游如果已經被別的 Quantizer 認領，你還改了別人的標籤。conv / linear 要的是自己的輸入邊："
+        "x 放進自己的 input_qspec_map，derived_from 也寫邊 (x, node)。",
+        EDGE_AND_OUTPUT,
+        public=from_output,
+    ),
+    Misconception(
+        "derived_from_wrong_edge",
+        "derived_from 寫成了別的邊",
+        "bias 的 scale 要用同一個 op 的 s_act 與 s_w：derived_from 的兩條邊是 (x, node) 與 (weight, node)，"
+        "正好是同一張標籤上另外兩個 key。你寫成了上游 op 的輸入邊，拿到的是別處的 observer，scale 就不是這個 op 的乘積。",
+        PLACEMENT,
+        public=from_other_edges,
+    ),
+    Misconception(
+        "skips_unclaimed",
+        "有標籤就跳過，不看 _annotated",
+        "有標籤不代表有人認領：_annotated 是 False 的標籤是沒有人負責的草稿，照規則重貼才對。"
+        "要跳過的只有 _annotated 是 True 的 node。",
+        CLAIMS,
+    ),
+    Misconception(
+        "forgets_annotated",
+        "標完沒有設 _annotated = True",
+        "貼完標籤要設 _annotated=True，這是告訴後面的 Quantizer「這個 node 有人負責了」。"
+        "沒有設，之後再跑的 Quantizer 會以為沒人標過，把你的標籤換掉。",
+        WITH_XNNPACK,
+    ),
+    Misconception(
+        "no_output_spec",
+        "忘了標 conv / linear 的輸出",
+        "一個量化的 conv / linear 是 dq → op → q：輸入與 bias 之外，輸出也要量化，後端才認得這個 pattern。"
+        "你只標了輸入邊，output_qspec 是空的，輸出就留在 fp32。QuantizationAnnotation 要同時給 output_qspec=act_spec()。",
+        RULES,
+        public=no_output_label,
+    ),
+    Misconception(
+        "bias_observed",
+        "bias 用一般的 QuantizationSpec 自己觀察",
+        "你可能以為 bias 和 weight 一樣，讓 observer 看它自己的數值決定 scale。可是 bias 要直接加進單位是 s_act · s_w "
+        "的 int32 累加器，scale 只能是這個乘積，不是看 bias 算出來的。改用 DerivedQuantizationSpec，"
+        "由 derive_qparams_fn 從 activation 與 weight 的 observer 算出 scale。",
+        PRODUCT,
+        public=observed_bias,
+    ),
+    Misconception(
+        "bias_int8",
+        "bias 也量化成 int8",
+        "bias 的 scale 是 s_act · s_w，非常小，q_b = round(b / scale) 動輒好幾千，int8 的 [-128, 127] 裝不下。"
+        "bias 要加進 int32 的累加器，所以 dtype 是 torch.int32、範圍 [-2³¹, 2³¹ − 1]。",
+        PRODUCT,
+        public=bias_int8,
+    ),
+    Misconception(
+        "bias_small_range",
+        "bias 的整數範圍照抄了 weight 的",
+        "dtype 寫了 int32，quant_min / quant_max 卻是 weight 的 [-127, 127]：bias 除以很小的 s_act · s_w 之後遠超過 127，"
+        "超出的部分全被截斷，反量化回來和原本的 bias 差很多。bias 的範圍要用 int32 的 [-2³¹, 2³¹ − 1]。",
+        PRODUCT,
+        public=small_range,
+    ),
+    Misconception(
+        "range_without_min",
+        "bias 的範圍少了 -2³¹",
+        "你可能照 weight 的 symmetric 習慣，把範圍寫成 [-(2³¹ − 1), 2³¹ − 1]。題目要的是 int32 的完整範圍 "
+        "[-2³¹, 2³¹ − 1]，也就是 quant_min=-(2**31)。",
+        RULES,
+        public=range_without_min,
+    ),
+    Misconception(
+        "bias_zero_point",
+        "bias 的 zero point 沿用 activation 的",
+        "bias 是 symmetric 的：int32 的 q_b 直接加進累加器，累加器裡沒有 zero point 可以抵銷，所以 bias 的 zero point 一律是 0。"
+        "derive_qparams_fn 回傳的 zero point 要是全 0 的 int32 tensor，不要沿用 activation 的 zero point。",
+        PRODUCT,
+        public=zero_point_not_zero,
+    ),
+    Misconception(
+        "weight_always_per_tensor",
+        "沒有照 per_channel 量化 weight",
+        "per_channel=True 時，weight 要用 weight_spec(per_channel=True)，每個 output channel 一個 scale；bias 也跟著 "
+        "per-channel。你的程式不看 per_channel，weight 永遠是 per-tensor。把 self.per_channel 傳給 weight_spec，"
+        "bias 的 qscheme 也照它選。",
+        PER_CHANNEL,
+        public=weight_per_tensor,
+    ),
+    Misconception(
+        "one_scale_per_channel",
+        "per-channel 的 weight 配了一個 bias scale",
+        "weight 是 per-channel 時，第 c 個 output channel 的累加器單位是 s_act · s_w[c]，每個 channel 都不一樣。"
+        "你只給 bias 一個 scale（例如取最大的 s_w），大部分 channel 的單位就對不上。bias 也要 per-channel："
+        "qscheme=torch.per_channel_symmetric、ch_axis=0，scale 直接用 act_scale * weight_scale。",
+        PER_CHANNEL,
+        public=one_scale_for_channels,
+    ),
+    Misconception(
+        "scale_act_only",
+        "bias 的 scale 只用了 s_act",
+        "整數累加器的單位是 s_act · s_w：每一項都是 activation 與 weight 的整數相乘。只用 s_act 當 bias 的 scale，"
+        "q_b 的單位和累加器差了一個 s_w 倍。scale 要是兩者的乘積 act_scale * weight_scale。",
+        PRODUCT,
+    ),
+    Misconception(
+        "scale_weight_only",
+        "bias 的 scale 只用了 s_w",
+        "你可能以為 bias 屬於 weight，和 weight 共用 qparams 就好。可是 bias 加進的是 s_act · s_w 單位的累加器，"
+        "只用 s_w 差了一個 s_act 倍。scale 要是兩者的乘積 act_scale * weight_scale。",
+        PRODUCT,
+    ),
+    Misconception(
+        "scale_sum",
+        "bias 的 scale 寫成 s_act + s_w",
+        "x · w 反量化是 s_act (q_x − z_x) · s_w q_w，兩個 scale 是相乘，不是相加。"
+        "bias 的 scale 要是乘積 act_scale * weight_scale。",
+        PRODUCT,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -146,5 +457,6 @@ PUBLIC = declare(
             "mlp_per_channel": mlp_per_channel,
             "small_cnn_per_channel": small_cnn_per_channel,
         },
+        misconceptions=MISCONCEPTIONS,
     ),
 )

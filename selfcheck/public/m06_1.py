@@ -15,8 +15,10 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
+from selfcheck.misconceptions import Misconception, Section
 
 SQNR_TITLE = "sqnr：整個 tensor 或逐個 channel 的 SQNR（dB）"
 LAYER_TITLE = "layer_sqnr：prepared 與 converted 逐層比較的 SQNR 表"
@@ -209,6 +211,532 @@ def layers_residual(ns: Namespace, seed: int) -> Any:
     return describe_table(ns, prepared, converted, inputs, kinds=False)
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+SQNR_FORMULA = Section("A. SQNR：用 dB 量誤差")
+SQNR_RULES = Section("練習 1：sqnr（6 分）")
+LAYER_TABLE = Section("C. 逐層 SQNR 表：誤差從哪一層開始")
+LAYER_RULES = Section("練習 2：layer_sqnr（5 分）")
+
+
+# --- reading the evidence (the public detectors here, the hidden ones in autograder/checks/test_m06_1.py) ---
+
+RELATIVE = 1e-4
+ABSOLUTE = 1e-4
+"""Two SQNRs agree within 1e-4 relative or 1e-4 dB (the checks' tolerance)."""
+
+
+def is_db(item: Any) -> bool:
+    """An SQNR as the evidence keeps it: a float, or ``"inf"`` / ``"-inf"`` / ``"nan"``."""
+    return (isinstance(item, float) and not isinstance(item, bool)) or item in ("inf", "-inf", "nan")
+
+
+def same_db(got: Any, want: Any) -> bool:
+    if isinstance(got, float) and isinstance(want, float):
+        return math.isclose(got, want, rel_tol=RELATIVE, abs_tol=ABSOLUTE)
+    return got == want
+
+
+def _zip(got: Any, want: Any, path: tuple[Any, ...], found: list[tuple[tuple[Any, ...], Any, Any]]) -> None:
+    if isinstance(want, dict) and isinstance(got, dict):
+        for key, item in want.items():
+            if key in got:
+                _zip(got[key], item, (*path, key), found)
+    elif isinstance(want, list) and isinstance(got, list) and len(got) == len(want):
+        for index, (mine, theirs) in enumerate(zip(got, want, strict=True)):
+            _zip(mine, theirs, (*path, index), found)
+    elif is_db(want) and is_db(got):
+        found.append((path, got, want))
+
+
+def db_pairs(seen: Any, expected: Any, *cases: str) -> list[tuple[tuple[Any, ...], Any, Any]]:
+    """``(place, got, want)`` for every SQNR at the same place of both evidences (lists of the same length
+    only); ``cases``: only these cases (all when none)."""
+    found: list[tuple[tuple[Any, ...], Any, Any]] = []
+    for case, record in diagnosis.cases(expected).items():
+        if cases and case not in cases:
+            continue
+        mine = diagnosis.cases(seen).get(case)
+        if isinstance(record, dict) and "value" in record and isinstance(mine, dict) and "value" in mine:
+            _zip(mine["value"], record["value"], (case,), found)
+    return found
+
+
+def finite_pairs(seen: Any, expected: Any, *cases: str) -> list[tuple[float, float]]:
+    """The ``(got, want)`` SQNRs that are finite numbers on both sides."""
+    return [
+        (got, want)
+        for _, got, want in db_pairs(seen, expected, *cases)
+        if isinstance(got, float) and isinstance(want, float)
+    ]
+
+
+def all_right(seen: Any, expected: Any, *cases: str) -> bool:
+    """Every SQNR of these cases is there and agrees with the key's (lists of the wrong length do not)."""
+    wanted = sum(1 for _ in _places(expected, cases))
+    pairs = db_pairs(seen, expected, *cases)
+    return wanted > 0 and len(pairs) == wanted and all(same_db(got, want) for _, got, want in pairs)
+
+
+def _places(expected: Any, cases: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    return [place for place, _, _ in db_pairs(expected, expected, *cases)]
+
+
+def some_wrong(seen: Any, expected: Any, *cases: str) -> bool:
+    """Some SQNR of these cases is at the key's place but disagrees with it."""
+    return any(not same_db(got, want) for _, got, want in db_pairs(seen, expected, *cases))
+
+
+def constant_ratio(seen: Any, expected: Any, *cases: str) -> float | None:
+    """``k`` when every finite SQNR is ``k`` times the key's (at least three, away from 0 dB), else None."""
+    pairs = [(got, want) for got, want in finite_pairs(seen, expected, *cases) if abs(want) > 0.5]
+    if len(pairs) < 3:
+        return None
+    ratios = sorted(got / want for got, want in pairs)
+    k = ratios[len(ratios) // 2]
+    if all(math.isclose(r, k, rel_tol=1e-3, abs_tol=1e-6) for r in ratios):
+        return k
+    return None
+
+
+def amplitude_ratio(seen: Any, expected: Any, *cases: str) -> bool:
+    """Every SQNR twice (20·log10 of a power ratio) or half (10·log10 of an amplitude ratio) the key's."""
+    k = constant_ratio(seen, expected, *cases)
+    return k is not None and (math.isclose(k, 2.0, rel_tol=1e-3) or math.isclose(k, 0.5, rel_tol=1e-3))
+
+
+def sign_flipped(seen: Any, expected: Any, *cases: str) -> bool:
+    """Every SQNR is the key's with the sign flipped: noise over signal."""
+    k = constant_ratio(seen, expected, *cases)
+    return k is not None and math.isclose(k, -1.0, rel_tol=1e-3)
+
+
+def not_decibels(seen: Any, expected: Any, *cases: str) -> bool:
+    """The ratio itself (10^(dB/10)), or a log scale other than 10·log10 (a constant factor that is not 1, 2,
+    ½ or −1: ln, log10 without the 10, log2…)."""
+    pairs = finite_pairs(seen, expected, *cases)
+    if len(pairs) >= 3 and all(
+        want < 300 and math.isclose(got, 10 ** (want / 10), rel_tol=1e-3) for got, want in pairs
+    ):
+        return True
+    k = constant_ratio(seen, expected, *cases)
+    return k is not None and not any(math.isclose(k, m, rel_tol=1e-3) for m in (1.0, 2.0, 0.5, -1.0))
+
+
+def count_factor(seen: Any, expected: Any, *cases: str) -> bool:
+    """Every finite SQNR differs from the key's by 10·log10(n) for a whole number n ≥ 2 (a mean on one side of
+    the ratio and a sum on the other), in the same direction everywhere."""
+    pairs = finite_pairs(seen, expected, *cases)
+    if len(pairs) < 3:
+        return False
+    signs = set()
+    for got, want in pairs:
+        if abs(got - want) > 70:  # more elements than any case has
+            return False
+        n = 10 ** (abs(got - want) / 10)
+        if n < 1.5 or not math.isclose(n, round(n), rel_tol=1e-3):
+            return False
+        signs.add(got > want)
+    return len(signs) == 1
+
+
+def inf_made_finite(seen: Any, expected: Any, *cases: str) -> bool:
+    """Where the key says ``inf`` (identical tensors) the student has a finite number, and every other SQNR of
+    these cases is right."""
+    pairs = db_pairs(seen, expected, *cases)
+    made_finite = any(want == "inf" and isinstance(got, float) for _, got, want in pairs)
+    return made_finite and all(same_db(got, want) for _, got, want in pairs if want != "inf")
+
+
+def divided_by_zero(seen: Any, expected: Any) -> bool:
+    """A case raised what Python's float arithmetic raises on a zero noise (ZeroDivisionError, or math.log10 of
+    0 or of inf)."""
+    for case, name in diagnosis.errors(seen).items():
+        message = diagnosis.error_message(seen, case)
+        if name == "ZeroDivisionError" or (name == "ValueError" and "math domain error" in message):
+            return True
+        if name == "OverflowError" and "math" in message:
+            return True
+    return False
+
+
+def list_lengths_differ(seen: Any, expected: Any, *cases: str) -> bool:
+    """A per-slice result (a list in the key's evidence) is a list of another length in the student's."""
+    for case in diagnosis.cases(expected):
+        if cases and case not in cases:
+            continue
+        for path, want in _lists(diagnosis.value(expected, case)):
+            got = diagnosis.value(seen, case, *path)
+            if isinstance(got, list) and len(got) != len(want):
+                return True
+    return False
+
+
+def _lists(data: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], list[Any]]]:
+    if isinstance(data, list):
+        return [(path, data)]
+    if isinstance(data, dict):
+        return [found for key, item in data.items() for found in _lists(item, (*path, key))]
+    return []
+
+
+def _whole_right_slices_wrong(
+    seen: Any, expected: Any, whole: list[tuple[str, ...]], slices: list[tuple[str, ...]]
+) -> bool:
+    """Each SQNR of a whole tensor right, each per-slice list of the right length, some slice's SQNR wrong."""
+    for place in whole:
+        if not same_db(diagnosis.value(seen, *place), diagnosis.value(expected, *place)):
+            return False
+    wrong = False
+    for place in slices:
+        got, want = diagnosis.value(seen, *place), diagnosis.value(expected, *place)
+        if not isinstance(got, list) or not isinstance(want, list) or len(got) != len(want):
+            return False
+        wrong |= any(not same_db(g, w) for g, w in zip(got, want, strict=True))
+    return wrong
+
+
+def _kinds_differ(seen: Any, expected: Any) -> bool:
+    got, want = diagnosis.value(seen, "types"), diagnosis.value(expected, "types")
+    if not isinstance(got, dict) or not isinstance(want, dict) or set(got) != set(want):
+        return False  # another shape altogether is not this mistake
+    return any(got[k] != v for k, v in want.items())
+
+
+def _public_formula(seen: Any, expected: Any) -> bool:
+    return amplitude_ratio(seen, expected)
+
+
+def _public_variance(seen: Any, expected: Any) -> bool:
+    got, want = diagnosis.value(seen, "activation", "whole"), diagnosis.value(expected, "activation", "whole")
+    weight = ("outlier_weight", "per_tensor", "whole")
+    return (
+        isinstance(got, float)
+        and isinstance(want, float)
+        and got < want - 3
+        and same_db(diagnosis.value(seen, *weight), diagnosis.value(expected, *weight))
+    )
+
+
+def _public_float32(seen: Any, expected: Any) -> bool:
+    return some_wrong(seen, expected, "close") and all_right(seen, expected, "outlier_weight", "activation")
+
+
+def _public_dim0(seen: Any, expected: Any) -> bool:
+    return all_right(seen, expected, "outlier_weight") and list_lengths_differ(seen, expected, "activation")
+
+
+def _public_slice_signal(seen: Any, expected: Any) -> bool:
+    whole = [("outlier_weight", kind, "whole") for kind in ("per_tensor", "per_channel")] + [("activation", "whole")]
+    slices = [("outlier_weight", kind, "per_channel") for kind in ("per_tensor", "per_channel")]
+    return _whole_right_slices_wrong(seen, expected, whole, [*slices, ("activation", "per_channel")])
+
+
+SQNR_MISCONCEPTIONS = (
+    Misconception(
+        "returns_tensor",
+        "回傳 tensor，不是 Python float",
+        "數字算對了，型別卻不對：torch 的運算結果還是 tensor（0 維或 1 維），或是一個 tuple。"
+        "練習要的是 Python float，給了 dim 時是 float 的 list，呼叫的人才能直接比大小、印表格。"
+        "最後用 float(...) 轉換，逐個 slice 時每一項都轉，再放進 list。",
+        SQNR_RULES,
+        public=_kinds_differ,
+    ),
+    Misconception(
+        "python_division",
+        "用 Python 的 float 相除，雜訊是 0 就出錯",
+        "完全相同的兩個 tensor 雜訊是 0，SQNR 應該是 inf。你把 tensor 轉成 Python float 再相除"
+        "（或用 math.log10），0 當分母就出錯，而不是得到 inf。"
+        '在 torch 裡相除（x / 0 是 inf，torch.log10(inf) 也是 inf），或先判斷雜訊是不是 0、是就回傳 float("inf")。',
+        SQNR_RULES,
+        public=divided_by_zero,
+    ),
+    Misconception(
+        "finite_when_identical",
+        "完全相同時回傳有限的數字，不是 inf",
+        "你可能在雜訊上加了一個很小的數（eps）來避免除以 0。這樣完全相同的 tensor 會得到一個很大但有限的 SQNR，"
+        '看起來像是「有一點點誤差」，和真的沒有誤差分不出來。雜訊是 0 時就回傳 float("inf")，不要加 eps。',
+        SQNR_RULES,
+        public=lambda seen, expected: inf_made_finite(seen, expected),
+    ),
+    Misconception(
+        "amplitude_formula",
+        "功率比用了 20·log10",
+        "平方和是功率，功率比換成 dB 用 10·log10；20·log10 是給振幅比（例如範數的比值）用的。"
+        "兩種寫法混在一起，每個 SQNR 都差兩倍。平方和相除就用 10·log10，開根號之後的比值才用 20·log10。",
+        SQNR_FORMULA,
+        public=_public_formula,
+    ),
+    Misconception(
+        "ratio_inverted",
+        "把雜訊放在分子，比值倒過來了",
+        "SQNR 是訊號比雜訊：分子是 reference 的平方和，分母是誤差的平方和。你把它倒過來，每個 dB 都變成負的，"
+        "誤差越小數字反而越小。分子放訊號、分母放雜訊。",
+        SQNR_FORMULA,
+        public=lambda seen, expected: sign_flipped(seen, expected),
+    ),
+    Misconception(
+        "not_decibels",
+        "比值沒有換算成 dB",
+        "SQNR 的單位是 dB：功率比取 log10 再乘 10。你回傳的是比值本身，或用了別的對數"
+        "（自然對數 torch.log、少了乘 10），數字和 dB 差一個固定的倍數，表格之間就沒辦法比較。"
+        "照公式寫 10 * torch.log10(訊號 / 雜訊)。",
+        SQNR_FORMULA,
+        public=lambda seen, expected: not_decibels(seen, expected),
+    ),
+    Misconception(
+        "mean_vs_sum",
+        "訊號與雜訊一個取平均、一個取總和",
+        "你可能用了 MSE（平均）當雜訊，訊號卻是平方和（或反過來），兩者差了元素個數那麼多倍，"
+        "SQNR 就偏了 10·log10(元素個數) dB，而且每個 tensor、每個 slice 偏得不一樣。"
+        "分子分母要用同一種：都取總和（或都取平均）。",
+        SQNR_FORMULA,
+        public=lambda seen, expected: count_factor(seen, expected),
+    ),
+    Misconception(
+        "signal_variance",
+        "訊號用了變異數，不是功率",
+        "SQNR 的分子是 reference 的平方和（功率），不先減掉平均值。relu 之後的 activation 全是正數、平均值很大，"
+        "減掉平均值會把訊號低估很多，SQNR 就算低了。直接用 reference 的平方和。",
+        SQNR_FORMULA,
+        public=_public_variance,
+    ),
+    Misconception(
+        "test_power",
+        "訊號用了 test 的功率",
+        "訊號是原本的值（reference）的功率，test 是量化後的近似，只出現在雜訊 reference − test 裡。"
+        "用 test 的平方和當訊號，test 被縮小或放大時 SQNR 就跟著偏了。分子一律用 reference。",
+        SQNR_FORMULA,
+    ),
+    Misconception(
+        "slices_on_dim0",
+        "以為 slice 一定沿著第 0 維",
+        "dim 不一定是 0：activation (N, C, H, W) 的 channel 在 dim=1，feature 常在最後一維 dim=-1。"
+        "你的程式不管 dim 是多少都按第 0 維切（例如 x[i] 或 reshape(x.shape[0], -1)），結果的個數就不是 reference.shape[dim]。"
+        "先用 x.movedim(dim, 0) 把那一維搬到最前面再攤平。",
+        SQNR_RULES,
+        public=_public_dim0,
+    ),
+    Misconception(
+        "reduces_dim",
+        "把 dim 那一維加總掉，不是每個 index 一個",
+        "「沿 dim 每個 slice 一個 SQNR」是 dim 上的每個 index（例如每個 output channel）各算一個，"
+        "結果的長度是 reference.shape[dim]。你用 sum(dim) 把那一維加總掉了，得到的是「其他位置」各一個 SQNR。"
+        "先 movedim(dim, 0).flatten(1)，再沿第 1 維加總。",
+        SQNR_RULES,
+        public=lambda seen, expected: list_lengths_differ(seen, expected),
+    ),
+    Misconception(
+        "slice_uses_whole_signal",
+        "逐個 slice 時，訊號或雜訊用了整個 tensor 的",
+        "每個 slice 的 SQNR 只看那個 slice 自己：訊號是它的平方和，雜訊是它的誤差平方和。"
+        "你混進了整個 tensor 的訊號（或雜訊），大的 channel 和小的 channel 就被拉到差不多的數字，outlier 拖累哪些 channel 也看不出來。"
+        "訊號與雜訊都在同一個 slice 裡加總。",
+        SQNR_RULES,
+        public=_public_slice_signal,
+    ),
+    Misconception(
+        "float32_arithmetic",
+        "用 float32 計算，精度不夠",
+        "float32 只有大約 7 位有效數字：兩個很大、只差一點點的數相減，差別在 float32 裡就被捨入掉了，雜訊算錯。"
+        "練習要求一律先轉成 float64 再算，reference 與 test 都要轉。",
+        SQNR_RULES,
+        public=_public_float32,
+    ),
+    Misconception(
+        "input_dtype",
+        "用輸入自己的 dtype 計算",
+        "bfloat16、float16 只有 2 到 3 位有效數字，在它們裡面平方、加總，誤差比量化雜訊本身還大。"
+        "不管輸入是什麼 dtype，都先用 .to(torch.float64) 轉成 float64 再算。",
+        SQNR_RULES,
+    ),
+)
+
+
+def _table(evidence: Any, *place: str) -> dict[str, Any] | None:
+    found = diagnosis.value(evidence, *place, "table")
+    return found if isinstance(found, dict) else None
+
+
+def _table_places(expected: Any) -> list[tuple[str, ...]]:
+    """Where the key's evidence holds a table: ``(case,)`` or ``(case, part)``."""
+    places: list[tuple[str, ...]] = []
+    for case in diagnosis.cases(expected):
+        want = diagnosis.value(expected, case)
+        if not isinstance(want, dict):
+            continue
+        if "table" in want:
+            places.append((case,))
+        else:
+            places.extend((case, part) for part, item in want.items() if isinstance(item, dict) and "table" in item)
+    return places
+
+
+def tables(seen: Any, expected: Any) -> list[tuple[tuple[str, ...], dict[str, Any], dict[str, Any], dict[str, Any]]]:
+    """``(place, got, want, kinds)`` for every SQNR table of both evidences (``kinds``: what each node of the
+    converted graph is, where the case recorded it)."""
+    found = []
+    for place in _table_places(expected):
+        got, want = _table(seen, *place), _table(expected, *place)
+        if got is not None and want is not None:
+            kinds = diagnosis.value(seen, *place, "kinds")
+            found.append((place, got, want, kinds if isinstance(kinds, dict) else {}))
+    return found
+
+
+def extra_layers(seen: Any, expected: Any) -> bool:
+    """The table lists nodes the key leaves out: model inputs, constants, output, q/dq (or, without the kinds,
+    any extra name)."""
+    for _, got, want, kinds in tables(seen, expected):
+        extra = [name for name in got if name not in want]
+        if extra and (not kinds or any(kinds.get(name, "") != "op" for name in extra)):
+            return True
+    return False
+
+
+def missing_layers(seen: Any, expected: Any) -> bool:
+    """Some table lists only some of the key's layers, nothing else (and no table lists more)."""
+    pairs = tables(seen, expected)
+    return any(set(got) < set(want) for _, got, want, _ in pairs) and all(
+        set(got) <= set(want) for _, got, want, _ in pairs
+    )
+
+
+def swap_bound(want: float) -> tuple[float, float]:
+    """How far an SQNR can move when reference and test swap places: the signal becomes Σ test² with
+    ‖test‖ = ‖reference‖ ± ‖noise‖ (Cauchy–Schwarz), so at most ±20·log10(1 ± 10^(−SQNR/20)) dB."""
+    amplitude = 10 ** (-want / 20)
+    low = 20 * math.log10(1 - amplitude) if amplitude < 1 else -math.inf
+    return low, 20 * math.log10(1 + amplitude)
+
+
+def _same_layers(seen: Any, expected: Any) -> list[tuple[Any, Any]]:
+    pairs = tables(seen, expected)
+    if not pairs or any(set(got) != set(want) for _, got, want, _ in pairs):
+        return []
+    return [(got[name], want[name]) for _, got, want, _ in pairs for name in want]
+
+
+def within_swap(got: float, want: float) -> bool:
+    low, high = swap_bound(want)
+    return low - ABSOLUTE <= got - want <= high + ABSOLUTE
+
+
+def swapped_roles(seen: Any, expected: Any) -> bool:
+    """The same layers, inf where the key has inf, some SQNR off, and every one within what swapping reference and
+    test can change."""
+    values = _same_layers(seen, expected)
+    if not values or any((got == "inf") != (want == "inf") for got, want in values):
+        return False
+    finite = [(g, w) for g, w in values if isinstance(g, float) and isinstance(w, float)]
+    return any(not same_db(g, w) for g, w in finite) and all(within_swap(g, w) for g, w in finite)
+
+
+def averaged_per_sample(seen: Any, expected: Any) -> bool:
+    """The same layers, inf where the key has inf, some SQNR off by more than a swap could, none by more than
+    20 dB (an average of the images' dB stays among theirs)."""
+    values = _same_layers(seen, expected)
+    if not values or any((got == "inf") != (want == "inf") for got, want in values):
+        return False
+    finite = [(g, w) for g, w in values if isinstance(g, float) and isinstance(w, float)]
+    if not finite or any(abs(g - w) > 20 for g, w in finite):
+        return False
+    return not all(within_swap(g, w) for g, w in finite)
+
+
+def layer_formula(seen: Any, expected: Any) -> bool:
+    """The table's SQNRs stand in a formula-like relation to the key's: a constant factor, the ratio without
+    the log, or a count between a mean and a sum."""
+    k = constant_ratio(seen, expected)
+    off_by_factor = k is not None and not math.isclose(k, 1.0, rel_tol=1e-3)
+    return off_by_factor or not_decibels(seen, expected) or count_factor(seen, expected)
+
+
+def graphs_changed(seen: Any, expected: Any) -> bool:
+    """Some case noted that the call changed ``prepared`` or ``converted``."""
+    return any(
+        isinstance(diagnosis.value(seen, *place, "changed"), list) and diagnosis.value(seen, *place, "changed")
+        for place in _table_places(expected)
+    )
+
+
+LAYER_MISCONCEPTIONS = (
+    Misconception(
+        "non_tensor_outputs",
+        "以為每個 op 的輸出都是 tensor",
+        "torch.split 這類 op 的輸出是 tensor 的 list，後面接的 getitem 才是 tensor；拿 list 去算 SQNR 就出錯了。"
+        "表裡只放兩邊輸出都是 tensor 的 node：先用 isinstance(..., torch.Tensor) 檢查，不是就跳過。",
+        LAYER_RULES,
+    ),
+    Misconception(
+        "one_input_only",
+        "以為模型只有一個輸入",
+        "inputs 是一個 tuple，模型有幾個輸入它就有幾項。你只把第一項送進模型（例如 run(inputs[0])），"
+        "兩個輸入的模型就缺了一個引數而出錯。把整個 tuple 展開傳進去：run(*inputs)。",
+        LAYER_TABLE,
+    ),
+    Misconception(
+        "layer_python_division",
+        "沒量化的層兩邊完全相同，除以 0 出錯",
+        "沒有量化的層，prepared 與 converted 的輸出完全相同，雜訊是 0，SQNR 應該是 inf。"
+        "你的 SQNR 用 Python 的 float 相除（或 math.log10），0 當分母就出錯了。"
+        '用練習 1 的 sqnr（在 torch 裡相除，或雜訊是 0 時回傳 float("inf")）。',
+        SQNR_RULES,
+        public=divided_by_zero,
+    ),
+    Misconception(
+        "lists_non_ops",
+        "表裡放了不是 op 的 node",
+        "逐層表比較的是 op 的輸出：模型的輸入（placeholder）、常數（get_attr）、output 不是層，quantize / dequantize "
+        '是量化本身加上的 node，prepared 上也沒有它們。只放 node.op == "call_function"、不是 quantized_decomposed '
+        "的 node。",
+        LAYER_RULES,
+        public=extra_layers,
+    ),
+    Misconception(
+        "weighted_layers_only",
+        "只列有 weight 的層",
+        "誤差不只出在 conv、linear：relu、add、cat、max_pool2d 的輸出也都經過量化（每個 activation 都有 q/dq），"
+        "逐層表要能看出誤差從哪一層開始，每個 op 都要列。converted 上每個不是 quantize / dequantize 的 call_function "
+        "node 都放進表裡。",
+        LAYER_RULES,
+        public=missing_layers,
+    ),
+    Misconception(
+        "modifies_graphs",
+        "直接改了傳進來的圖",
+        "layer_sqnr 只該讀圖：呼叫的人之後還要用 prepared 與 converted。你為了拿到每個 node 的輸出改了圖（例如讓 output "
+        "多輸出幾個 node），呼叫的人手上的模型就變了。用 Interpreter 在執行時記下每個 node 的輸出，或先 copy.deepcopy 一份再改。",
+        LAYER_TABLE,
+        public=graphs_changed,
+    ),
+    Misconception(
+        "layer_formula",
+        "逐層表用的 SQNR 公式不對",
+        "表裡每一層的 SQNR 和正確值之間差一個固定的倍數（或一個元素個數），問題不在挑哪些層，而在 SQNR 的公式。"
+        "用練習 1 的 sqnr：10 * log10(Σ reference² / Σ (reference − test)²)，都在 float64 裡算。",
+        SQNR_FORMULA,
+        public=layer_formula,
+    ),
+    Misconception(
+        "swapped_roles",
+        "reference 與 test 對調了",
+        "prepared 的輸出是 fp32 的值，是 reference；converted 的輸出是量化後的近似，是 test。"
+        "對調之後訊號變成量化後的值的功率，每層的 SQNR 都偏一點點。呼叫 sqnr(prepared 的輸出, converted 的輸出)。",
+        LAYER_RULES,
+        public=swapped_roles,
+    ),
+    Misconception(
+        "per_sample_mean",
+        "每張圖各算一個 SQNR 再平均",
+        "一層的 SQNR 是整個 batch 的訊號功率比整個 batch 的雜訊功率，一個數字。"
+        "每張圖各算 dB 再平均，和整批一起算不相等（dB 是對數，平均之後就不是功率比了）。把整個輸出 tensor 交給 sqnr。",
+        LAYER_TABLE,
+        public=averaged_per_sample,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -216,11 +744,13 @@ PUBLIC = declare(
         SQNR_TITLE,
         ("sqnr",),
         {"outlier_weight": sqnr_weight, "activation": sqnr_activation, "close": sqnr_close, "types": sqnr_types},
+        misconceptions=SQNR_MISCONCEPTIONS,
     ),
     Exercise(
         "layer_sqnr",
         LAYER_TITLE,
         ("layer_sqnr",),
         {"small_cnn": layers_small_cnn, "residual": layers_residual},
+        misconceptions=LAYER_MISCONCEPTIONS,
     ),
 )

@@ -14,9 +14,11 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.compare import DECIBELS
 from selfcheck.evidence import EvidenceError, safe_text
+from selfcheck.misconceptions import Misconception, Section
 
 TITLE = "layer_drops 與 worst_layer：numeric debugger 的表裡，SQNR 掉最多的那一層"
 
@@ -203,6 +205,142 @@ def residual_bad_first(ns: Namespace, seed: int) -> Any:
     return describe_answers(ns, comparison, prepared)
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+THREE_FUNCTIONS = Section("A. 三個函式")
+PROPAGATES = Section("B. 一個量化壞掉的層")
+RULES = Section("練習：layer_drops 與 worst_layer（7 分）")
+
+
+# --- what the public cases can show (the preview names it; the hidden detectors are the grader's) ------
+
+
+def drop_pairs(seen: Any, expected: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(case, the student's answers, the key's) for the cases where both returned ``drops`` and ``worst``."""
+    found = []
+    for case in diagnosis.cases(expected):
+        got, want = diagnosis.value(seen, case), diagnosis.value(expected, case)
+        if isinstance(got, dict) and isinstance(want, dict) and isinstance(got.get("drops"), dict):
+            if isinstance(want.get("drops"), dict):
+                found.append((case, got, want))
+    return found
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, float | int) and not isinstance(value, bool)
+
+
+def changed_graph(seen: Any, expected: Any) -> bool:
+    return any(got.get("changed") is True for _, got, _ in drop_pairs(seen, expected))
+
+
+def rise_not_drop(seen: Any, expected: Any) -> bool:
+    """Every drop has the key's size with the opposite sign (yours − upstream)."""
+    signs = []
+    for _, got, want in drop_pairs(seen, expected):
+        for name, number in want["drops"].items():
+            mine = got["drops"].get(name)
+            if _is_number(number) and _is_number(mine) and abs(number) > 0.5:
+                signs.append(abs(mine + number) <= 1e-3 + 1e-4 * abs(number))
+    return bool(signs) and all(signs)
+
+
+def sources_listed(seen: Any, expected: Any) -> bool:
+    """Nodes without an upstream (the key leaves them out) have a drop in your table."""
+    return any(set(got["drops"]) - set(want["drops"]) for _, got, want in drop_pairs(seen, expected))
+
+
+def most_missing(seen: Any, expected: Any) -> bool:
+    """In every case most of the key's nodes have no drop (their upstream was never found), none is extra."""
+    pairs = drop_pairs(seen, expected)
+    return bool(pairs) and all(
+        set(got["drops"]) <= set(want["drops"])
+        and 2 * len(set(want["drops"]) - set(got["drops"])) >= len(want["drops"])
+        for _, got, want in pairs
+    )
+
+
+MISCONCEPTIONS = (
+    Misconception(
+        "changes_graph",
+        "找上游時把傳進來的圖改掉了",
+        "layer_drops 與 worst_layer 只該讀 gm：呼叫的人之後還要用這張 prepared 圖，例如再 convert 一次。"
+        "你把 observer 從圖上拿掉（或改了 node），數字也許對了，圖卻不是原本那一張了。"
+        "往上游找時遇到 observer 就穿過去，繼續看它的輸入，不要改圖。",
+        RULES,
+        public=changed_graph,
+    ),
+    Misconception(
+        "rise_not_drop",
+        "掉幅的正負號反了",
+        "掉了幾 dB 是「上游的 SQNR − 自己的 SQNR」：SQNR 變低才叫掉。你算成自己減上游，正負號反了，"
+        "worst_layer 找到的是 SQNR 回升最多的那一層。把兩項對調。",
+        RULES,
+        public=rise_not_drop,
+    ),
+    Misconception(
+        "sources_counted",
+        "沒有上游的 node 也列進來了",
+        "第一層這類 node 的輸入只有模型的輸入與常數，沒有上游可以比，也就沒有「掉了幾 dB」。"
+        "你把它們的上游當成 0 或無限大，列進了表，worst_layer 就可能選到它。沒有任何上游的 node 不列入 layer_drops。",
+        RULES,
+        public=sources_listed,
+    ),
+    Misconception(
+        "direct_inputs_only",
+        "只看直接的輸入找上游",
+        "prepared 圖上，一層的輸入通常是 observer（activation_post_process_…），不是上一層，而 observer 不在比較結果裡。"
+        "只看 node.all_input_nodes，大部分的層都找不到上游而被略過。遇到不在表裡的 node 要穿過去，"
+        "繼續往它的輸入找，直到碰到表裡的 node。",
+        RULES,
+        public=most_missing,
+    ),
+    Misconception(
+        "split_breaks_walk",
+        "穿不過輸出是 list 的 op",
+        "split 這類 op 的輸出是 list，result.sqnr 不是一個數字，所以它不在表裡；往上游找時它和 observer 一樣，要穿過去。"
+        "你的程式把它當成一個數字（或在那裡停下），split 之後的層就出錯或找不到上游。"
+        "只把每次結果都是單一數字的 node 放進表，不在表裡的 node 一律穿過。",
+        RULES,
+    ),
+    Misconception(
+        "previous_in_order",
+        "把表裡的前一項當成上游",
+        "比較結果依圖上 node 的順序排，但前一項不一定是這一層的輸入：兩個分支相加時，add 的前一項可能是另一個分支的 conv。"
+        "上游要沿著圖的邊找：從 node.all_input_nodes 往上走。",
+        RULES,
+    ),
+    Misconception(
+        "best_upstream",
+        "有好幾個上游時沒有取最差的那個",
+        "add、cat 這類 op 有好幾個上游；其中一個上游已經很差時，那是上游的錯，不是這一層的。"
+        "掉幅要和最差（SQNR 最低）的上游比：min(上游的 SQNR) − 自己的 SQNR。你取了最好的（或第一個）上游，這一層的掉幅被算大了。",
+        RULES,
+    ),
+    Misconception(
+        "not_mean_of_runs",
+        "每層的 SQNR 沒有取每次執行的平均",
+        "logger 每跑一次就記一筆，summary.results 裡有每次執行的結果。你只取了其中一筆（或把它們加總），"
+        "每層的 SQNR 就和題目要的平均不同，掉幅也跟著偏掉。把每一筆的 float(result.sqnr) 加起來除以筆數。",
+        THREE_FUNCTIONS,
+    ),
+    Misconception(
+        "lowest_sqnr",
+        "把 SQNR 最低的那一層當成禍首",
+        "每一層吃的是上一層已經有誤差的輸出，誤差一路往下游累積，SQNR 最低的常常是最後幾層，它們只是承接了前面的誤差。"
+        "禍首是 SQNR 比上游掉最多的那一層：worst_layer 要在 layer_drops 裡找最大的。",
+        PROPAGATES,
+    ),
+    Misconception(
+        "weighted_only",
+        "只在有 weight 的層裡找禍首",
+        "不只 conv 與 linear 會量化壞：add、pool 的輸出如果只用很少的 bit，一樣會掉很多 dB。"
+        "你只在有 weight 的層裡挑，禍首是 add 時就答錯了。worst_layer 要在 layer_drops 的所有 node 裡找掉最多的。",
+        RULES,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -211,5 +349,6 @@ PUBLIC = declare(
         ("layer_drops", "worst_layer"),
         {"small_cnn": small_cnn_bad_conv, "residual": residual_bad_first},
         tolerances={"drops": DECIBELS},
+        misconceptions=MISCONCEPTIONS,
     ),
 )

@@ -25,8 +25,10 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, describe_annotations, is_observer_node, qdq_kind, safe_text
+from selfcheck.misconceptions import Misconception, Section
 
 FILTER_TITLE = "may_quantize：filter function，skipped 裡的 module 留在 fp32"
 TITLE = "greedy_skip：留最少的層在 fp32，達到目標"
@@ -179,7 +181,7 @@ class StemBlock(nn.Module):
 def _names(skip: Any, layers: list[str]) -> frozenset[str]:
     """The layers an ``evaluate`` call asked to skip (a list, tuple or set of layer names)."""
     if type(skip) not in (list, tuple, set, frozenset):
-        raise TypeError(f"evaluate 的參數應該是 layer 名稱的 list，收到 {type(skip).__name__}")
+        raise TypeError(f"evaluate 的引數應該是 layer 名稱的 list，收到 {type(skip).__name__}")
     names = frozenset(skip)
     unknown = [name for name in names if name not in layers]
     if unknown:
@@ -310,6 +312,291 @@ def case_already(ns: Namespace, seed: int) -> Any:
     return run_search(ns, layers, table_metric(layers, 30.0, {"conv1": 1.0, "conv2": 2.0, "fc": 3.0}), 25.0)
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+BY_PATTERN = Section("B. filter function：自己決定哪些 node 可以量化")
+FILTER_RULES = Section("練習 1：may_quantize（4 分）")
+WHY_NOT_NONE = Section("A. 讓一層留在 fp32：XNNPACKQuantizer 的設定做了什麼")
+GREEDY = Section("D. 貪婪搜尋")
+GREEDY_RULES = Section("練習 2：greedy_skip（8 分）")
+
+
+# --- reading the evidence (the public detectors here, the hidden ones in autograder/checks/test_m06_3.py) ---
+
+
+def fp32_relation(seen: Any, expected: Any, *place: str) -> str | None:
+    """How the layers the student's filter left in fp32 compare with the key's at ``place``: ``"same"`` (and the
+    same observers), ``"fewer"`` (a strict subset), ``"more"`` (a strict superset), ``"other"``; None when either
+    side has no such record."""
+    got = diagnosis.value(seen, *place, "fp32_weights")
+    want = diagnosis.value(expected, *place, "fp32_weights")
+    if not isinstance(got, list) or not isinstance(want, list):
+        return None
+    if set(got) == set(want):
+        same = diagnosis.value(seen, *place, "observed") == diagnosis.value(expected, *place, "observed")
+        return "same" if same else "other"
+    if set(got) < set(want):
+        return "fewer"
+    if set(got) > set(want):
+        return "more"
+    return "other"
+
+
+def filter_raised(seen: Any, says: str) -> bool:
+    """Some case stopped because of the filter's answer (``checked_filter``'s sentence holds ``says``)."""
+    return any(says in diagnosis.error_message(seen, case) for case in diagnosis.errors(seen))
+
+
+def no_stack_refused(seen: Any, expected: Any, *places: tuple[str, ...]) -> bool:
+    """A node without ``nn_module_stack`` was refused: every place left more layers in fp32 than the key (the
+    convs' weights), or reading the stack raised KeyError."""
+    keyed = any(
+        name == "KeyError" and "nn_module_stack" in diagnosis.error_message(seen, case)
+        for case, name in diagnosis.errors(seen).items()
+    )
+    return keyed or all(fp32_relation(seen, expected, *place) == "more" for place in places)
+
+
+def never_refused(seen: Any, expected: Any, *places: tuple[str, ...]) -> bool:
+    """Nothing in fp32 anywhere, though the key leaves layers in fp32 somewhere."""
+    got = [diagnosis.value(seen, *place, "fp32_weights") for place in places]
+    want = [diagnosis.value(expected, *place, "fp32_weights") for place in places]
+    return all(isinstance(g, list) and not g for g in got) and any(isinstance(w, list) and w for w in want)
+
+
+def _public_pattern(seen: Any, expected: Any) -> bool:
+    return (
+        fp32_relation(seen, expected, "digits_conv2") == "fewer"
+        and fp32_relation(seen, expected, "block") == "fewer"
+        and bool(diagnosis.value(seen, "block", "fp32_weights"))
+    )
+
+
+def _public_innermost(seen: Any, expected: Any) -> bool:
+    return fp32_relation(seen, expected, "digits_conv2") == "same" and fp32_relation(seen, expected, "block") == "fewer"
+
+
+def _public_name(seen: Any, expected: Any) -> bool:
+    return fp32_relation(seen, expected, "digits_conv2") == "more" and fp32_relation(seen, expected, "block") != "more"
+
+
+PUBLIC_FILTERS = (("digits_conv2",), ("block",))
+
+FILTER_MISCONCEPTIONS = (
+    Misconception(
+        "returns_non_bool",
+        "filter 沒有每次都回傳 bool",
+        "你可能只在要跳過時 return False，其他情況沒有 return，Python 就回傳 None。"
+        "filter function 的回答要是 True 或 False：None 會被當成「不能量化」，你本來想放行的 node 也被擋下了。"
+        "函式的最後一定要 return 一個 bool，例如 return not any(...)。",
+        FILTER_RULES,
+        public=lambda seen, expected: filter_raised(seen, "應該回傳 True 或 False"),
+    ),
+    Misconception(
+        "changes_graph",
+        "filter 順手改了 node 或它的標籤",
+        "filter function 只回答「這個 node 可以量化嗎」，annotator 會對同一個 node 問好幾次。"
+        "你替要跳過的 node 貼了標籤（或改了它），回答就會影響圖、影響後面的 annotator。"
+        "只 return True 或 False，不要碰 node.meta。",
+        FILTER_RULES,
+        public=lambda seen, expected: filter_raised(seen, "改了圖"),
+    ),
+    Misconception(
+        "no_stack_refused",
+        "沒有 nn_module_stack 的 node 回答 False",
+        "weight 與 bias 的 get_attr 沒有 nn_module_stack，它們沒有 module 資訊，不等於「不在可以量化的 module 裡」。"
+        "conv 的 pattern 包含它們，只要其中一個得到 False，整個 conv 就不量化，所以每個 conv 都留在 fp32 了"
+        '（直接讀 node.meta["nn_module_stack"] 則會 KeyError）。'
+        '用 node.meta.get("nn_module_stack", {})，沒有 stack 的 node 回答 True。',
+        BY_PATTERN,
+        public=lambda seen, expected: no_stack_refused(seen, expected, *PUBLIC_FILTERS),
+    ),
+    Misconception(
+        "pattern_spans_modules",
+        "以為整個 pattern 都在 module 裡才跳得掉",
+        "XNNPACK 的 annotator 以 pattern 為單位問 filter：conv → relu 這個 pattern 裡，只要有一個 node 得到 False，"
+        "整個 pattern 就留在 fp32，relu 寫在 module 外面也一樣。你的 filter 要等 node 後面接的 op 也在 skipped 裡才回答 False，"
+        "後面接 relu 或 add 的 conv 就跳不掉。每個 node 只看它自己的 nn_module_stack 就好。",
+        BY_PATTERN,
+        public=_public_pattern,
+    ),
+    Misconception(
+        "innermost_only",
+        "只看 node 最裡面那一層 module",
+        'nn_module_stack 由外往內記下 node 所在的每一層 module：block 裡 conv 的 node 同時屬於 "block" 與 "block.conv"。'
+        "只看最裡面那一層，跳過父 module（block）時，裡面的層都沒跳過。stack 裡任何一個路徑在 skipped 裡，就回答 False。",
+        FILTER_RULES,
+        public=_public_innermost,
+    ),
+    Misconception(
+        "outermost_only",
+        "只看最外層底下的第一層 module",
+        'nn_module_stack 裡有每一層的路徑；只看最外層底下那一層（例如 "block"），只跳過 block.fc 時就比對不到，'
+        "它照樣被量化。stack 裡的每一個路徑都要比對，任何一個在 skipped 裡就回答 False。",
+        FILTER_RULES,
+    ),
+    Misconception(
+        "prefix_match",
+        "用字首比對 module 的路徑",
+        'module 的路徑要完全相同才算："proj2".startswith("proj") 是 True，但 proj2 不是 proj，也不在 proj 裡面。'
+        '包在 proj 裡面的 module，路徑本身就會出現在 stack 上（"proj" 與 "proj.xxx" 各是一項），'
+        "所以用 path in skipped 逐一比對就夠了。",
+        FILTER_RULES,
+    ),
+    Misconception(
+        "node_name_match",
+        "用 node 的名字找 module",
+        "node 的名字（conv2d_1、linear…）是 export 取的，不是 module 的名字；get_attr 的名字（proj2_weight）又會讓 "
+        '"proj" 誤中別的 module。module 的路徑在 node.meta["nn_module_stack"] 裡：每個值是 (路徑, 類別)，'
+        "拿路徑和 skipped 完全比對。",
+        FILTER_RULES,
+        public=_public_name,
+    ),
+    Misconception(
+        "never_refuses",
+        "filter 從來沒有回答 False",
+        "跳過任何 module 時，你的 filter 都對每個 node 回答 True，它比對的東西和 skipped 裡的路徑對不上"
+        "（node 的名字、module 的類別、nn_module_stack 的 key 都不是路徑）。"
+        '路徑是 nn_module_stack 每個值的第一項：[path for path, _ in node.meta.get("nn_module_stack", {}).values()]。',
+        FILTER_RULES,
+        public=lambda seen, expected: never_refused(seen, expected, *PUBLIC_FILTERS),
+    ),
+)
+
+
+def chosen(evidence: Any, *place: str) -> list[str] | None:
+    """The layers a search returned at ``place`` (None when the case raised or has no such record)."""
+    found = diagnosis.value(evidence, *place, "chosen")
+    return found if isinstance(found, list) else None
+
+
+def search_relation(seen: Any, expected: Any, *place: str) -> str | None:
+    """``"same"``, ``"reordered"`` (the same layers in another order), ``"shorter"`` (a strict prefix of the key's:
+    stopped early), ``"longer"`` (the key's, then more), ``"other"``; None when either side has no result."""
+    got, want = chosen(seen, *place), chosen(expected, *place)
+    if got is None or want is None:
+        return None
+    if got == want:
+        return "same"
+    if sorted(got) == sorted(want):
+        return "reordered"
+    if len(got) < len(want) and want[: len(got)] == got:
+        return "shorter"
+    if len(got) > len(want) and got[: len(want)] == want:
+        return "longer"
+    return "other"
+
+
+def alone_ranked(seen: Any, expected: Any, *place: str) -> bool:
+    """The first pick right, the second not: the best layer alone, then the next best alone instead of the best
+    together with the first."""
+    got, want = chosen(seen, *place), chosen(expected, *place)
+    return bool(got and want) and len(got) > 1 and len(want) > 1 and got[0] == want[0] and got[1] != want[1]
+
+
+def reordered_somewhere(seen: Any, expected: Any, places: list[tuple[str, ...]]) -> bool:
+    return any(search_relation(seen, expected, *place) == "reordered" for place in places)
+
+
+def evaluate_misused(seen: Any, expected: Any) -> bool:
+    """``evaluate`` got something other than a list of layer names (a single name, …)."""
+    return any(
+        name == "TypeError" and "evaluate 的引數" in diagnosis.error_message(seen, case)
+        for case, name in diagnosis.errors(seen).items()
+    )
+
+
+PUBLIC_SEARCHES = [("three_layers",), ("pair",), ("dips",), ("already",)]
+
+SEARCH_MISCONCEPTIONS = (
+    Misconception(
+        "evaluate_single_name",
+        "evaluate 只給了一個層的名字",
+        "evaluate(skip) 的引數是「留在 fp32 的層」的 list，分數是這一整組一起留下的結果。"
+        "只給一個名字（evaluate(layer)），它就不知道已經留了哪些層。每個候選都評估 skipped + [layer]。",
+        GREEDY_RULES,
+        public=evaluate_misused,
+    ),
+    Misconception(
+        "mutates_layers",
+        "改了呼叫者傳進來的 layers",
+        "layers 是呼叫的人的 list：你在上面 remove、pop 或 sort，搜尋結束後它就少了層或換了順序，"
+        "同一個 list 再交給下一次搜尋就得到不同的答案。用另一個 list 記錄已經留下的層，layers 只讀不改。",
+        GREEDY_RULES,
+    ),
+    Misconception(
+        "scores_layers_alone",
+        "只看每一層單獨留下的分數",
+        "層與層會互相影響：一層單獨留下沒什麼用，和另一層一起留卻可能幫很大（C 段的 conv2 就是例子）。"
+        "你只照「單獨留這一層」的分數排名（或每一步只評估 [layer]），選不到這種組合。"
+        "每一步都重新評估「已經留的層 + 這一層」：evaluate(skipped + [layer])。",
+        GREEDY,
+        public=lambda seen, expected: any(alone_ranked(seen, expected, *place) for place in PUBLIC_SEARCHES),
+    ),
+    Misconception(
+        "never_resets_best",
+        "最佳候選沒有每一步重新找",
+        "「這一步最好的候選」要在每一步開始時重設成還沒有（None），再和這一步的候選比較。"
+        "你把上一步的最佳分數留到下一步，這一步的候選都比它低時，就選不到新的層（或又選回已經留下的層）。"
+        "每一步開頭寫 best, best_score = None, None。",
+        GREEDY_RULES,
+    ),
+    Misconception(
+        "stops_without_improvement",
+        "候選都比現在差就停下來",
+        "規則是每一步都選一層，即使每個候選都比現在的分數差：層之間會互相影響，下一步可能補回來。"
+        "你在「這一步沒有變好」時就停了（或只接受比現在好的候選），先變差、兩層一起才變好的情況就找不到。"
+        "只有達到目標或所有層都留下了才停。",
+        GREEDY,
+        public=lambda seen, expected: search_relation(seen, expected, "dips") == "shorter",
+    ),
+    Misconception(
+        "best_starts_at_zero",
+        "最佳分數從 0 開始",
+        "SQNR 是 dB，誤差比訊號還大時就是負的；分數也可能是任何「越高越好」的數字。"
+        "最佳分數從 0 開始，每個候選都是負的時候一層也選不到。用 None（或第一個候選的分數）當起點。",
+        GREEDY_RULES,
+    ),
+    Misconception(
+        "gives_up",
+        "達不到目標就放棄",
+        "所有層都留了還達不到目標時，規則要你回傳全部的層（依選到的先後），呼叫的人才知道「全部留下也不夠」、差多少。"
+        "你回傳了空的 list（或中途停下）。迴圈的條件是「還沒達到目標而且還有層沒留」，跑完就回傳 skipped。",
+        GREEDY_RULES,
+    ),
+    Misconception(
+        "skips_at_least_one",
+        "至少留一層，沒先看目標",
+        "量化後的模型可能本來就達到目標，那就一層都不用留，回傳 []。"
+        "你在檢查目標之前先選了一層。開始搜尋前先評估 evaluate([])，達到目標就直接結束。",
+        GREEDY,
+        public=lambda seen, expected: search_relation(seen, expected, "already") == "longer",
+    ),
+    Misconception(
+        "strictly_above_target",
+        "要超過目標才停",
+        "目標是「達到」：分數 ≥ target 就停。你用 score > target，剛好等於目標時又多留了一層，"
+        "多一層 fp32 就少一層量化。比較時用 >=（或迴圈條件寫 score < target）。",
+        GREEDY_RULES,
+    ),
+    Misconception(
+        "ties_not_first",
+        "平手時沒有選排在前面的層",
+        "兩個候選分數一樣時，規則是選 layers 裡排在前面的。你用 >= 比較（後來的會蓋掉前面的），"
+        "或先把 layers 排序過，選到的就換成另一層。照 layers 原本的順序走，只在分數嚴格大於（>）時才換人。",
+        GREEDY_RULES,
+    ),
+    Misconception(
+        "order_not_pick_order",
+        "回傳的順序不是選到的先後",
+        "回傳的 list 要照選到的先後排：第一個是第一步選的層。照 layers 的順序（或字母順序）重新排過，"
+        "就看不出哪一層最重要、搜尋走了哪條路。選到一層就 append，最後直接回傳那個 list。",
+        GREEDY_RULES,
+        public=lambda seen, expected: reordered_somewhere(seen, expected, PUBLIC_SEARCHES),
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -317,11 +604,13 @@ PUBLIC = declare(
         FILTER_TITLE,
         ("may_quantize",),
         {"digits_conv2": filter_digits, "block": filter_block},
+        misconceptions=FILTER_MISCONCEPTIONS,
     ),
     Exercise(
         "greedy_skip",
         TITLE,
         ("greedy_skip",),
         {"three_layers": case_three_layers, "pair": case_pair, "dips": case_dips, "already": case_already},
+        misconceptions=SEARCH_MISCONCEPTIONS,
     ),
 )

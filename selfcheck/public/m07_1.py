@@ -12,8 +12,10 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
+from selfcheck.misconceptions import Misconception, Section
 
 TITLE = "fake_quant_roles 與 fake_quant_instances：QAT 圖上的 fake-quant 量化的是什麼"
 
@@ -180,6 +182,149 @@ def public_mlp(ns: Namespace, seed: int) -> Any:
     return describe_answers(ns, qat_graph(get_model("mlp"), seeded_inputs(seed, (2, 16))))
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+READING = Section("D. 讀懂 QAT 圖上的 fake-quant")
+BN_KEPT = Section("B. BN 留到 convert")
+FAKE_QUANT = Section("A. observer 與 fake-quant")
+TRAIN_EVAL = Section("C. train / eval")
+RULES = Section("練習：fake_quant_roles 與 fake_quant_instances（5 分）")
+
+
+# --- reading the evidence (the public detectors here, the hidden ones in autograder/checks/test_m07_1.py) ---
+
+
+def answers(evidence: Any, case: str) -> dict[str, Any]:
+    """One case's recorded answers (empty when the case raised)."""
+    found = diagnosis.value(evidence, case)
+    return found if isinstance(found, dict) and isinstance(found.get("roles"), dict) else {}
+
+
+def role_flips(seen: Any, expected: Any, *cases: str) -> list[tuple[str, str, str, str]]:
+    """``(case, node, want, got)`` for every fake-quant both answers list whose role differs (all cases when none
+    named)."""
+    found = []
+    for case in cases or tuple(diagnosis.cases(expected)):
+        got, want = answers(seen, case).get("roles", {}), answers(expected, case).get("roles", {})
+        found += [(case, name, role, got[name]) for name, role in want.items() if name in got and got[name] != role]
+    return found
+
+
+def flipped(seen: Any, expected: Any, want: str, *cases: str) -> int:
+    """How many fake-quants whose role is ``want`` the student gave the other role."""
+    return sum(1 for _, _, role, _ in role_flips(seen, expected, *cases) if role == want)
+
+
+def graph_changed(seen: Any, expected: Any) -> bool:
+    return any(answers(seen, case).get("changed") for case in diagnosis.cases(seen))
+
+
+def _public_weights_as_activations(seen: Any, expected: Any) -> bool:
+    return flipped(seen, expected, "weight", "conv_bn_relu") > 0 and flipped(seen, expected, "activation") == 0
+
+
+def _public_activations_as_weights(seen: Any, expected: Any) -> bool:
+    return flipped(seen, expected, "activation", "conv_bn_relu", "mlp") > 0 and flipped(seen, expected, "weight") == 0
+
+
+MISCONCEPTIONS = (
+    Misconception(
+        "changes_graph",
+        "讀圖的時候改了圖",
+        "fake_quant_roles 與 fake_quant_instances 只該讀圖，notebook 之後還要用同一張 QAT 圖訓練。"
+        "你在讀之前做了會改圖的事（例如 move_exported_model_to_eval 把 BN 換成 eval 版本），傳進來的圖就不再是 train 模式。"
+        "只走訪 gm.graph.nodes、讀 node 與 module，不要呼叫會改圖的函式。",
+        TRAIN_EVAL,
+        public=graph_changed,
+    ),
+    Misconception(
+        "found_by_name",
+        "用名字找 fake-quant",
+        "activation_post_process_N 只是 prepare 取的名字：別人插進來的 nn.Identity 也可以叫這個名字，"
+        "fake-quant 也可以叫別的名字。要看 node 呼叫的 module 是不是 fake-quant："
+        "isinstance(gm.get_submodule(node.target), FakeQuantizeBase)。",
+        FAKE_QUANT,
+    ),
+    Misconception(
+        "observers_too",
+        "observer 也當成 fake-quant",
+        "observer 只看資料、記下範圍，不改數值；fake-quant 會把數值量化再反量化，訓練時模型看得見誤差。"
+        "common.graph_utils.is_observer 兩種都認，這裡只要 fake-quant：用 isinstance(module, FakeQuantizeBase) 判斷。",
+        FAKE_QUANT,
+    ),
+    Misconception(
+        "by_class",
+        "用 fake-quant 的類別判斷角色",
+        "fake-quant 的類別是 Quantizer 的規格決定的，不代表它量化的是什麼：weight 的規格可以用在 activation 上，"
+        "activation 的規格也可以用在常數上。角色要從圖上看：往上游追，碰得到模型的輸入（placeholder）就是 activation，"
+        "碰不到就是 weight。",
+        READING,
+    ),
+    Misconception(
+        "direct_get_attr_only",
+        "以為 weight 的 fake-quant 直接讀 parameter",
+        "QAT 圖裡 conv 的 weight 先乘上 BN 的 γ/σ 才進 fake-quant，forward 裡也可能先把 parameter 乘 2、轉置再用，"
+        "所以 weight 的 fake-quant 讀的常常是一個 op，不是 get_attr。"
+        "判斷要往上游追到底：整條路上碰不到模型的輸入（placeholder）就是 weight。",
+        BN_KEPT,
+        public=_public_weights_as_activations,
+    ),
+    Misconception(
+        "only_inputs_are_activations",
+        "以為 activation 的 fake-quant 直接讀模型的輸入",
+        "只有第一層的 fake-quant 直接讀 placeholder；relu、linear 的輸出也是 activation，它們的 fake-quant 讀的是上一個 op。"
+        "要往上游一路追：任何一條路碰得到模型的輸入，就是 activation。",
+        READING,
+        public=_public_activations_as_weights,
+    ),
+    Misconception(
+        "digits_shapes",
+        "照 digits 的圖認 weight 的樣子",
+        "digits 的 QAT 圖裡，weight 進 fake-quant 前只會是 get_attr 或 get_attr 乘上 γ/σ；別的模型的 weight 可以經過轉置、"
+        "cat、乘上常數，或中間夾著別人插的 module。列舉看過的樣子總會漏；規則是往上游追到底，碰不到模型的輸入就是 weight。",
+        READING,
+    ),
+    Misconception(
+        "args0_only",
+        "往上游只追 args[0]",
+        "activation 不一定是 op 的第一個運算元：addcmul(shift, gain, x) 的 x 在第三個，cat 的 args[0] 是一個串列。"
+        "只追 args[0]，會走到常數而把 activation 當成 weight（或在串列上出錯）。"
+        "每個 op 的所有輸入都要追：node.all_input_nodes。",
+        READING,
+    ),
+    Misconception(
+        "positional_only",
+        "往上游只追 node.args，沒看 kwargs",
+        "node 的輸入也可能在 keyword 引數裡：sub(offset, other=h) 的 h 只出現在 node.kwargs。"
+        "只看 node.args，就追不到這條路上的模型輸入，把 activation 當成 weight。"
+        "用 node.all_input_nodes，args 與 kwargs 裡的 node 都包含在內。",
+        READING,
+    ),
+    Misconception(
+        "by_consumer_position",
+        "看 fake-quant 接到 op 的哪個位置",
+        "接到 linear 或 conv 第二個引數的不一定是 weight：linear(x, y) 的 y 可以是模型的另一個輸入；"
+        "weight 也可能先經過別的 op（乘 2、加法）才用到。角色要往上游看它讀的是什麼，不是往下游看誰用它："
+        "碰得到模型的輸入就是 activation。",
+        READING,
+    ),
+    Misconception(
+        "counts_nodes",
+        "實例數數成了 fake-quant node 的個數",
+        "共用 qparams 的位置（例如 add 的輸入與輸出）用的是同一個 fake-quant 實例，圖上卻有好幾個 node 呼叫它。"
+        "實例要數不同的 module 物件：每個 fake-quant node 找到它的 module，同一個物件只算一次。",
+        RULES,
+    ),
+    Misconception(
+        "counts_registered_modules",
+        "實例數把沒有 node 呼叫的 module 也算進來",
+        "gm.modules() 列出的是註冊在模型上的每個 module，包括沒有任何 node 呼叫的。"
+        "圖上用到的 fake-quant 才算：從 call_module node 的 target 找 module，再數不同的實例。",
+        RULES,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -188,5 +333,6 @@ PUBLIC = declare(
         ("fake_quant_roles", "fake_quant_instances"),
         {"conv_bn_relu": public_conv_bn, "mlp": public_mlp},
         case_seconds=QAT_CASE_SECONDS,
+        misconceptions=MISCONCEPTIONS,
     ),
 )

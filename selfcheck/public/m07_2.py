@@ -17,8 +17,10 @@ from typing import Any
 import torch
 from torch.fx import GraphModule
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
+from selfcheck.misconceptions import Misconception, Section
 
 TITLE = "freeze_bn_stats：QAT 後段凍結 BN 的統計"
 
@@ -116,6 +118,136 @@ def public_residual(ns: Namespace, seed: int) -> Any:
     return describe_frozen(ns, gm, [seeded_inputs(seed + 1, (4, 3, 16, 16))])
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+FREEZE = Section("A. 凍結 BN 的統計")
+RULES = Section("練習：freeze_bn_stats（4 分）")
+BY_TARGET = Section("A. 依 `node.target` 找 op", notebook="M03-3")
+RECOMPILE = Section("B. 忘了 `recompile` 會怎樣", notebook="M01-3")
+QAT_BN = Section("B. BN 留到 convert", notebook="M07-1")
+
+
+# --- reading the evidence (the public detectors here, the hidden ones in autograder/checks/test_m07_2.py) ---
+
+
+def frozen(evidence: Any, case: str) -> dict[str, Any]:
+    """What one case read after the call (empty when the case raised)."""
+    found = diagnosis.value(evidence, case)
+    return found if isinstance(found, dict) and isinstance(found.get("training_flags"), list) else {}
+
+
+def flags(evidence: Any, case: str) -> list[Any] | None:
+    found = frozen(evidence, case).get("training_flags")
+    return found if isinstance(found, list) else None
+
+
+def returned_a_copy(seen: Any, expected: Any) -> bool:
+    """Some case refused an nn.Module that came back instead of the graph handed over."""
+    return any("in place" in diagnosis.error_message(seen, case) for case in diagnosis.errors(seen)) or (
+        "in place" in str(seen.get("refused", "")) if isinstance(seen, dict) else False
+    )
+
+
+def froze_none(seen: Any, expected: Any, *cases: str) -> bool:
+    """In each of these cases, most of the BNs the key leaves frozen are still in training mode (a BN exported in
+    eval mode was False before the call and stays so)."""
+    for case in cases:
+        got, want = flags(seen, case), flags(expected, case)
+        if got is None or want is None or len(got) != len(want) or not got:
+            return False
+        if 2 * sum(1 for g, w in zip(got, want, strict=True) if w is False and g is True) <= len(want):
+            return False
+    return True
+
+
+def flags_right_stats_move(seen: Any, expected: Any, *cases: str) -> bool:
+    """Every flag False as the key's, yet the running statistics still move: the code was not regenerated."""
+    return any(
+        flags(seen, case) == flags(expected, case) and frozen(seen, case).get("statistics_changed") for case in cases
+    )
+
+
+def _public_bn_replaced(seen: Any, expected: Any) -> bool:
+    """Flags right, statistics frozen, but other nodes now read renamed batch_norm nodes: the BNs were replaced
+    (what move_exported_model_to_eval does)."""
+    for case in ("conv_bn_relu", "residual"):
+        got, want = frozen(seen, case), frozen(expected, case)
+        if not got or not want or got.get("others") == want.get("others"):
+            continue
+        if got.get("training_flags") == want.get("training_flags") and len(got["others"]) == len(want["others"]):
+            differing = [(g, w) for g, w in zip(got["others"], want["others"], strict=True) if g != w]
+            if all("batch_norm" in g and "batch_norm" in w for g, w in differing):
+                return True
+    return False
+
+
+PUBLIC_CASES = ("conv_bn_relu", "residual")
+
+MISCONCEPTIONS = (
+    Misconception(
+        "returns_copy",
+        "在複本上凍結，再回傳複本",
+        "訓練迴圈呼叫 freeze_bn_stats(qat) 之後，繼續用的是它手上的 qat，不看回傳值。"
+        "你在 copy.deepcopy 出來的複本上改，傳進來的圖一點都沒變，BN 就沒有凍結。直接改傳進來的 gm（in place），不用回傳。",
+        RULES,
+        public=returned_a_copy,
+    ),
+    Misconception(
+        "found_by_name",
+        "用名字找 BN",
+        "node 的名字只是標記：模型的輸入也可以叫 batch_norm，它沒有 args[5]，改它就出錯（或改到不是 BN 的 node）。"
+        '要用 node.op == "call_function" 而且 node.target == torch.ops.aten.batch_norm.default 認 BN。',
+        BY_TARGET,
+    ),
+    Misconception(
+        "wrong_bn_target",
+        "一個 BN 都沒有改到",
+        "torch 2.x export 出來的 BN 是 aten.batch_norm.default，舊教學找的 aten._native_batch_norm_legit 在圖上不存在；"
+        "gm.eval() 也不會改 export 出來的圖。所以你的程式什麼都沒改，也不會出錯，BN 照樣更新統計。"
+        "找 node.target == torch.ops.aten.batch_norm.default，把它的 args[5] 設成 False。",
+        FREEZE,
+        public=lambda seen, expected: froze_none(seen, expected, *PUBLIC_CASES),
+    ),
+    Misconception(
+        "after_conv_only",
+        "以為 BN 一定接在 conv 後面",
+        "BN 不一定接在 conv2d 後面：linear 後面可以接 BatchNorm1d，QAT 圖裡 BN 讀的是模擬折疊的 div / add，不是 conv。"
+        "只凍結 conv → BN 這個樣子，其他的 BN 都還在更新統計。每個 target 是 aten.batch_norm.default 的 node 都要凍結，不看它前面是什麼。",
+        QAT_BN,
+    ),
+    Misconception(
+        "toggles_flag",
+        "把 training 反過來，而不是設成 False",
+        "凍結是把 training 設成 False，不是切換：本來就是 False（export 時就在 eval 模式）的 BN，用 not 反過來就被打開了，"
+        "又開始更新統計。一律寫 False。",
+        RULES,
+    ),
+    Misconception(
+        "any_sixth_argument",
+        "不看 target，改了每個 args[5] 是 True 的 node",
+        "args[5] 只有在 batch_norm 上才是 training；別的 op 的第 6 個引數是別的意思，例如 max_pool2d 的 ceil_mode。"
+        "你把它們也改成 False，輸出的形狀就變了。先用 node.target 確定是 batch_norm，再改 args[5]。",
+        BY_TARGET,
+    ),
+    Misconception(
+        "moves_to_eval",
+        "以為凍結 BN 就是切到 eval 模式",
+        "move_exported_model_to_eval 會把整張圖切到 eval：BN 凍結了，dropout 也一起關掉，訓練後段就少了 dropout。"
+        "凍結 BN 只改每個 batch_norm 的 training 引數，其他 node 一個都不動。",
+        FREEZE,
+        public=_public_bn_replaced,
+    ),
+    Misconception(
+        "no_recompile",
+        "改了 node 的引數卻沒有 recompile",
+        "GraphModule 執行的是 recompile 時從圖產生的 Python 程式碼：改了 node.args，圖變了，執行的程式碼還是舊的，"
+        "BN 照樣用 training=True 更新統計。改完圖要呼叫 gm.recompile()。",
+        RECOMPILE,
+        public=lambda seen, expected: flags_right_stats_move(seen, expected, *PUBLIC_CASES),
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -123,5 +255,6 @@ PUBLIC = declare(
         TITLE,
         ("freeze_bn_stats",),
         {"conv_bn_relu": public_conv_bn_relu, "residual": public_residual},
+        misconceptions=MISCONCEPTIONS,
     ),
 )

@@ -18,8 +18,10 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import CaseTimeout, EvidenceError, describe_annotations, describe_prepared, safe_text
+from selfcheck.misconceptions import Misconception, Section
 
 TITLE = "Int4WeightQuantizer：4-bit per-channel weight、int8 activation"
 
@@ -131,6 +133,235 @@ def public_mlp(ns: Namespace, seed: int) -> Any:
     return quantize_with(ns["Int4WeightQuantizer"](), get_model("mlp"), seeded_inputs(seed, (2, 16)), seed)
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+FOUR_BITS = Section("A. 4 bit 怎麼表示、有多粗")
+RULES = Section("練習：Int4WeightQuantizer（5 分）")
+BY_TARGET = Section("A. 依 `node.target` 找 op", notebook="M03-3")
+WITH_OTHERS = Section("和 XNNPACKQuantizer 一起用", notebook="M03-4")
+PER_CHANNEL = Section("B. 一個 outlier channel：per-tensor 與 per-channel weight", notebook="M06-1")
+OBSERVERS = Section("A. 四個 observer 看同一批資料", notebook="M02-1")
+
+
+# --- reading the evidence (the public detectors here, the hidden ones in autograder/checks/test_m07_3.py) ---
+
+
+def labels(evidence: Any, case: str) -> dict[str, Any]:
+    """One case's labels, node → label (empty when the case raised)."""
+    found = diagnosis.value(evidence, case, "labels")
+    return found if isinstance(found, dict) else {}
+
+
+def claimed(expected: Any, case: str) -> list[str]:
+    """The nodes another Quantizer claimed before the student's (the key's evidence says which)."""
+    found = diagnosis.value(expected, case, "claimed")
+    return found if isinstance(found, list) else []
+
+
+def edges(label: Any) -> dict[str, Any]:
+    """A label's input edges, source → spec."""
+    if not isinstance(label, dict) or not isinstance(label.get("inputs"), list):
+        return {}
+    return {str(pair[0]): pair[1] for pair in label["inputs"] if isinstance(pair, list) and len(pair) == 2}
+
+
+def field(spec: Any, name: str) -> Any:
+    """A field of a recorded spec, unwrapped (``dtype``, ``qscheme``, ``observer`` → its class's last name)."""
+    if not isinstance(spec, dict):
+        return None
+    found = spec.get(name)
+    if name in ("dtype", "qscheme") and isinstance(found, dict):
+        return found.get(name)
+    if name == "observer" and isinstance(found, dict):
+        return str(found.get("class", "")).rsplit(".", 1)[-1]
+    return found
+
+
+def weight_pairs(seen: Any, expected: Any, *cases: str, owned: bool = True) -> list[tuple[str, Any, Any]]:
+    """``(node, got, want)`` weight specs at the same node (the key's weight edge), where the student labelled the
+    node; ``owned``: only nodes nobody claimed before the student's Quantizer, else only claimed ones."""
+    found = []
+    for case in cases:
+        mine, key, taken = labels(seen, case), labels(expected, case), claimed(expected, case)
+        for node, want_label in key.items():
+            if (node in taken) == owned or node not in mine:
+                continue
+            want_edges = edges(want_label)
+            source = next((s for s in want_edges if s.endswith("weight")), None)
+            if source is not None:
+                found.append((node, edges(mine[node]).get(source), want_edges[source]))
+    return found
+
+
+def weights_differ(seen: Any, expected: Any, cases: tuple[str, ...], test: Any) -> bool:
+    """``test(got, want)`` holds for some weight spec the student wrote on a node it owns."""
+    try:
+        return any(test(got, want) for _, got, want in weight_pairs(seen, expected, *cases) if got != want)
+    except Exception:
+        return False
+
+
+def storage_differs(got: Any, want: Any) -> bool:
+    return field(got, "dtype") != field(want, "dtype")
+
+
+def wider_range(got: Any, want: Any) -> bool:
+    return field(got, "dtype") == field(want, "dtype") and (field(got, "qmax") or 0) > field(want, "qmax")
+
+
+def narrowed_range(got: Any, want: Any) -> bool:
+    low, high = field(got, "qmin"), field(got, "qmax")
+    return high == field(want, "qmax") and low == -high and field(want, "qmin") == -high - 1
+
+
+def per_tensor_instead(got: Any, want: Any) -> bool:
+    return "per_tensor" in str(field(got, "qscheme")) and "per_channel" in str(field(want, "qscheme"))
+
+
+def other_axis(got: Any, want: Any) -> bool:
+    return field(got, "qscheme") == field(want, "qscheme") and field(got, "ch_axis") != field(want, "ch_axis")
+
+
+def other_observer(got: Any, want: Any) -> bool:
+    same_numbers = all(field(got, k) == field(want, k) for k in ("dtype", "qmin", "qmax", "qscheme", "ch_axis"))
+    return same_numbers and field(got, "observer") != field(want, "observer")
+
+
+def extra_edges(seen: Any, expected: Any, *cases: str) -> bool:
+    """A node the student owns has an input edge labelled that the key leaves alone (the bias)."""
+    for case in cases:
+        mine, key, taken = labels(seen, case), labels(expected, case), claimed(expected, case)
+        for node, want_label in key.items():
+            if node not in taken and node in mine and set(edges(mine[node])) - set(edges(want_label)):
+                return True
+    return False
+
+
+def unmarked(seen: Any, expected: Any, *cases: str) -> bool:
+    """A label the student wrote (on a node nobody claimed) is not marked ``_annotated``."""
+    return any(
+        want.get("annotated") is True
+        and isinstance(labels(seen, case).get(node), dict)
+        and labels(seen, case)[node].get("annotated") is False
+        for case in cases
+        for node, want in labels(expected, case).items()
+        if node not in claimed(expected, case)
+    )
+
+
+def returned_a_copy(seen: Any, expected: Any) -> bool:
+    return any("回傳了另一個" in diagnosis.error_message(seen, case) for case in diagnosis.errors(seen))
+
+
+PUBLIC_CASES = ("small_cnn", "mlp")
+
+MISCONCEPTIONS = (
+    Misconception(
+        "labels_a_copy",
+        "在複本上貼標籤，再回傳複本",
+        "prepare_pt2e 不看 annotate 的回傳值，只照傳進去的那張圖上的標籤插 observer。"
+        "你在 copy.deepcopy(model) 上貼標籤，原本的圖上一張標籤都沒有，模型就完全沒量化。"
+        "直接在傳進來的 model 上貼，再回傳同一個 model。",
+        RULES,
+        public=returned_a_copy,
+    ),
+    Misconception(
+        "found_by_name",
+        "用名字找 conv 與 linear",
+        "node 的名字只是標記：模型的輸入也可以叫 linear，它沒有 args[1]，貼標籤就出錯。"
+        '要用 node.op == "call_function" 而且 node.target in (CONV, LINEAR) 判斷。',
+        BY_TARGET,
+    ),
+    Misconception(
+        "int4_dtype",
+        "4 bit 用了 torch.int4",
+        "torch.int4 雖然存在，卻幾乎只是名字：沒有運算的 kernel，torchao 的 observer 也不收它，prepare 就出錯了。"
+        "PT2E 的 4 bit 是用 int8 儲存、把範圍限制在 [-8, 7]：dtype=torch.int8、quant_min=-8、quant_max=7。",
+        FOUR_BITS,
+        public=lambda seen, expected: weights_differ(seen, expected, PUBLIC_CASES, storage_differs),
+    ),
+    Misconception(
+        "int8_range",
+        "weight 的範圍還是 int8 的",
+        "weight_spec(True) 是 int8 的 [-127, 127]；4 bit 要把整數範圍縮到 [-8, 7]，每個 channel 只用 16 個整數。"
+        "dtype 仍是 torch.int8，只是 quant_min=-8、quant_max=7（例如 dataclasses.replace(spec, quant_min=-8, quant_max=7)）。",
+        FOUR_BITS,
+        public=lambda seen, expected: weights_differ(seen, expected, PUBLIC_CASES, wider_range),
+    ),
+    Misconception(
+        "narrow_range",
+        "範圍用了 [-7, 7]",
+        "你可能照 int8 的 [-127, 127] 類推成 [-7, 7]。4 bit 有 16 個整數，signed 的範圍是 [-8, 7]，"
+        "後端（例如 ExecuTorch 的 XNNPACK）正是看 qmin == -8、qmax == 7 才認出 4-bit weight。用 quant_min=-8、quant_max=7。",
+        FOUR_BITS,
+        public=lambda seen, expected: weights_differ(seen, expected, PUBLIC_CASES, narrowed_range),
+    ),
+    Misconception(
+        "per_tensor_weight",
+        "weight 用了 per-tensor",
+        "4 bit 只有 16 個整數，整個 weight 共用一個 scale 時，大的 channel 決定 scale，小的 channel 只分到一兩個整數。"
+        "練習要的是 per-channel：qscheme=torch.per_channel_symmetric、ch_axis=0、PerChannelMinMaxObserver，每個 output channel 一個 scale。",
+        PER_CHANNEL,
+        public=lambda seen, expected: weights_differ(seen, expected, PUBLIC_CASES, per_tensor_instead),
+    ),
+    Misconception(
+        "input_channel_axis",
+        "per-channel 的 ch_axis 不是 0",
+        "conv 與 linear 的 weight 第 0 維是 output channel：每個 output channel 算出一個輸出，一個 scale 正好跟著它。"
+        "ch_axis=1 是沿 input channel 切，scale 的個數與意義都不對，convert 之後的 dequantize 也沿錯的軸。用 ch_axis=0。",
+        PER_CHANNEL,
+        public=lambda seen, expected: weights_differ(seen, expected, PUBLIC_CASES, other_axis),
+    ),
+    Misconception(
+        "wrong_observer",
+        "per-channel 的 spec 配了 MinMaxObserver",
+        "spec 的 qscheme 寫 per_channel_symmetric，observer 卻是 MinMaxObserver：它只會算一個 scale，"
+        "prepare 時就出錯（MinMaxObserver 不支援 per-channel）。per-channel 的 weight 要配 PerChannelMinMaxObserver。",
+        OBSERVERS,
+        public=lambda seen, expected: weights_differ(seen, expected, PUBLIC_CASES, other_observer),
+    ),
+    Misconception(
+        "quantizes_bias",
+        "bias 也貼了標籤",
+        "這個 Quantizer 只量化 activation 與 weight，bias 留在浮點數。你把 bias（node.args[2]）也放進 input_qspec_map，"
+        "它就多了一個 observer；用 weight 的 per-channel spec 量化一維的 bias 還會在 prepare 時出錯。"
+        "input_qspec_map 只放 args[0] 與 args[1]。",
+        RULES,
+        public=lambda seen, expected: extra_edges(seen, expected, *PUBLIC_CASES),
+    ),
+    Misconception(
+        "ignores_claimed",
+        "別的 Quantizer 認領過的 node 又被你改寫",
+        "_annotated=True 表示這個 node 已經有 Quantizer 負責，它的標籤要原封不動。你的程式照樣貼上 4-bit 的標籤，"
+        "覆蓋了別人的決定。先看 node.meta.get(ANNOTATION_KEY)，是 _annotated=True 的就跳過。",
+        WITH_OTHERS,
+    ),
+    Misconception(
+        "forgets_mark",
+        "標完沒有設 _annotated = True",
+        "_annotated=True 是告訴後面的 Quantizer「這個 node 有人負責了」。你的標籤沒有設，後面的 Quantizer 以為沒人標過，"
+        "把你的 4-bit 標籤換成了它自己的。新的 QuantizationAnnotation 要寫 _annotated=True。",
+        WITH_OTHERS,
+        public=lambda seen, expected: unmarked(seen, expected, *PUBLIC_CASES),
+    ),
+    Misconception(
+        "skips_any_label",
+        "有標籤就跳過，不看 _annotated",
+        "有標籤不代表有人認領：_annotated=False 的標籤是沒有人負責的草稿，照規則要換成你的。"
+        "你跳過了它，最後被後面的 Quantizer 標成別的 spec。要跳過的只有 _annotated 是 True 的 node。",
+        RULES,
+    ),
+    Misconception(
+        "updates_in_place",
+        "在沒人認領的舊標籤上補 spec",
+        "沒人認領的標籤要整張換掉。你在舊標籤上改 input_qspec_map、output_qspec、_annotated，"
+        "前一個 Quantizer 寫在上面的東西（bias 的 spec、allow_implicit_sharing=False）就留了下來。"
+        "直接寫 node.meta[ANNOTATION_KEY] = QuantizationAnnotation(...)，貼一張全新的標籤。",
+        RULES,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -138,5 +369,6 @@ PUBLIC = declare(
         TITLE,
         ("Int4WeightQuantizer",),
         {"small_cnn": public_small_cnn, "mlp": public_mlp},
+        misconceptions=MISCONCEPTIONS,
     ),
 )

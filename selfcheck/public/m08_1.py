@@ -16,8 +16,10 @@ from torch import nn
 from torch.fx import GraphModule
 
 from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
+from selfcheck.misconceptions import Misconception, Section
 
 TITLE = "quantizer_report：沒標到的 op 與共用的 observer 實例"
 
@@ -116,6 +118,243 @@ def cat_pool_keep_cat(ns: Namespace, seed: int) -> Any:
     return report(ns, get_model("cat_pool"), seeded_inputs(seed, (2, 3, 16, 16)), quantizer)
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+WHICH_OPS = Section("A. 標了哪些 op")
+EMPTY_LABEL = Section("空標籤：讓一個 op 留在 fp32")
+INSTANCES = Section("B. 共用的 observer 實例")
+RULES = Section("練習：quantizer_report（8 分）")
+NODE_KINDS = Section("A. 四種 node", notebook="M01-1")
+EDGE_AND_OUTPUT = Section("C. 邊標籤與輸出標籤", notebook="M03-1")
+REAL_LABELS = Section("拿到 Quantizer 真正標過的圖", notebook="M03-2")
+FUSION = Section("A. conv → relu：conv 和 relu 之間沒有量化點", notebook="M03-2")
+
+
+# --- reading the evidence (the public detectors here; the hidden ones in autograder/checks/test_m08_1.py) ----
+
+
+def reports(seen: Any, expected: Any) -> list[tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]]:
+    """``(place, got, want)`` for every report (``{"unannotated", "shared"}``) at the same place in both evidences."""
+    return [
+        (place, got, want)
+        for place, got, want in diagnosis.aligned(seen, expected, "unannotated")
+        if all(isinstance(report.get(part), list) for report in (got, want) for part in ("unannotated", "shared"))
+    ]
+
+
+def unannotated_diff(got: dict[str, Any], want: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """The ops the student lists that the key does not (extra), and those the key lists that the student misses."""
+    mine, key = set(map(str, got["unannotated"])), set(map(str, want["unannotated"]))
+    return mine - key, key - mine
+
+
+def groups(report: dict[str, Any]) -> list[frozenset[str]]:
+    """A report's sharing groups, each as a set of names."""
+    return [frozenset(map(str, group)) for group in report["shared"] if isinstance(group, list | tuple)]
+
+
+def not_an_op(name: str) -> bool:
+    """A name that is not a ``call_function`` node's: the model's input, a weight or bias, an observer, the output."""
+    return (
+        name in ("x", "output", "_guards_fn")
+        or name.startswith(("activation_post_process", "_tensor_constant", "_frozen_param"))
+        or name.endswith(("_weight", "_bias"))
+    )
+
+
+def _lists_non_ops(seen: Any, expected: Any) -> bool:
+    return any(any(map(not_an_op, unannotated_diff(got, want)[0])) for _, got, want in reports(seen, expected))
+
+
+def _misses_empty_label(seen: Any, expected: Any) -> bool:
+    """The public case keeps cat in fp32 with an empty claimed label: the key lists cat, the student does not."""
+    got, want = diagnosis.value(seen, "cat_pool_keep_cat"), diagnosis.value(expected, "cat_pool_keep_cat")
+    return isinstance(got, dict) and isinstance(want, dict) and "cat" in unannotated_diff(got, want)[1]
+
+
+def consumer_names(seen: Any, expected: Any) -> bool:
+    """A group names the graph's output node: only a consumer (a user of an observer) can be called that."""
+    return any("output" in group for _, got, _ in reports(seen, expected) for group in groups(got))
+
+
+def lists_every_instance(seen: Any, expected: Any) -> bool:
+    """Every group of the key is there, and so are groups of one name: instances that no two observer nodes call."""
+    found = False
+    for _, got, want in reports(seen, expected):
+        mine, key = groups(got), groups(want)
+        extra = [group for group in mine if group not in key]
+        if not set(key) <= set(mine) or any(len(group) != 1 for group in extra):
+            return False
+        found = found or bool(extra)
+    return found
+
+
+def single_names(seen: Any, expected: Any) -> bool:
+    """A group of one name (one observer node whose output several ops read), while the key's groups are missing."""
+    return any(
+        any(len(group) == 1 for group in groups(got)) and not set(groups(want)) <= set(groups(got))
+        for _, got, want in reports(seen, expected)
+    )
+
+
+def merges_groups(seen: Any, expected: Any) -> bool:
+    """A group holds a weight with other names (weights' observers are never shared), or the names of two of
+    the key's groups."""
+    for _, got, want in reports(seen, expected):
+        key = groups(want)
+        for group in groups(got):
+            if len(group) >= 2 and any(name.endswith("_weight") for name in group):
+                return True
+            if sum(1 for shared in key if shared <= group) >= 2:
+                return True
+    return False
+
+
+def pieces_of_groups(seen: Any, expected: Any) -> bool:
+    """Every group is part of one of the key's groups, and some key group is only there in pieces."""
+    cut = False
+    for _, got, want in reports(seen, expected):
+        mine, key = groups(got), groups(want)
+        if any(len(group) < 2 or not any(group <= shared for shared in key) for group in mine):
+            return False
+        cut = cut or any(shared not in mine and any(group < shared for group in mine) for shared in key)
+    return cut
+
+
+def no_groups(seen: Any, expected: Any) -> bool:
+    """No group anywhere, while the key has some."""
+    places = reports(seen, expected)
+    return bool(places) and all(not groups(got) for _, got, _ in places) and any(groups(want) for _, _, want in places)
+
+
+MISCONCEPTIONS = (
+    Misconception(
+        "lists_every_node",
+        "把不是 op 的 node 也列進來",
+        "圖上除了 op（call_function），還有模型的輸入（placeholder）、weight 與 bias（get_attr）、"
+        "observer（call_module）和 output，它們本來就沒有標籤。沒標到的 op 只從 node.op 是 call_function 的 node 裡找。",
+        NODE_KINDS,
+        public=_lists_non_ops,
+    ),
+    Misconception(
+        "reads_unprepared_graph",
+        "在 export 出來的圖上直接讀標籤",
+        "你可能以為對 export 出來的圖呼叫 quantizer.annotate，和 prepare_pt2e 裡標的是同一張圖。"
+        "其實 prepare_pt2e 在 annotate 之前先把 BN 折進 conv，你那張圖還留著 batch_norm，它就被當成沒標到的 op。"
+        "標籤要從 prepare_pt2e 回傳的圖上讀。",
+        REAL_LABELS,
+    ),
+    Misconception(
+        "getitem_counted",
+        "把 getitem 也算成沒標到的 op",
+        "operator.getitem 只是從 split 這類 op 的輸出裡取出一個 tensor，不是運算，本來就沒有標籤。"
+        "它是 Python 的函式，不是 OpOverload，也不是字串：用 node.target is operator.getitem 認出來再跳過。",
+        RULES,
+    ),
+    Misconception(
+        "annotated_flag_means_labelled",
+        "用 _annotated 判斷有沒有標到",
+        "_annotated 只是「已經有 Quantizer 認領」的記號，和有沒有規格無關：空標籤的 _annotated 是 True，卻一份規格也沒有，"
+        "那個 op 留在 fp32；反過來，沒設 _annotated 的標籤只要有規格，prepare_pt2e 照樣插 observer。"
+        "有沒有標到只看規格：至少一份不是 None。",
+        EMPTY_LABEL,
+    ),
+    Misconception(
+        "label_object_means_labelled",
+        "node 上有標籤物件就算標到",
+        "你可能像 unannotated_ops 一樣，只看 node.meta 裡有沒有標籤物件。"
+        "空標籤（_annotated=True、沒有任何規格）也是一個標籤物件，prepare_pt2e 卻不會替它插 observer，那個 op 留在 fp32。"
+        "要看標籤裡的規格：input_qspec_map 的值與 output_qspec 至少一份不是 None，才算標到。",
+        EMPTY_LABEL,
+        public=_misses_empty_label,
+    ),
+    Misconception(
+        "none_spec_counts",
+        "input_qspec_map 列了邊就算標到",
+        "input_qspec_map 裡的值是 None，意思是「這條邊不量化」，不是一份規格。"
+        "一張只把每條邊標成 None 的標籤和空標籤一樣，那個 op 還是留在 fp32；要數的是不是 None 的規格。",
+        EMPTY_LABEL,
+    ),
+    Misconception(
+        "observed_means_labelled",
+        "輸出後面有 observer 就算標到",
+        "observer 插在哪裡，和哪個 op 有標籤不是同一件事：abs → conv 的 abs 沒有規格，它的輸出卻因為 conv 的輸入邊標籤而被觀察；"
+        "conv → relu 的 conv 有輸入規格，輸出卻沒有 observer（融合）。要讀的是每個 op 自己的標籤裡的規格。",
+        RULES,
+    ),
+    Misconception(
+        "output_spec_only",
+        "只看 output_qspec",
+        "融合的 pattern 只在最後一個 op 貼輸出標籤：conv → relu 的 conv、add → relu 的 add 只有輸入邊的規格，沒有輸出規格，"
+        "但它們確實被標到、也會被量化。input_qspec_map 的規格和 output_qspec 一樣算數。",
+        FUSION,
+    ),
+    Misconception(
+        "input_specs_only",
+        "只看 input_qspec_map",
+        "融合的 pattern 把輸出標籤貼在最後一個 op：conv → relu 的 relu 沒有輸入邊的規格，只有 output_qspec，"
+        "但它確實被標到了。output_qspec 也是一份規格，要和 input_qspec_map 的值一起看。",
+        FUSION,
+    ),
+    Misconception(
+        "edge_label_counts_for_producer",
+        "consumer 標了那條邊，就當 producer 有標到",
+        "consumer 的 input_qspec_map 裡以某個 node 為 key 的規格，是貼在 consumer 身上的邊標籤，只說「這條邊要量化」。"
+        "producer 自己沒有規格（像 abs → conv 的 abs），還是算沒標到；只看每個 node 自己的標籤。",
+        EDGE_AND_OUTPUT,
+    ),
+    Misconception(
+        "groups_consumers",
+        "組裡放了讀 observer 的 op",
+        "一組裡要放的是 observer 觀察的 node（observer node 的 args[0]），不是使用 observer 輸出的 node（node.users）。"
+        "同一個實例的每個 observer node，各記下它的 args[0] 的名稱。",
+        INSTANCES,
+        public=consumer_names,
+    ),
+    Misconception(
+        "lists_unshared_instances",
+        "只有一個 observer node 的實例也列了",
+        "shared 只列被兩個以上 observer node 呼叫的實例，那才是共用。"
+        "只被一個 observer node 呼叫的實例不共用任何東西，分好組之後要把它們濾掉。",
+        RULES,
+        public=lists_every_instance,
+    ),
+    Misconception(
+        "many_users_as_sharing",
+        "把一個 observer 給好幾個 op 讀當成共用",
+        "一個 observer node 的輸出給兩個 op 讀，只是一個值有兩個 consumer，量化的還是同一條值。"
+        "共用是指同一個 observer 實例被兩個以上的 observer node 呼叫，好幾個不同的值進同一份統計、用同一組 scale。"
+        "要數的是每個實例（id(module)）被幾個 observer node 呼叫。",
+        INSTANCES,
+        public=single_names,
+    ),
+    Misconception(
+        "same_class_as_same_instance",
+        "同一種 observer 當成同一個實例",
+        "兩個 HistogramObserver 是同一個類別的兩個物件，各有各的統計、各算各的 scale；共用是同一個物件。"
+        "分組要用物件本身（id(module)），不是 type(module) 或它的設定。",
+        INSTANCES,
+        public=merges_groups,
+    ),
+    Misconception(
+        "shared_spec_as_group",
+        "從 SharedQuantizationSpec 讀共用，沒有串起來",
+        "共用可以一個接一個串起來：max_pool2d 共用 cat 的輸出，cat 又共用它的第一條輸入邊，最後全部是同一個實例。"
+        "從標籤一張一張讀，只會得到一段一段的組。prepare_pt2e 已經把它們合成一個 observer 實例，從圖上的 observer 分組就好。",
+        INSTANCES,
+        public=pieces_of_groups,
+    ),
+    Misconception(
+        "instance_by_name",
+        "用名字認 observer 實例",
+        "一個共用的實例掛在好幾個名字下（activation_post_process_N），每個 observer node 的 target 都不一樣，"
+        "named_modules() 又只列每個實例的第一個名字，用名字分組永遠找不到共用。要從圖上的 observer node 出發，用 id(module) 分組。",
+        INSTANCES,
+        public=no_groups,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -124,5 +363,6 @@ PUBLIC = declare(
         ("quantizer_report",),
         {"cat_pool": cat_pool, "cat_pool_keep_cat": cat_pool_keep_cat},
         case_seconds=90,  # the first case imports ExecuTorch (seconds, more on a busy machine)
+        misconceptions=MISCONCEPTIONS,
     ),
 )

@@ -17,8 +17,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.fx import GraphModule
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, returned_dict, safe_text
+from selfcheck.misconceptions import Misconception, Section
 
 TITLE = "predict_kernels：從 convert 之後的圖預測 oneDNN 的 int8 kernel 與它吃掉的 node"
 
@@ -154,6 +156,267 @@ def kernels_block(ns: Namespace, seed: int) -> Any:
     return describe_predictions(ns, graph, nodes=False)
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+WHICH_LAYERS = Section("C. 哪些 conv / linear 變成 int8 kernel")
+FROM_THE_GRAPH = Section("從 convert 之後的圖就看得出來")
+RULES = Section("練習：predict_kernels（10 分）")
+BY_TARGET = Section("A. 依 `node.target` 找 op", notebook="M03-3")
+
+
+# --- reading the evidence (the public detectors here; the hidden ones in autograder/checks/test_m08_2.py) ----
+
+PARTS = {
+    "aten.add.Tensor": "add",
+    "aten.relu.default": "relu",
+    "quantized_decomposed.quantize_per_tensor.default": "quantize",
+}
+
+
+def tables(seen: Any, expected: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """``(case, got, want)`` for every case both evidences answered: ``table``, ``unchanged`` and, on the
+    hidden cases, ``nodes`` (what each node of the graph is)."""
+    return [
+        (str(place[0]), got, want)
+        for place, got, want in diagnosis.aligned(seen, expected, "table")
+        if len(place) == 1 and isinstance(got.get("table"), dict) and isinstance(want.get("table"), dict)
+    ]
+
+
+def kind(name: str, want: dict[str, Any]) -> str:
+    """What a node is: ``add``, ``relu``, ``quantize``, ``dequantize``, ``conv``, ``linear``, ``get_attr``,
+    ``placeholder`` or ``other``; from what the case recorded of the graph, else from the node's name (names
+    of exported nodes come from their targets)."""
+    nodes = want.get("nodes")
+    target = str(nodes.get(name, "")) if isinstance(nodes, dict) else ""
+    if target:
+        if target in PARTS:
+            return PARTS[target]
+        if target.startswith("quantized_decomposed.dequantize"):
+            return "dequantize"
+        if target in ("get_attr", "placeholder"):
+            return target
+        if target == "aten.linear.default":
+            return "linear"
+        return "conv" if target.startswith("aten.conv") else "other"
+    for prefix, found in (
+        ("dequantize", "dequantize"),
+        ("quantize_per_tensor", "quantize"),
+        ("relu", "relu"),
+        ("add", "add"),
+        ("linear", "linear"),
+        ("conv", "conv"),
+    ):
+        if name.startswith(prefix):
+            return "get_attr" if name.endswith(("_weight", "_bias")) else found
+    return "other"
+
+
+def rows(
+    seen: Any, expected: Any, cases: tuple[str, ...] = ()
+) -> list[tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any]]]:
+    """``(case, node, got record, key record, the case's key evidence)`` for every node both tables have."""
+    found = []
+    for case, got, want in tables(seen, expected):
+        if cases and case not in cases:
+            continue
+        for name, record in want["table"].items():
+            mine = got["table"].get(name)
+            if isinstance(mine, dict) and isinstance(record, dict):
+                found.append((case, name, mine, record, want))
+    return found
+
+
+def fuses_of(record: dict[str, Any]) -> list[str]:
+    fuses = record.get("fuses")
+    return [str(item) for item in fuses] if isinstance(fuses, list) else []
+
+
+def extra_fuses(mine: dict[str, Any], key: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    """The kinds of the nodes the student's kernel takes in and the key's does not, in the student's order."""
+    return [kind(name, want) for name in fuses_of(mine) if name not in fuses_of(key)]
+
+
+def missing_fuses(mine: dict[str, Any], key: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    return [kind(name, want) for name in fuses_of(key) if name not in fuses_of(mine)]
+
+
+def int8_rows(seen: Any, expected: Any, cases: tuple[str, ...] = ()) -> list[tuple[str, str, Any, Any, Any]]:
+    """The rows where both say ``int8`` (where what is taken in can be compared)."""
+    return [row for row in rows(seen, expected, cases) if row[2].get("kernel") == row[3].get("kernel") == "int8"]
+
+
+def changes_graph(seen: Any, expected: Any) -> bool:
+    return any(got.get("unchanged") is False for _, got, _ in tables(seen, expected))
+
+
+def extra_keys(seen: Any, expected: Any, kinds: tuple[str, ...]) -> bool:
+    """The table has a node of one of ``kinds`` that the key's table does not have."""
+    return any(
+        kind(name, want) in kinds
+        for _, got, want in tables(seen, expected)
+        for name in got["table"]
+        if name not in want["table"]
+    )
+
+
+def constants_listed(seen: Any, expected: Any) -> bool:
+    return extra_keys(seen, expected, ("get_attr", "placeholder"))
+
+
+def lists_inputs(seen: Any, expected: Any) -> bool:
+    """``fuses`` names the kernel itself, a dequantize or a constant: what goes into the kernel, not after it."""
+    return any(
+        name == node or kind(name, want) in ("dequantize", "get_attr", "placeholder")
+        for _, node, mine, _, want in rows(seen, expected)
+        for name in fuses_of(mine)
+    )
+
+
+def kernel_changes(seen: Any, expected: Any, key: str, got: str, cases: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """``(case, node kind)`` of the nodes the key calls ``key`` and the student ``got``."""
+    return [
+        (case, kind(node, want))
+        for case, node, mine, record, want in rows(seen, expected, cases)
+        if record.get("kernel") == key and mine.get("kernel") == got
+    ]
+
+
+def fp32_weight_as_int8(seen: Any, expected: Any) -> bool:
+    return bool(kernel_changes(seen, expected, "fp32", "int8"))
+
+
+def fuses_without_int8(seen: Any, expected: Any) -> bool:
+    """A layer that is not an int8 kernel (both say so) takes in a node."""
+    return any(
+        mine.get("kernel") == record.get("kernel") != "int8" and fuses_of(mine)
+        for _, _, mine, record, _ in rows(seen, expected)
+    )
+
+
+MISCONCEPTIONS = (
+    Misconception(
+        "changes_graph",
+        "在傳進來的圖上動手",
+        "predict_kernels 只要預測 lowering 會做什麼，不必真的去做：拿掉或改接 node，呼叫的人手上的圖就被改了，"
+        "之後再 lower 或執行都會不一樣。只讀 node.args、node.users 這些資訊，圖原封不動還回去。",
+        RULES,
+        public=changes_graph,
+    ),
+    Misconception(
+        "found_by_name",
+        "用名字找 conv / linear",
+        "node 的名字只是標記：conv1_bias、conv2_weight 這些常數（get_attr）名字裡也有 conv，它們不是層。"
+        "要看 node.op 是 call_function，而且 node.target 是題目列出的四個 op 之一。",
+        BY_TARGET,
+        public=constants_listed,
+    ),
+    Misconception(
+        "table_lists_other_nodes",
+        "表裡放了 conv / linear 以外的 node",
+        "表的 key 只有 conv / linear 的 node：kernel 吃掉的 add、relu、quantize，以及 q/dq 的 node，都不是表裡的一列。"
+        "它們被吃掉時，寫在那個 conv / linear 的 fuses 裡。",
+        RULES,
+    ),
+    Misconception(
+        "misses_layer_kinds",
+        "只找 conv2d 與 linear",
+        "lower_x86 處理的層不只 conv2d 與 linear：aten.conv1d 和 aten.conv_transpose2d 也是，它們一樣要列進表裡"
+        "（量化了就依規則判斷，沒有量化就是 fp32）。找層時要用題目列出的四個 target。",
+        RULES,
+    ),
+    Misconception(
+        "fuses_lists_inputs",
+        "fuses 列了 kernel 的輸入或它自己",
+        "lowering 確實也把 activation 與 weight 的 dequantize 換掉了，但 fuses 只記 kernel 後面被吃掉的 node：add、relu、quantize。"
+        "kernel 自己、它的輸入和 dequantize 都不列。",
+        RULES,
+        public=lists_inputs,
+    ),
+    Misconception(
+        "input_decides_kernel",
+        "只看輸入是不是 dequantize",
+        "activation 來自 dequantize，只代表前面有量化過的值；weight 如果是 fp32 常數（這一層沒有標籤），"
+        "lowering 用的是 fp32 的 kernel。int8 kernel 要 weight 與 activation 都符合第一張表的第一列，先看 weight。",
+        FROM_THE_GRAPH,
+        public=fp32_weight_as_int8,
+    ),
+    Misconception(
+        "dequantized_weight_means_int8",
+        "weight 是 int8 常數就是 int8 kernel",
+        "oneDNN 的 int8 kernel 對 weight 與 activation 的量化方式有要求：weight 要 per-channel（dequantize_per_channel），"
+        "activation 要 per-tensor 的 static 量化（linear 也可以是 dynamic）。per-tensor 的 weight 不符合，"
+        "lowering 留下 fp32 的 matmul，weight 每次反量化，是 dequantize。",
+        FROM_THE_GRAPH,
+    ),
+    Misconception(
+        "dynamic_conv_as_linear",
+        "dynamic 的 conv 也當成 int8 kernel",
+        "dynamic 量化的 activation（dequantize_per_tensor.tensor）只有 linear 有 int8 kernel（qlinear_pointwise.tensor）；"
+        "conv 沒有對應的 oneDNN kernel，留成 fp32 的 convolution，weight 每次反量化。conv 與 linear 在這一點上規則不同。",
+        WHICH_LAYERS,
+    ),
+    Misconception(
+        "per_channel_only_weight",
+        "只把 dequantize_per_channel 當成量化的 weight",
+        "per-tensor 量化的 weight 一樣是 int8 常數，只是經過 dequantize_per_tensor 反量化。"
+        "它不符合 int8 kernel 的條件，但也不是 fp32 的 weight：lowering 每次呼叫都反量化它，是 dequantize。",
+        FROM_THE_GRAPH,
+    ),
+    Misconception(
+        "dynamic_never_int8",
+        "以為 dynamic 量化都沒有 int8 kernel",
+        "dynamic 的 linear 有 int8 kernel：qlinear_pointwise.tensor 的 scale 與 zero point 是執行時算出來的 tensor。"
+        "只有 dynamic 的 conv 沒有對應的 kernel。activation 是 dequantize_per_tensor.tensor 的 linear，照樣可以是 int8。",
+        WHICH_LAYERS,
+    ),
+    Misconception(
+        "non_int8_fuses",
+        "fp32 的 kernel 也吃掉後面的 relu",
+        "你可能以為 lowering 像 torch.compile 一樣，把每個 conv / linear 後面的 relu 都融進去。"
+        "lower_x86 只跑 freezing pass，它只替 int8 kernel 融合；fp32 與 dequantize 的層後面的 relu 都留在圖上，fuses 是空的。",
+        WHICH_LAYERS,
+        public=fuses_without_int8,
+    ),
+    Misconception(
+        "conv_add_any_operand",
+        "conv 後面的 add 不看另一個運算元",
+        "oneDNN 的 sum 把 conv 的結果原地加進另一個運算元的記憶體，所以另一個運算元要是同樣 shape、量化過的值（dequantize_per_tensor）。"
+        "加上一個 (C, 1, 1) 的常數是 broadcast，形狀不同，add 不會被吃掉；用 value_shape 比兩邊的 shape。",
+        FROM_THE_GRAPH,
+    ),
+    Misconception(
+        "any_consumer_fuses",
+        "consumer 裡有 relu 就吃掉，不管是不是唯一的",
+        "kernel 要把後面的 node 吃進去，那個 node 必須是前一個 node 唯一的 consumer：conv 的輸出還有別人要讀時，"
+        "它得留在記憶體裡，relu 不能直接做在 kernel 裡。每一步都先確認 len(node.users) == 1。",
+        FROM_THE_GRAPH,
+    ),
+    Misconception(
+        "always_uint8_output",
+        "以為 int8 kernel 一定輸出 uint8",
+        "kernel 只有在最後吃掉的 node 唯一的 consumer 是 quantize_per_tensor.default 時，才直接輸出 uint8。"
+        "relu 被讀兩次、或輸出是模型的結果時，kernel 輸出 fp32，後面的 quantize（如果有）不算它吃掉的。",
+        FROM_THE_GRAPH,
+    ),
+    Misconception(
+        "kernel_first_operand",
+        "以為 kernel 一定是 add 的第一個運算元",
+        "a + conv(…) 把 conv 寫在後面，add 的 args[0] 是 a，args[1] 才是 conv 的輸出，lowering 一樣把這個 add 吃掉。"
+        "判斷 add 時，看 kernel 的輸出是兩個運算元中的哪一個，另一個才是要檢查的運算元。",
+        FROM_THE_GRAPH,
+    ),
+    Misconception(
+        "linear_add_rule",
+        "linear 吃 add 時挑了另一個運算元",
+        "你可能以為 linear 的 add 另一邊要是某一種值（fp32，或像 conv 一樣要是 dequantize）。"
+        "linear 不挑：只要 add 是唯一的 consumer、另一邊是同樣 shape 的 tensor，dequantize 的值或 fp32 的值都吃得進去；"
+        "只有 conv 要求另一個運算元是 dequantize_per_tensor.default。",
+        FROM_THE_GRAPH,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -161,5 +424,6 @@ PUBLIC = declare(
         TITLE,
         ("predict_kernels",),
         {"net": kernels_net, "net_skip_conv2": kernels_net_skip, "block": kernels_block},
+        misconceptions=MISCONCEPTIONS,
     ),
 )

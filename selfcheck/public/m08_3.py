@@ -32,8 +32,10 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import describe_annotations, getattr_value, qdq_kind, safe_text, sharing_groups
+from selfcheck.misconceptions import Misconception, Section
 
 TITLE = "BackendQuantizer：自己的後端 Quantizer，lower 到 XNNPACK、在 ExecuTorch runtime 執行"
 
@@ -519,6 +521,334 @@ def small_cnn_case(ns: Namespace, seed: int) -> Any:
     return {"labels": label_summary(annotations, ops), "observers_per_shared_op": shared_groups(prepared, ops)}
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+SPEC_SHEET = Section("A. 後端的規格書")
+RULES = Section("練習：BackendQuantizer（20 分）")
+ONE_RULE_AT_A_TIME = Section("E. 規格書為什麼這樣寫：一次違反一條")
+BY_TARGET = Section("D. 改用 `node.target` 找", notebook="M01-2")
+LIMITS = Section("`BasicAddQuantizer` 的假設在哪裡不成立", notebook="M03-4")
+SHARED_SPEC = Section("A. 顯式共用：SharedQuantizationSpec", notebook="M03-4")
+WITH_OTHERS = Section("和 XNNPACKQuantizer 一起用", notebook="M03-4")
+FUSION = Section("A. XNNPACKQuantizer 的四個 pattern", notebook="M04-3")
+OWN_FUSION = Section("C. 自己寫 fusion", notebook="M04-3")
+INT32_BIAS = Section("A. int32 bias：scale 是兩個 observer 的乘積", notebook="M05-2")
+PER_CHANNEL_BIAS = Section("C. per-channel weight：bias 每個 output channel 一個 scale", notebook="M05-2")
+FIXED_QPARAMS = Section("A. FixedQParams：sigmoid 的 scale 固定是 1/256", notebook="M05-3")
+PER_CHANNEL = Section("B. 一個 outlier channel：per-tensor 與 per-channel weight", notebook="M06-1")
+
+
+# --- what the public cases can show (the hidden detectors are in autograder/checks/test_m08_3.py) ---------
+
+
+def _public_labels(evidence: Any) -> list[tuple[str, dict[str, Any]]]:
+    """``(case, labels)`` of the public cases: ``label_summary`` records, node → entry (or None)."""
+    found = []
+    for case in ("gate_net", "small_cnn"):
+        labels = diagnosis.value(evidence, case, "labels")
+        if isinstance(labels, dict):
+            found.append((case, labels))
+    return found
+
+
+def _public_nodes(seen: Any, expected: Any) -> list[tuple[str, str, Any, Any]]:
+    """``(case, node, got entry, key entry)`` for every op both public label summaries list."""
+    mine = dict(_public_labels(seen))
+    return [
+        (case, node, mine[case].get(node), entry)
+        for case, labels in _public_labels(expected)
+        if case in mine
+        for node, entry in labels.items()
+    ]
+
+
+def _texts(entry: Any) -> list[str]:
+    """The spec texts of one node's labels (its input edges and its output)."""
+    if not isinstance(entry, dict):
+        return []
+    pairs = [*(entry.get("inputs") or {}).values(), entry.get("output")]
+    return [str(pair[0]) for pair in pairs if isinstance(pair, list) and pair]
+
+
+def _weight_text(entry: Any, source: str) -> str:
+    pair = (entry.get("inputs") or {}).get(source) if isinstance(entry, dict) else None
+    return str(pair[0]) if isinstance(pair, list) and pair else ""
+
+
+def _public_biases(seen: Any, expected: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    got, want = diagnosis.value(seen, "gate_net", "biases"), diagnosis.value(expected, "gate_net", "biases")
+    if not isinstance(got, dict) or not isinstance(want, dict):
+        return []
+    return [(got[node], record) for node, record in want.items() if isinstance(got.get(node), dict)]
+
+
+def public_linear_skipped(seen: Any, expected: Any) -> bool:
+    return any(
+        node.startswith("linear") and got is None and key is not None
+        for _, node, got, key in _public_nodes(seen, expected)
+    )
+
+
+def public_per_tensor_weight(seen: Any, expected: Any) -> bool:
+    return any(
+        "per_channel" in _weight_text(key, source) and "per_tensor" in _weight_text(got, source)
+        for _, _, got, key in _public_nodes(seen, expected)
+        if isinstance(key, dict)
+        for source in key.get("inputs") or {}
+    )
+
+
+def public_uint8(seen: Any, expected: Any) -> bool:
+    return any("uint8" in text for _, _, got, _ in _public_nodes(seen, expected) for text in _texts(got))
+
+
+def public_bias_fp32(seen: Any, expected: Any) -> bool:
+    return any(
+        record.get("dequantized") and not got.get("dequantized") for got, record in _public_biases(seen, expected)
+    )
+
+
+def public_bias_not_int32(seen: Any, expected: Any) -> bool:
+    return any(
+        got.get("dequantized") and got.get("stored_dtype") != record.get("stored_dtype")
+        for got, record in _public_biases(seen, expected)
+    )
+
+
+def public_bias_scale(seen: Any, expected: Any) -> bool:
+    return any(
+        got.get("stored_dtype") == "int32" and not got.get("scale_is_product") and record.get("scale_is_product")
+        for got, record in _public_biases(seen, expected)
+    )
+
+
+def public_not_shared(seen: Any, expected: Any) -> bool:
+    """An add / cat / max_pool2d / flatten that is labelled, yet reads and writes through more than one observer."""
+    labels = dict(_public_labels(seen))
+    for case in ("gate_net", "small_cnn"):
+        got = diagnosis.value(seen, case, "observers_per_shared_op")
+        want = diagnosis.value(expected, case, "observers_per_shared_op")
+        if not isinstance(got, dict) or not isinstance(want, dict):
+            continue
+        for node, count in want.items():
+            mine = got.get(node)
+            if isinstance(mine, int) and mine > count and labels.get(case, {}).get(node) is not None:
+                return True
+    return False
+
+
+def public_sharing_op_unlabelled(seen: Any, expected: Any) -> bool:
+    return any(
+        node.startswith(("max_pool2d", "flatten", "cat", "add")) and got is None and key is not None
+        for _, node, got, key in _public_nodes(seen, expected)
+    )
+
+
+def public_sigmoid_observed(seen: Any, expected: Any) -> bool:
+    return any(
+        node.startswith("sigmoid")
+        and isinstance(got, dict)
+        and isinstance(got.get("output"), list)
+        and not str(got["output"][0]).startswith("fixed")
+        for _, node, got, _ in _public_nodes(seen, expected)
+    )
+
+
+def public_no_fusion(seen: Any, expected: Any) -> bool:
+    """A conv / linear whose relu the key fuses labels its output, or the relu its input edge."""
+    for _, node, got, key in _public_nodes(seen, expected):
+        if not isinstance(got, dict) or not isinstance(key, dict):
+            continue
+        if node.startswith(("conv2d", "linear")) and key.get("output") is None and got.get("output") is not None:
+            return True
+        if node.startswith("relu") and not key.get("inputs") and got.get("inputs"):
+            return True
+    return False
+
+
+def public_unmarked(seen: Any, expected: Any) -> bool:
+    """An op the student labelled is left with ``_annotated`` False where the key's is True."""
+    return any(
+        isinstance(got, dict) and isinstance(key, dict) and key.get("annotated") and not got.get("annotated")
+        for _, _, got, key in _public_nodes(seen, expected)
+    )
+
+
+def public_runtime_failed(seen: Any, expected: Any) -> bool:
+    stage = diagnosis.value(seen, "gate_net", "runtime", "stage")
+    return isinstance(stage, str) and stage != "done"
+
+
+MISCONCEPTIONS = (
+    Misconception(
+        "found_by_name",
+        "用名字認 op",
+        "node 的名字只是標記：模型的輸入也可以叫 cat，它是 placeholder，沒有輸入可以讀，也不是規格書上的 op。"
+        "認 op 只看 node.op 是 call_function，而且 node.target 是 CONV、LINEAR 這些 OpOverload。",
+        BY_TARGET,
+    ),
+    Misconception(
+        "conv_transpose_as_conv",
+        "ConvTranspose2d 也當成 conv2d 來標",
+        "規格書只列了 conv2d（aten.conv2d.default）；ConvTranspose2d 是另一個 op（aten.conv_transpose2d），"
+        "它的 weight 排列是 (in, out, …)，照 conv2d 的 ch_axis=0 做 per-channel 量化就錯了軸。規格書以外的 op 一律不貼標籤。",
+        SPEC_SHEET,
+    ),
+    Misconception(
+        "assumes_bias",
+        "以為每個 conv / linear 都有 bias",
+        "bias=False 的 linear 只有兩個引數，node.args[2] 不存在；有的 conv 的 args[2] 是 None。"
+        "先確認 len(node.args) > 2，而且 node.args[2] 是一個 Node，才替 bias 貼 DerivedQuantizationSpec。",
+        RULES,
+    ),
+    Misconception(
+        "repeated_input_twice",
+        "cat 重複的輸入貼了兩次",
+        "cat([r, s, r]) 裡 r 出現兩次，但 r → cat 只是一條邊：貼第二次時把它改成「和自己共用」，prepare_pt2e 找共用的源頭時繞不出來。"
+        "同一個 node 只算一次，例如 list(dict.fromkeys(...))。",
+        LIMITS,
+    ),
+    Misconception(
+        "non_activation_operand",
+        "add / cat 的每個運算元都當成 activation",
+        "模型常數（op 是 get_attr 的 buffer）不是 activation，+ 0.5 的 0.5 是 Python 純量，連 Node 都不是。"
+        "只有是 Node、而且不是 get_attr 的輸入才貼標籤、參與共用。",
+        LIMITS,
+    ),
+    Misconception(
+        "weighted_op_skipped",
+        "漏了 linear（或 conv2d）的規則",
+        "規格書的第一條同時管 conv2d 和 linear：兩種都要標 activation、per-channel 的 weight 和 int32 的 bias。"
+        "漏掉一種，它就整個留在 fp32，後面的 relu 也不會融合。",
+        SPEC_SHEET,
+        public=public_linear_skipped,
+    ),
+    Misconception(
+        "per_tensor_weights",
+        "weight 用 per-tensor 量化",
+        "規格書要的是 per-channel symmetric 的 weight（weight_spec()，ch_axis=0）：每個 output channel 一個 scale，"
+        "一個數值大的 channel 就不會拖累整層。改成 per-tensor，bias 也跟著只剩一個 scale。",
+        PER_CHANNEL,
+        public=public_per_tensor_weight,
+    ),
+    Misconception(
+        "uint8_activations",
+        "activation 用 uint8",
+        "uint8 [0, 255] 是 x86 的習慣（M08-2）；這個後端是 XNNPACK，activation 是 int8 [-128, 127]（act_spec()），"
+        "sigmoid 的固定 zero point 也是 −128。用 uint8 的話，XNNPACK 不收那些 q/dq，它們留在 portable runtime，程式甚至可能存不成 .pte。",
+        SPEC_SHEET,
+        public=public_uint8,
+    ),
+    Misconception(
+        "bias_left_fp32",
+        "bias 不貼標籤，留在 fp32",
+        "XNNPACKQuantizer 確實不標 bias，XNNPACK 在 lower 時會自己把它量化成 int32；但那樣 convert 之後的模型用的是精確的 fp32 bias，"
+        "和 runtime 算出來的數字對不上。規格書要 bias 貼 int32 的 DerivedQuantizationSpec，讓 PyTorch 這邊也模擬那次捨入。",
+        SPEC_SHEET,
+        public=public_bias_fp32,
+    ),
+    Misconception(
+        "bias_as_int8",
+        "bias 用一般的 int8 規格",
+        "bias 加在 int32 的累加器上，單位是 s_x · s_w：它要量化成 int32，scale 由 activation 與 weight 的 observer 推出來，"
+        "不能自己再用一個 observer 量成 int8。用 DerivedQuantizationSpec，derived_from 是 activation 與 weight 兩條邊。",
+        INT32_BIAS,
+        public=public_bias_not_int32,
+    ),
+    Misconception(
+        "bias_scale_not_product",
+        "bias 的 scale 不是 s_x · s_w",
+        "bias 的每個 output channel 都要用 activation 的 scale 乘上那個 channel 的 weight scale；"
+        "只用其中一個，整數 bias 的單位就和累加器不同，加上去的值是錯的。derive 函式要回傳兩者的乘積（per-channel 時是一整個向量）。",
+        PER_CHANNEL_BIAS,
+        public=public_bias_scale,
+    ),
+    Misconception(
+        "equal_specs_not_shared",
+        "以為相同的規格就會共用 observer",
+        "每個位置寫 act_spec()（就算是同一個物件），prepare_pt2e 還是替每個位置各放一個 observer，各算各的 scale。"
+        "要共用同一個 observer 實例，其他輸入與輸出都得寫 SharedQuantizationSpec((第一個輸入, node))。",
+        SHARED_SPEC,
+        public=public_not_shared,
+    ),
+    Misconception(
+        "sharing_op_unlabelled",
+        "漏了只搬資料的 op（max_pool2d、flatten）",
+        "max_pool2d、flatten 在 XNNPACK 裡只是搬 int8 的數字，規格書要它們的輸入與輸出共用 qparams。"
+        "沒有標籤，它們就在 int8 的路上斷一截，前後多出 q/dq，XNNPACK 的程式在 runtime 載入時就可能失敗。",
+        ONE_RULE_AT_A_TIME,
+        public=public_sharing_op_unlabelled,
+    ),
+    Misconception(
+        "sigmoid_observed",
+        "sigmoid 的輸出用 observer 校準",
+        "sigmoid 的輸出一定落在 (0, 1)，後端的 kernel 直接用固定的 qparams：scale 1/256、zero point −128。"
+        "用 observer 校準出來的 scale 和後端不一致；輸出要用 FixedQParamsQuantizationSpec。",
+        FIXED_QPARAMS,
+        public=public_sigmoid_observed,
+    ),
+    Misconception(
+        "no_fusion",
+        "conv 與 relu 各貼各的，沒有融合",
+        "融合就是「中間不貼標籤」：conv / linear 唯一的 consumer 是 relu 時，conv 的輸出與 relu 的輸入邊都不貼，只在 relu 的輸出貼 act_spec()。"
+        "中間多一個 observer，convert 之後就多一組 q/dq，還量化了馬上會被 relu 砍掉的負值。",
+        FUSION,
+        public=public_no_fusion,
+    ),
+    Misconception(
+        "fuses_shared_conv",
+        "conv 還有別的 consumer 也融合了 relu",
+        "conv 的輸出同時給 relu 和 add 時，add 要讀一個完整、量化好的 conv 輸出，conv → relu 就不能融合："
+        "conv 照樣貼自己的輸出，那個 relu 也不貼。融合之前先確認 len(node.users) == 1。",
+        OWN_FUSION,
+    ),
+    Misconception(
+        "overwrites_claimed",
+        "別的 Quantizer 認領過的 node 又被你改寫",
+        "_annotated=True 表示這個 node 已經有 Quantizer 負責，標籤是它的；照樣重貼，就覆蓋了別人的決定。"
+        "走到每個 node 時先看 node.meta[ANNOTATION_KEY]._annotated，是 True 就跳過。",
+        WITH_OTHERS,
+    ),
+    Misconception(
+        "fuses_over_claimed_relu",
+        "融合時沒看 relu 有沒有被認領",
+        "relu 已經被別的 Quantizer 認領時，它的標籤不是你的，不能拿來融合：你把它重貼了，還讓 conv 的輸出沒有標籤。"
+        "這時 conv 照樣貼自己的輸出，relu 留給認領它的 Quantizer。",
+        RULES,
+    ),
+    Misconception(
+        "claimed_relu_still_fused",
+        "relu 被認領了，conv 還是當成融合",
+        "你沒有動別人認領的 relu，這一半是對的；但融合不成立時，conv 的輸出要自己貼 act_spec()。"
+        "否則 conv 與 relu 之間什麼都沒量化，認領 relu 的 Quantizer 收到的是沒有量化的輸入。",
+        RULES,
+    ),
+    Misconception(
+        "skips_unclaimed_label",
+        "有標籤就跳過，不看 _annotated",
+        "有標籤不代表有人認領：_annotated=False 的標籤是沒有人負責的草稿，要照規則重貼。"
+        "要跳過的只有 _annotated 是 True 的 node。",
+        RULES,
+    ),
+    Misconception(
+        "forgets_annotated",
+        "標完沒有設 _annotated = True",
+        "自己貼過標籤的 node 都要設 _annotated=True（融合時的 relu 也是），這是告訴後面的 Quantizer「這個 node 有人負責了」。"
+        "沒有設，下一個 Quantizer 會以為沒人標過，把你的標籤換掉。",
+        WITH_OTHERS,
+        public=public_unmarked,
+    ),
+    Misconception(
+        "prepare_is_not_lowering",
+        "prepare 收下的標籤，以為後端也收",
+        "prepare_pt2e 與 convert_pt2e 只檢查標籤寫得通不通，不管後端的 kernel 收不收：XNNPACK 只接受規格書上那幾種 q/dq 組合，"
+        "其他的不是留在 portable runtime，就是存不成 .pte 或在 runtime 載入時失敗。對照規格書逐條檢查，再 lower 一次看看。",
+        ONE_RULE_AT_A_TIME,
+        public=public_runtime_failed,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -529,5 +859,6 @@ PUBLIC = declare(
         # gate_net lowers two programs and runs them in ExecuTorch (the student's and the reference):
         # seconds each, a minute or more on a slow or busy machine
         case_seconds=180,
+        misconceptions=MISCONCEPTIONS,
     ),
 )

@@ -14,8 +14,10 @@ from torch import nn
 from torch.fx import GraphModule
 
 from common import tinylm
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_model, seeded_tokens
 from selfcheck.evidence import EvidenceError, returned_dict, safe_text
+from selfcheck.misconceptions import Misconception, Section
 
 ROLES_TITLE = "linear_roles：每個 linear node 來自哪個 nn.Linear"
 CENSUS_TITLE = "annotation_census：每種 aten op 標了幾個、沒標幾個"
@@ -129,10 +131,318 @@ def dynamic(ns: Namespace, seed: int) -> Any:
     return census(ns, prepared(tinylm.tinylm_model(), make_quantizer("dynamic")))
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+GRAPH = Section("B. export 之後的圖")
+ROLES_RULES = Section("練習 1：linear_roles（4 分）")
+WHAT_IS_LABELLED = Section("C. XNNPACKQuantizer 標了什麼")
+CENSUS_RULES = Section("練習 2：annotation_census（6 分）")
+EMPTY_LABEL = Section("空標籤：讓一個 op 留在 fp32", notebook="M08-1")
+EDGE_AND_OUTPUT = Section("C. 邊標籤與輸出標籤", notebook="M03-1")
+
+
+# --- reading the evidence (the public detectors here; the hidden ones in the checks use them too) ------
+
+
+def dict_pairs(seen: Any, expected: Any, cases: tuple[str, ...] = ()) -> list[tuple[str, dict, dict]]:
+    """``(case, got, want)`` for every case (of ``cases``, all when empty) where both returned a dict."""
+    pairs = []
+    for case in diagnosis.cases(expected):
+        if cases and case not in cases:
+            continue
+        got, want = diagnosis.value(seen, case), diagnosis.value(expected, case)
+        if isinstance(got, dict) and isinstance(want, dict):
+            pairs.append((case, got, want))
+    return pairs
+
+
+def wrong_roles(got: dict[str, Any], want: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(got, want)`` module names of the linear nodes both name, where they differ."""
+    return [(str(got[node]), str(name)) for node, name in want.items() if node in got and got[node] != name]
+
+
+def _every_wrong_role(seen: Any, expected: Any, test: Any) -> bool:
+    """Some case has a wrong module name, and ``test(got_name, want_name)`` holds for every wrong one of it."""
+    for _, got, want in dict_pairs(seen, expected):
+        wrong = wrong_roles(got, want)
+        if wrong and all(test(mine, ours) for mine, ours in wrong):
+            return True
+    return False
+
+
+def roles_of_other_nodes(seen: Any, expected: Any) -> bool:
+    """Nodes that are not linears (layer_norm, matmul…) got a role too."""
+    return any(set(got) - set(want) for _, got, want in dict_pairs(seen, expected))
+
+
+def roles_are_classes(seen: Any, expected: Any) -> bool:
+    """Module classes instead of names: ``torch.nn.modules.linear.Linear``, ``<class '…Linear'>``, ``Linear``."""
+    return _every_wrong_role(seen, expected, lambda mine, ours: "Linear" in mine or mine.startswith("<class"))
+
+
+def roles_are_node_names(seen: Any, expected: Any) -> bool:
+    """Each linear node named after itself (``linear_3 → linear_3``) or after its op."""
+
+    def named_after_node(node: str, mine: Any) -> bool:
+        return mine == node or str(mine).startswith("aten.") or str(mine).startswith("linear")
+
+    for _, got, want in dict_pairs(seen, expected):
+        wrong = [node for node, name in want.items() if node in got and got[node] != name]
+        if wrong and all(named_after_node(node, got[node]) for node in wrong):
+            return True
+    return False
+
+
+def roles_are_outer_modules(seen: Any, expected: Any) -> bool:
+    """A module that contains the linear's nn.Linear (the model itself, ``""``, or a block) instead of it."""
+    return _every_wrong_role(seen, expected, lambda mine, ours: mine == "" or ours.startswith(mine + "."))
+
+
+def roles_are_stack_keys(seen: Any, expected: Any) -> bool:
+    """The ``nn_module_stack`` key (``L__self__blocks.0.attn.q``, ``…@1`` on a later call) instead of the name."""
+
+    def key_of(mine: str, ours: str) -> bool:
+        plain = mine.removeprefix("L__self__").split("@", 1)[0]
+        return "L__self__" in mine or "@" in mine or plain.replace("_", ".").strip(".") == ours.replace("_", ".")
+
+    return _every_wrong_role(seen, expected, key_of)
+
+
+def roles_need_bias(seen: Any, expected: Any) -> bool:
+    """A model whose linears have no bias raised (or lost its linears), where one with bias did not."""
+    for case in diagnosis.cases(expected):
+        if "bias" not in case:
+            continue
+        others = [c for c in diagnosis.cases(expected) if "bias" not in c]
+        others_fine = any(isinstance(diagnosis.value(seen, c), dict) and diagnosis.value(seen, c) for c in others)
+        got, want = diagnosis.value(seen, case), diagnosis.value(expected, case)
+        if diagnosis.error(seen, case) and others_fine:
+            return True
+        if isinstance(got, dict) and isinstance(want, dict) and set(got) < set(want) and others_fine:
+            return True
+    return False
+
+
+def census_counts(census: dict[str, Any], op: str, kind: str = "annotated") -> int:
+    counts = census.get(op)
+    return int(counts.get(kind, 0)) if isinstance(counts, dict) else 0
+
+
+def annotated_changes(got: dict[str, Any], want: dict[str, Any]) -> dict[str, int]:
+    """Op → how many more nodes the student counts as annotated than the key (only the ops that differ)."""
+    changes = {}
+    for op in set(want) | set(got):
+        change = census_counts(got, op) - census_counts(want, op)
+        if change:
+            changes[op] = change
+    return changes
+
+
+def census_extra_keys(seen: Any, expected: Any) -> bool:
+    """Keys that are not an op of a call_function node (weights, observers, ``output``), every op still there."""
+    return any(set(got) - set(want) and set(want) <= set(got) for _, got, want in dict_pairs(seen, expected))
+
+
+def census_totals_differ(seen: Any, expected: Any) -> bool:
+    """An op's annotated + unannotated is not its number of nodes: something else than nodes was counted."""
+    for _, got, want in dict_pairs(seen, expected):
+        for op in want:
+            total = census_counts(got, op) + census_counts(got, op, "unannotated")
+            if op in got and total != census_counts(want, op) + census_counts(want, op, "unannotated"):
+                return True
+    return False
+
+
+def census_counts_unlabelled_ops(seen: Any, expected: Any) -> bool:
+    """An op the key never counts as annotated (layer_norm, gelu, embedding…) is counted as annotated."""
+    return any(
+        change > 0 and census_counts(want, op) == 0
+        for _, got, want in dict_pairs(seen, expected)
+        for op, change in annotated_changes(got, want).items()
+    )
+
+
+def _only_fewer(seen: Any, expected: Any) -> bool:
+    """Every op of the key listed, and only fewer of them counted as annotated (an empty census is another story)."""
+    pairs = list(dict_pairs(seen, expected))
+    if not pairs or any(not set(want) <= set(got) for _, got, want in pairs):
+        return False
+    changes = [annotated_changes(got, want) for _, got, want in pairs]
+    return any(changes) and all(change < 0 for found in changes for change in found.values())
+
+
+def census_misses_input_only(seen: Any, expected: Any) -> bool:
+    """Fewer annotated linears in the dynamic graph (their labels have input specs only), none counted extra."""
+    return _only_fewer(seen, expected) and any(
+        change < 0
+        for _, got, want in dict_pairs(seen, expected, ("dynamic",))
+        for change in annotated_changes(got, want).values()
+    )
+
+
+SHARED_ONLY_OPS = ("aten.reshape.default", "aten.transpose.int")
+"""The ops XNNPACKQuantizer labels only by sharing with their input (``SharedQuantizationSpec``)."""
+
+
+def census_misses_shared(seen: Any, expected: Any) -> bool:
+    """Fewer annotated reshape / transpose (their labels are SharedQuantizationSpec only), none counted extra."""
+    return _only_fewer(seen, expected) and any(
+        annotated_changes(got, want).get(op, 0) < 0
+        for _, got, want in dict_pairs(seen, expected)
+        for op in SHARED_ONLY_OPS
+    )
+
+
+ROLES_MISCONCEPTIONS = (
+    Misconception(
+        "bias_name",
+        "從 bias 的名字讀 module 的名字",
+        "你可能從 node.args[2]（bias 的 get_attr）的名字去掉 .bias，得到 module 的名字。"
+        "可是 linear 不一定有 bias：bias=False 的 nn.Linear export 之後只有兩個引數，node.args[2] 不存在。"
+        'module 的名字要從 node.meta["nn_module_stack"] 讀，每個 linear 都有。',
+        ROLES_RULES,
+        public=roles_need_bias,
+    ),
+    Misconception(
+        "one_node_per_module",
+        "以為一個 nn.Linear 只對到一個 linear node",
+        "同一個 module 在 forward 裡被呼叫幾次，圖上就有幾個 linear node，它們都來自同一個 nn.Linear（共用的層就是這樣）。"
+        "每個 linear node 都要有一項，不同的 node 可以對到同一個名字；不要因為名字出現過就跳過，也不要用 module 名字當 key。",
+        ROLES_RULES,
+    ),
+    Misconception(
+        "stack_key",
+        "把 nn_module_stack 的 key 當成 module 的名字",
+        "nn_module_stack 的 key 是 export 內部用的代號（像 L__self__blocks.0.attn.q），同一個 module 第二次被呼叫時還會多一個 @1 的尾巴。"
+        "module 在模型裡的名字是每一項的值 (名字, 類別) 的第一個元素，要讀值，不要讀 key。",
+        ROLES_RULES,
+        public=roles_are_stack_keys,
+    ),
+    Misconception(
+        "every_module_op",
+        "有 nn_module_stack 的 node 都當成 linear",
+        "每個 call_function node 都屬於某個 module：layer_norm、matmul、softmax 也有 nn_module_stack。"
+        "練習只要 linear node，先用 node.target == torch.ops.aten.linear.default 挑出 linear，再讀它的 module。",
+        GRAPH,
+        public=roles_of_other_nodes,
+    ),
+    Misconception(
+        "module_class",
+        "回傳 module 的類別，不是它的名字",
+        "nn_module_stack 每一項的值是 (名字, 類別)；類別（nn.Linear）對每個 linear 都一樣，分不出 q、k、v。"
+        "練習要的是名字，也就是值的第一個元素，例如 blocks.0.attn.q。",
+        GRAPH,
+        public=roles_are_classes,
+    ),
+    Misconception(
+        "node_name",
+        "以為 node 的名字說明了它是哪一層",
+        "linear、linear_1 這些名字只是 export 依出現順序取的編號，和 nn.Linear 在模型裡叫什麼無關。"
+        '每個 node 來自哪個 module 寫在 node.meta["nn_module_stack"]，要從那裡讀。',
+        GRAPH,
+        public=roles_are_node_names,
+    ),
+    Misconception(
+        "outer_module",
+        "取了外層的 module，不是最內層的 nn.Linear",
+        "nn_module_stack 由外到內排列：第一項是整個模型（名字是空字串），接著是 block、attention，最後一項才是 linear 所在的 nn.Linear。"
+        "要取最後一項：它的名字才是 linear 所在的那個 nn.Linear 的名字。",
+        GRAPH,
+        public=roles_are_outer_modules,
+    ),
+    Misconception(
+        "fixed_order",
+        "假設 linear 照固定的順序出現",
+        "你可能照 q、k、v、out、fc1、fc2 的順序，把角色依序配給圖上的 linear。"
+        "圖上的順序跟著 forward 的寫法走：先算 MLP 的 block、重複使用的 block，順序和個數都不一樣。"
+        "每個 linear 的來源要各自從 nn_module_stack 讀，不要靠順序推。",
+        ROLES_RULES,
+    ),
+)
+
+CENSUS_MISCONCEPTIONS = (
+    Misconception(
+        "counts_every_node",
+        "把 call_function 以外的 node 也數進去",
+        "圖上還有 placeholder、get_attr（weight、buffer）、observer 的 call_module 和 output，它們不是運算。"
+        '練習只數 node.op == "call_function" 的 node，key 是 str(node.target)。',
+        CENSUS_RULES,
+        public=census_extra_keys,
+    ),
+    Misconception(
+        "counts_observers",
+        "數的是 observer，不是 node",
+        "你可能數每個 op 後面接了幾個 observer。可是一個 op 的輸出可能有好幾個 observer，也可能一個都沒有"
+        "（dynamic 的 linear 的 observer 在輸入邊上，只 annotate 的圖根本還沒有 observer），數出來的次數就不是 node 的個數。"
+        "每個 call_function node 算一次，看它自己的標籤有沒有規格。",
+        CENSUS_RULES,
+        public=census_totals_differ,
+    ),
+    Misconception(
+        "observer_means_annotated",
+        "以為後面接著 observer 的 op 就是標到",
+        "observer 插在哪裡由標籤決定，但不一定插在被標的 op 後面：linear 的輸入邊有規格時，observer 接在 layer_norm、gelu 的輸出上，"
+        "它們自己卻沒有標籤；只 annotate、還沒 prepare 的圖更是一個 observer 都沒有。"
+        "有沒有標到要看 node.meta[ANNOTATION_KEY] 裡的規格。",
+        WHAT_IS_LABELLED,
+        public=census_counts_unlabelled_ops,
+    ),
+    Misconception(
+        "producer_counted",
+        "consumer 的輸入邊規格也算在 producer 頭上",
+        "consumer 的 input_qspec_map 裡以 producer 為 key 的規格，是貼在 consumer 上的邊標籤，不是 producer 的標籤。"
+        "layer_norm 的輸出被 linear 的輸入邊量化，layer_norm 自己仍然沒有標到；只看每個 node 自己的標籤。",
+        EDGE_AND_OUTPUT,
+        public=census_counts_unlabelled_ops,
+    ),
+    Misconception(
+        "annotated_flag",
+        "用 _annotated 判斷有沒有標到",
+        "_annotated 只是「這個 node 已經有 Quantizer 認領」的記號：空標籤的 _annotated 是 True，卻沒有任何規格；"
+        "別的 Quantizer 貼的標籤也可能沒設 _annotated，卻有規格。有沒有標到只看規格有沒有一份不是 None。",
+        EMPTY_LABEL,
+    ),
+    Misconception(
+        "label_object_counts",
+        "有標籤物件就算標到",
+        "node.meta 裡有 ANNOTATION_KEY 不代表這個 op 會被量化：空標籤 QuantizationAnnotation(_annotated=True) 一份規格都沒有，"
+        "作用正好是讓 op 留在 fp32。要看 input_qspec_map 的值與 output_qspec，至少有一個不是 None 才算標到。",
+        EMPTY_LABEL,
+    ),
+    Misconception(
+        "output_spec_only",
+        "只看輸出規格",
+        "只有輸入規格的標籤也是標到：dynamic 設定的 linear 只有輸入邊（activation 與 weight）的規格，沒有輸出規格；"
+        "linear 和後面的 relu 融合時，linear 也只有輸入規格。input_qspec_map 的值和 output_qspec 都要看。",
+        CENSUS_RULES,
+        public=census_misses_input_only,
+    ),
+    Misconception(
+        "input_specs_only",
+        "只看輸入邊的規格",
+        "只有輸出規格的標籤也是標到：和 linear 融合的 relu、別的 Quantizer 只貼了輸出規格的 op，input_qspec_map 都是空的。"
+        "input_qspec_map 的值和 output_qspec 都要看，有一個不是 None 就算標到。",
+        CENSUS_RULES,
+    ),
+    Misconception(
+        "plain_specs_only",
+        "SharedQuantizationSpec 不算規格",
+        "SharedQuantizationSpec 也是規格：它的意思是「和另一個位置共用同一個 observer」，那個位置一樣會被量化。"
+        "q、k、v 之後的 reshape、transpose 只有共用的規格，它們也標到了；判斷時只要規格不是 None 就算，不要只認 QuantizationSpec。",
+        WHAT_IS_LABELLED,
+        public=census_misses_shared,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
-        "linear_roles", ROLES_TITLE, ("linear_roles",), {"shipped": shipped, "one_layer_no_bias": one_layer_no_bias}
+        "linear_roles",
+        ROLES_TITLE,
+        ("linear_roles",),
+        {"shipped": shipped, "one_layer_no_bias": one_layer_no_bias},
+        misconceptions=ROLES_MISCONCEPTIONS,
     ),
     Exercise(
         "annotation_census",
@@ -140,5 +450,6 @@ PUBLIC = declare(
         ("annotation_census",),
         {"static": static, "dynamic": dynamic},
         case_seconds=90,  # the first case imports ExecuTorch (seconds, more on a busy machine)
+        misconceptions=CENSUS_MISCONCEPTIONS,
     ),
 )

@@ -28,8 +28,10 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from common.tinylm import TinyLMConfig
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_tokens
 from selfcheck.evidence import getattr_value, is_guard, is_observer_node
+from selfcheck.misconceptions import Misconception, Section
 from selfcheck.probes import AnnotationSnapshot, ChainQuantizer
 from selfcheck.public.m09_1 import small_tinylm
 
@@ -259,6 +261,386 @@ def tinylm_without_bias(ns: Namespace, seed: int) -> Any:
     return dynamic_record(ns["DynamicLinearQuantizer"](), model, (seeded_tokens(seed, model.config.vocab, 2, 16),))
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+RULES = Section("練習：DynamicLinearQuantizer（10 分）")
+DYNAMIC_OBSERVERS = Section("動態 config：prepare 放了哪些 observer")
+RUN_TIME_QPARAMS = Section("convert 之後：執行時才算的 qparams")
+RANGES_DIFFER = Section("每一批的範圍都不一樣")
+PER_CHANNEL = Section("B. 一個 outlier channel：per-tensor 與 per-channel weight", notebook="M06-1")
+SYMMETRIC_RANGE = Section("B. symmetric 與整數範圍", notebook="M02-3")
+
+
+# --- reading the evidence (the public detectors here; the hidden ones in the checks use them too) ------
+
+
+def records(seen: Any, expected: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """``(case, got, want)`` for every case where both returned a record."""
+    out = []
+    for case in diagnosis.cases(expected):
+        got, want = diagnosis.value(seen, case), diagnosis.value(expected, case)
+        if isinstance(got, dict) and isinstance(want, dict):
+            out.append((case, got, want))
+    return out
+
+
+def has_bias(record: Any) -> bool:
+    """The model of this record has linears with a bias (read from the key's converted graph)."""
+    linears = diagnosis.at(record, "converted", "linears")
+    return isinstance(linears, dict) and any(
+        isinstance(linear, dict) and linear.get("bias") for linear in linears.values()
+    )
+
+
+def _with_bias(expected: Any) -> dict[str, bool]:
+    """Case → whether its model's linears have a bias."""
+    return {case: has_bias(diagnosis.value(expected, case)) for case in diagnosis.cases(expected)}
+
+
+def linear_parts(seen: Any, expected: Any, part: str) -> list[tuple[Any, Any]]:
+    """``(got, want)`` of one part (``input``, ``weight``, ``bias``, ``output_quantized``) of every linear both
+    converted graphs have."""
+    out = []
+    for _, got, want in records(seen, expected):
+        mine, ours = diagnosis.at(got, "converted", "linears"), diagnosis.at(want, "converted", "linears")
+        if isinstance(mine, dict) and isinstance(ours, dict):
+            out.extend(
+                (mine[name].get(part), ours[name].get(part)) for name in ours if isinstance(mine.get(name), dict)
+            )
+    return out
+
+
+def steps(path: Any) -> list[dict[str, Any]]:
+    found = path.get("steps") if isinstance(path, dict) else None
+    return [s for s in found if isinstance(s, dict)] if isinstance(found, list) else []
+
+
+def label_pairs(seen: Any, expected: Any) -> list[tuple[dict[str, Any] | None, dict[str, Any]]]:
+    """``(got, want)`` label of every linear the key labels (``got`` None when the student's has none)."""
+    out = []
+    for _, got, want in records(seen, expected):
+        mine, ours = got.get("labels"), want.get("labels")
+        if isinstance(mine, dict) and isinstance(ours, dict):
+            out.extend((mine.get(name), label) for name, label in ours.items() if isinstance(label, dict))
+    return out
+
+
+def _weight_source(label: dict[str, Any]) -> str | None:
+    """The input edge of a key's linear label that carries the weight (its per-channel spec)."""
+    return next((source for source, text in label.get("inputs", {}).items() if "per_channel" in str(text)), None)
+
+
+def crashes_without_bias(seen: Any, expected: Any) -> bool:
+    """A model whose linears have no bias raised an IndexError; one with bias did not raise."""
+    bias = _with_bias(expected)
+    failed = [case for case in diagnosis.errors(seen) if not bias.get(case, True)]
+    fine = [case for case, yes in bias.items() if yes and diagnosis.value(seen, case) is not None]
+    return any(diagnosis.error(seen, case) == "IndexError" for case in failed) and bool(fine)
+
+
+def crashes_with_bias(seen: Any, expected: Any) -> bool:
+    """A model whose linears have a bias raised; one without bias did not."""
+    bias = _with_bias(expected)
+    failed = [case for case in diagnosis.errors(seen) if bias.get(case)]
+    fine = [case for case, yes in bias.items() if not yes and diagnosis.value(seen, case) is not None]
+    return bool(failed and fine)
+
+
+def bias_quantized(seen: Any, expected: Any) -> bool:
+    """A bias reaches its linear through q / dq, or carries a spec."""
+    if any(steps(got) and not steps(want) for got, want in linear_parts(seen, expected, "bias")):
+        return True
+    return any(
+        isinstance(got, dict) and len(got.get("inputs") or {}) > len(want.get("inputs") or {})
+        for got, want in label_pairs(seen, expected)
+    )
+
+
+def quantizes_bias(seen: Any, expected: Any) -> bool:
+    """The bias carries a spec: q / dq before it, or a model with bias raised where one without did not."""
+    return bias_quantized(seen, expected) or crashes_with_bias(seen, expected)
+
+
+def _missing_linears(got: dict[str, Any], want: dict[str, Any]) -> set[str]:
+    mine, ours = got.get("labels"), want.get("labels")
+    if not isinstance(mine, dict) or not isinstance(ours, dict):
+        return set()
+    return {name for name in ours if name not in mine}
+
+
+def skips_linears_without_bias(seen: Any, expected: Any) -> bool:
+    """Linears without bias left unlabelled, every linear with a bias labelled."""
+    pairs = records(seen, expected)
+    without = [_missing_linears(got, want) for _, got, want in pairs if not has_bias(want)]
+    with_bias = [_missing_linears(got, want) for _, got, want in pairs if has_bias(want)]
+    return any(without) and bool(with_bias) and not any(with_bias)
+
+
+def misses_linears(seen: Any, expected: Any) -> bool:
+    """Some linear of a model with bias has no label (the linears were looked for some other way)."""
+    return any(_missing_linears(got, want) for _, got, want in records(seen, expected) if has_bias(want))
+
+
+def symmetric_dynamic(seen: Any, expected: Any) -> bool:
+    """convert fails in PortNodeMetaForQDQ: a dynamic per-tensor symmetric input (its quantize has several users)."""
+    return any("PortNodeMetaForQDQ" in diagnosis.error_message(seen, case) for case in diagnosis.errors(seen))
+
+
+def static_inputs(seen: Any, expected: Any) -> bool:
+    """A linear's input is quantized with constant qparams (calibrated), where the key's come from choose_qparams;
+    or a PlaceholderObserver was asked for qparams (``is_dynamic`` left False)."""
+    for got, want in linear_parts(seen, expected, "input"):
+        if any(
+            mine.get("qparams") == "constant" and str(ours.get("qparams")).startswith("choose_qparams")
+            for mine, ours in zip(steps(got), steps(want), strict=False)
+        ):
+            return True
+    return any(
+        "should not be called for PlaceholderObserver" in diagnosis.error_message(seen, case)
+        for case in diagnosis.errors(seen)
+    )
+
+
+def dynamic_with_observer(seen: Any, expected: Any) -> bool:
+    """A dynamic input spec with an observer that records ranges (MinMaxObserver…) instead of PlaceholderObserver."""
+    if any("doesn't support dynamic" in diagnosis.error_message(seen, case) for case in diagnosis.errors(seen)):
+        return True
+    for got, want in label_pairs(seen, expected):
+        for source, text in (want.get("inputs") or {}).items():
+            mine = str((got or {}).get("inputs", {}).get(source))
+            if str(text).startswith("dynamic") and mine.startswith("dynamic") and mine.split()[-1] != text.split()[-1]:
+                return True
+    return False
+
+
+def input_range_differs(seen: Any, expected: Any) -> bool:
+    """The input is quantized at run time, in another dtype or range than int8 [-128, 127]."""
+    for got, want in linear_parts(seen, expected, "input"):
+        for mine, ours in zip(steps(got), steps(want), strict=False):
+            dynamic = str(mine.get("qparams")).startswith("choose_qparams")
+            if dynamic and (mine.get("range"), mine.get("dtype")) != (ours.get("range"), ours.get("dtype")):
+                return True
+    return False
+
+
+def weight_shares_input(seen: Any, expected: Any) -> bool:
+    """The weight's label shares with another position, or its qparams are chosen at run time."""
+    for got, want in label_pairs(seen, expected):
+        source = _weight_source(want)
+        if got and source and str(got.get("inputs", {}).get(source)).startswith("SharedQuantizationSpec"):
+            return True
+    return any(
+        str(step.get("qparams")).startswith("choose_qparams")
+        for got, _ in linear_parts(seen, expected, "weight")
+        for step in steps(got)
+    )
+
+
+def _weight_steps(seen: Any, expected: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [
+        (mine, ours)
+        for got, want in linear_parts(seen, expected, "weight")
+        for mine, ours in zip(steps(got), steps(want), strict=False)
+    ]
+
+
+def weights_per_tensor(seen: Any, expected: Any) -> bool:
+    """One constant scale for the whole weight (dequantize_per_tensor) where the key has one per channel."""
+    return any(
+        str(mine.get("op")).startswith("dequantize_per_tensor")
+        and mine.get("qparams") == "constant"
+        and str(ours.get("op")).startswith("dequantize_per_channel")
+        for mine, ours in _weight_steps(seen, expected)
+    )
+
+
+def _per_channel_differs(seen: Any, expected: Any, field: str) -> bool:
+    return any(
+        str(mine.get("op")).startswith("dequantize_per_channel") and mine.get(field) != ours.get(field)
+        for mine, ours in _weight_steps(seen, expected)
+    )
+
+
+def weight_axis_differs(seen: Any, expected: Any) -> bool:
+    return _per_channel_differs(seen, expected, "axis")
+
+
+def weights_asymmetric(seen: Any, expected: Any) -> bool:
+    """Per-channel weights whose zero points are not all 0 (an affine scheme)."""
+    return _per_channel_differs(seen, expected, "zero_points_zero") or any(
+        "per_channel_affine" in str(text)
+        for got, _ in label_pairs(seen, expected)
+        for text in (got or {}).get("inputs", {}).values()
+    )
+
+
+def weight_range_differs(seen: Any, expected: Any) -> bool:
+    return _per_channel_differs(seen, expected, "range")
+
+
+def output_shared(seen: Any, expected: Any) -> bool:
+    """The linear's output carries a SharedQuantizationSpec (tied to an input)."""
+    return any(
+        got and str(got.get("output")).startswith("SharedQuantizationSpec") for got, _ in label_pairs(seen, expected)
+    )
+
+
+def output_labelled(seen: Any, expected: Any) -> bool:
+    """The linear's output carries a spec of its own (not shared with the input: that is ``output_shared``), or is
+    quantized after convert, where the key leaves it float."""
+    if output_shared(seen, expected):
+        return False
+    if any(
+        got and got.get("output") is not None and want.get("output") is None
+        for got, want in label_pairs(seen, expected)
+    ):
+        return True
+    quantized = any(got is True and want is False for got, want in linear_parts(seen, expected, "output_quantized"))
+    return quantized and not other_ops_labelled(seen, expected)  # a consumer's own label quantizes it too
+
+
+def other_ops_labelled(seen: Any, expected: Any) -> bool:
+    """Nodes the key leaves alone (layer_norm, matmul, softmax…) carry a spec."""
+    for _, got, want in records(seen, expected):
+        mine, ours = got.get("labels"), want.get("labels")
+        if isinstance(mine, dict) and isinstance(ours, dict) and set(mine) - set(ours):
+            return True
+    return False
+
+
+MISCONCEPTIONS = (
+    Misconception(
+        "bias_assumed",
+        "以為每個 linear 都有 bias",
+        "你直接讀 node.args[2]，可是 bias=False 的 linear 在圖上只有兩個引數（輸入與 weight），沒有第三個，就出錯了。"
+        "bias 本來就不用量化，標籤裡用不到它；真的要讀時先看 len(node.args) > 2。",
+        RULES,
+        public=crashes_without_bias,
+    ),
+    Misconception(
+        "bias_quantized",
+        "bias 也貼了規格",
+        "動態量化的 linear 只量化輸入和 weight：bias 留在 float，由 kernel 直接加上去。"
+        "你替 bias 貼了規格，convert 之後 bias 多了 q/dq（或形狀不合而出錯）。input_qspec_map 只放輸入與 weight 兩條邊。",
+        RULES,
+        public=quantizes_bias,
+    ),
+    Misconception(
+        "skips_no_bias",
+        "沒有 bias 的 linear 就跳過",
+        "你只標了有 bias 的 linear（例如用 len(node.args) < 3 過濾）。沒有 bias 的 linear 一樣是 linear，"
+        "輸入和 weight 都要量化；有沒有 bias 只影響要不要讀 node.args[2]，不影響要不要貼標籤。",
+        RULES,
+        public=skips_linears_without_bias,
+    ),
+    Misconception(
+        "some_linears_only",
+        "有些 linear 沒有找到",
+        "練習要替圖裡每一個 aten.linear.default 貼標籤，不只 attention 的，也包括 MLP 的 fc1、fc2 和最後的 head。"
+        '用 node.op == "call_function" 而且 node.target == torch.ops.aten.linear.default 找，不要靠 module 名字或 node 名字。',
+        RULES,
+        public=misses_linears,
+    ),
+    Misconception(
+        "symmetric_activation",
+        "動態輸入用了 symmetric",
+        "你可能以為 activation 和 weight 一樣用 symmetric。動態輸入的 qparams 在執行時由 choose_qparams 依當下的最小、最大值算出來，"
+        "用的是 per_tensor_affine；換成 per_tensor_symmetric，convert 就出錯（PortNodeMetaForQDQ）。"
+        "輸入用 torch.per_tensor_affine、範圍 −128..127。",
+        RANGES_DIFFER,
+        public=symmetric_dynamic,
+    ),
+    Misconception(
+        "static_activation",
+        "輸入用了靜態的規格",
+        "is_dynamic 沒有設成 True，輸入的 scale 與 zero point 就在 convert 時固定成常數（quantize_per_tensor.default），"
+        "每一批都用同一組，也就不是動態量化了。動態的規格要 is_dynamic=True，convert 之後才會在執行時用 choose_qparams 算 qparams。",
+        RUN_TIME_QPARAMS,
+        public=static_inputs,
+    ),
+    Misconception(
+        "dynamic_with_observer",
+        "動態輸入配了會記錄範圍的 observer",
+        "你可能以為動態量化也要 MinMaxObserver 之類的 observer 記下範圍。動態輸入的 qparams 每次執行時才算，"
+        "prepare 時不需要記任何東西：它的 observer 是 PlaceholderObserver，只占個位置，告訴 convert「這裡在執行時量化」。",
+        DYNAMIC_OBSERVERS,
+        public=dynamic_with_observer,
+    ),
+    Misconception(
+        "activation_range",
+        "動態輸入的 dtype 或範圍不對",
+        "XNNPACK 的動態輸入是 int8、範圍 −128..127（per_tensor_affine）。換成 uint8 [0, 255] 或別的範圍，"
+        "choose_qparams 算出來的 qparams 就不是後端要的。照練習的規則寫 dtype=torch.int8、quant_min=-128、quant_max=127。",
+        RULES,
+        public=input_range_differs,
+    ),
+    Misconception(
+        "weight_shared_with_input",
+        "weight 和輸入共用 qparams",
+        "weight 和 activation 的數值範圍完全不同，不能共用一組 scale：你用 SharedQuantizationSpec 把 weight 綁在輸入上，"
+        "weight 也跟著在執行時 per-tensor 量化。weight 要有自己的規格：int8 per_channel_symmetric、ch_axis=0，convert 時就量化成常數。",
+        RUN_TIME_QPARAMS,
+        public=weight_shares_input,
+    ),
+    Misconception(
+        "per_tensor_weights",
+        "weight 用了 per-tensor",
+        "per-tensor 時整個 weight 只有一個 scale，只要有一個輸出 channel 的值特別大，其他 channel 就只剩很少的格子可用。"
+        "每個輸出 channel 一組 scale 才是 XNNPACK 要的：qscheme=torch.per_channel_symmetric、ch_axis=0，observer 用 PerChannelMinMaxObserver。",
+        PER_CHANNEL,
+        public=weights_per_tensor,
+    ),
+    Misconception(
+        "weight_axis",
+        "per-channel 沿錯了軸",
+        "linear 的 weight 形狀是 (輸出 channel, 輸入 channel)，per-channel 要每個輸出 channel 一組 scale，也就是 ch_axis=0。"
+        "沿 ch_axis=1 是每個輸入 channel 一組，kernel 沒辦法把它提到矩陣乘法外面。",
+        PER_CHANNEL,
+        public=weight_axis_differs,
+    ),
+    Misconception(
+        "asymmetric_weights",
+        "weight 用了非對稱的 per_channel_affine",
+        "weight 的分布大致以 0 為中心，XNNPACK 的 int8 weight 是對稱的：zero point 全是 0，kernel 才不用多算一項。"
+        "你用了 per_channel_affine，每個 channel 有自己的 zero point；改用 torch.per_channel_symmetric。",
+        SYMMETRIC_RANGE,
+        public=weights_asymmetric,
+    ),
+    Misconception(
+        "weight_range",
+        "weight 的範圍不是 −127..127",
+        "對稱量化要正負兩邊一樣多格：int8 的 −128 沒有對應的 +128，所以 XNNPACK 的 int8 weight 用 −127..127。"
+        "這個練習的 weight 是 8-bit，quant_min=-127、quant_max=127（4-bit 是 M09-3 的事）。",
+        SYMMETRIC_RANGE,
+        public=weight_range_differs,
+    ),
+    Misconception(
+        "quantizes_other_ops",
+        "linear 以外的 op 也貼了標籤",
+        "你可能以為 Transformer 裡的每個 op 都該量化。XNNPACK 的動態 config 只標 linear：layer_norm、softmax、matmul、gelu 沒有動態的 int8 kernel，"
+        "標了只會在它們前面多出 q/dq，convert 之後還是用 float 算。只替 aten.linear.default 貼標籤。",
+        DYNAMIC_OBSERVERS,
+        public=other_ops_labelled,
+    ),
+    Misconception(
+        "output_shared_with_input",
+        "linear 的輸出和輸入共用 qparams",
+        "你用 SharedQuantizationSpec 把 linear 的輸出綁在輸入上，輸出也被量化了。linear 的輸出和輸入的範圍本來就不同，"
+        "而動態量化的 linear 輸出留在 float，給下一個 op 直接用；output_qspec 不要寫。",
+        RULES,
+        public=output_shared,
+    ),
+    Misconception(
+        "output_spec",
+        "linear 的輸出也貼了規格",
+        "動態量化只量化 linear 的輸入與 weight，linear 算完的輸出是 float，直接交給 layer_norm、gelu 這些用 float 算的 op。"
+        "你替輸出貼了規格，convert 之後輸出多了一組 q/dq；QuantizationAnnotation 只寫 input_qspec_map。",
+        RULES,
+        public=output_labelled,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -266,5 +648,6 @@ PUBLIC = declare(
         TITLE,
         ("DynamicLinearQuantizer",),
         {"tinylm": shipped_tinylm, "no_bias": tinylm_without_bias},
+        misconceptions=MISCONCEPTIONS,
     ),
 )

@@ -25,8 +25,10 @@ from torch.fx import GraphModule, Node
 
 from common.dynamic import convert_dynamic
 from common.tinylm import TinyLMConfig, example_inputs, tinylm_model
+from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_tokens
 from selfcheck.evidence import EvidenceError, returned_dict, safe_text
+from selfcheck.misconceptions import Misconception, Section
 from selfcheck.public.m09_1 import small_tinylm
 
 TITLE_QUANTIZER = "LLMQuantizer：embedding 用 EmbeddingQuantizer、linear 用 4-bit 動態 XNNPACKQuantizer"
@@ -226,6 +228,305 @@ def public_bytes_float(ns: Namespace, seed: int) -> Any:
     return read_bytes(ns["graph_bytes"](tinylm_graph(model, seeded_tokens(seed, 11, 4, 8))))
 
 
+# --- where the chapter teaches it ----------------------------------------------------------------
+
+FOUR_BIT_CONFIG = Section("A. 4-bit 的動態 config")
+FOUR_BIT_RANGE = Section("A. 4 bit 怎麼表示、有多粗", notebook="M07-3")
+EMBEDDING_QUANTIZER = Section("B. embedding：EmbeddingQuantizer 與 ComposableQuantizer")
+PER_CHANNEL = Section("B. 一個 outlier channel：per-tensor 與 per-channel weight", notebook="M06-1")
+RUN_TIME_QPARAMS = Section("convert 之後：執行時才算的 qparams", notebook="M09-2")
+WHAT_IS_LABELLED = Section("C. XNNPACKQuantizer 標了什麼", notebook="M09-1")
+SIZE = Section("C. 模型多大：數圖真正讀的 tensor")
+BYTES_RULES = Section("練習 2：graph_bytes（4 分）")
+
+
+# --- reading the evidence (the public detectors here; the hidden ones in the checks use them too) ------
+
+
+def pairs(seen: Any, expected: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """``(case, got, want)`` for every case where both returned a dict."""
+    out = []
+    for case in diagnosis.cases(expected):
+        got, want = diagnosis.value(seen, case), diagnosis.value(expected, case)
+        if isinstance(got, dict) and isinstance(want, dict):
+            out.append((case, got, want))
+    return out
+
+
+def parts(seen: Any, expected: Any, group: str, part: str) -> list[tuple[Any, Any]]:
+    """``(got, want)`` of ``part`` of every node of ``group`` (``linears``, ``embeddings``, ``others``) in both."""
+    out = []
+    for _, got, want in pairs(seen, expected):
+        mine, ours = got.get(group), want.get(group)
+        if isinstance(mine, dict) and isinstance(ours, dict):
+            out.extend(
+                (mine[name].get(part), record.get(part))
+                for name, record in ours.items()
+                if isinstance(record, dict) and isinstance(mine.get(name), dict)
+            )
+    return out
+
+
+def _quantized_weights(seen: Any, expected: Any, group: str = "linears") -> list[tuple[dict, dict]]:
+    return [
+        (got, want)
+        for got, want in parts(seen, expected, group, "weight")
+        if isinstance(got, dict) and isinstance(want, dict)
+    ]
+
+
+def static_inputs(seen: Any, expected: Any) -> bool:
+    """A linear's input quantized with constant (calibrated) qparams, where the key's are chosen at run time."""
+    return any(got == "static" and want == "dynamic" for got, want in parts(seen, expected, "linears", "input"))
+
+
+def embeddings_float(seen: Any, expected: Any) -> bool:
+    """An embedding's table left in float, where the key quantizes it."""
+    return any(got == "float" and isinstance(want, dict) for got, want in parts(seen, expected, "embeddings", "weight"))
+
+
+def embeddings_like_weights(seen: Any, expected: Any) -> bool:
+    """An embedding's table quantized, but not as EmbeddingQuantizer does (another dtype, range or zero point)."""
+    return any(
+        (got.get("dtype"), got.get("zero_point"), got.get("qmin"), got.get("qmax"))
+        != (want.get("dtype"), want.get("zero_point"), want.get("qmin"), want.get("qmax"))
+        for got, want in _quantized_weights(seen, expected, "embeddings")
+    )
+
+
+def weights_per_tensor(seen: Any, expected: Any) -> bool:
+    return any(
+        str(got.get("op")).startswith("dequantize_per_tensor")
+        and str(want.get("op")).startswith("dequantize_per_channel")
+        for got, want in _quantized_weights(seen, expected)
+    )
+
+
+def _ranges(seen: Any, expected: Any) -> list[tuple[int, int, int, int]]:
+    """``(got qmin, got qmax, key qmin, key qmax)`` of every linear weight whose range differs from the key's."""
+    out = []
+    for got, want in _quantized_weights(seen, expected):
+        mine, ours = (got.get("qmin"), got.get("qmax")), (want.get("qmin"), want.get("qmax"))
+        if all(isinstance(v, int) for v in (*mine, *ours)) and mine != ours:
+            out.append((*mine, *ours))
+    return out
+
+
+def eight_bit_weights(seen: Any, expected: Any) -> bool:
+    """The weights keep an int8 range ([-127, 127] by default, or [-128, 127]): not 4 bits at all."""
+    return any(qmax - qmin >= 200 for qmin, qmax, _, _ in _ranges(seen, expected))
+
+
+def unsigned_range(seen: Any, expected: Any) -> bool:
+    """A range starting at 0 ([0, 15]) where the key's is signed."""
+    return any(qmin == 0 and key_min < 0 for qmin, _, key_min, _ in _ranges(seen, expected))
+
+
+def symmetric_range(seen: Any, expected: Any) -> bool:
+    """A range as wide on both sides ([-7, 7]): one integer of the 4 bits left unused."""
+    return any(
+        qmin == -qmax and key_min != -key_max and qmax - qmin < 200
+        for qmin, qmax, key_min, key_max in _ranges(seen, expected)
+    )
+
+
+def other_range(seen: Any, expected: Any) -> bool:
+    """Another range than the key's, none of the three above."""
+    named = (eight_bit_weights, unsigned_range, symmetric_range)
+    return bool(_ranges(seen, expected)) and not any(found(seen, expected) for found in named)
+
+
+def others_quantized(seen: Any, expected: Any) -> bool:
+    """q / dq around an op the key leaves in float (layer_norm, softmax…), every linear's input still dynamic."""
+    moved = any(got != want for part in ("inputs", "consumers") for got, want in parts(seen, expected, "others", part))
+    return moved and not static_inputs(seen, expected)
+
+
+def byte_pairs(seen: Any, expected: Any) -> list[tuple[str, dict[str, int], dict[str, int]]]:
+    """``(case, got bytes, key bytes)`` by dtype, for every case where both returned a count."""
+    return [
+        (case, got["bytes"], want["bytes"])
+        for case, got, want in pairs(seen, expected)
+        if isinstance(got.get("bytes"), dict) and isinstance(want.get("bytes"), dict)
+    ]
+
+
+ELEMENT_SIZE = {"float32": 4, "int64": 8, "int32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int16": 2}
+
+
+def counts_elements(seen: Any, expected: Any) -> bool:
+    """A dtype of more than one byte counted one byte an element (numel without element_size)."""
+    return any(
+        got.get(dtype, 0) * size == want[dtype] and want[dtype] > 0
+        for _, got, want in byte_pairs(seen, expected)
+        for dtype, size in ELEMENT_SIZE.items()
+        if dtype in want
+    )
+
+
+def _more_float32(seen: Any, expected: Any) -> bool:
+    return any(got.get("float32", 0) > want.get("float32", 0) for _, got, want in byte_pairs(seen, expected))
+
+
+def _missing(seen: Any, expected: Any, *dtypes: str) -> bool:
+    """A dtype the graph reads (one of ``dtypes``) is missing altogether in some case."""
+    return any(
+        want.get(dtype) and not got.get(dtype) for _, got, want in byte_pairs(seen, expected) for dtype in dtypes
+    )
+
+
+def counts_read_twice(seen: Any, expected: Any) -> bool:
+    """More bytes only where one target is read by several get_attr nodes; every other graph right."""
+    found = byte_pairs(seen, expected)
+    shared = [(got, want) for case, got, want in found if case == "shared_reads"]
+    others = [got == want for case, got, want in found if case != "shared_reads"]
+    return bool(others) and all(others) and any(sum(got.values()) > sum(want.values()) for got, want in shared)
+
+
+BUFFERS = ("int8", "int64", "uint8")
+"""What convert adds as buffers: the quantized weights and tables, the zero points."""
+
+
+def state_dict_bytes(seen: Any, expected: Any) -> bool:
+    """Tensors the graph no longer reads counted (more float32), and the mask the graph reads missing (a buffer
+    ``state_dict`` leaves out: bool), while the quantized buffers are there."""
+    return _more_float32(seen, expected) and _missing(seen, expected, "bool") and not _missing(seen, expected, *BUFFERS)
+
+
+def unread_tensors_counted(seen: Any, expected: Any) -> bool:
+    """More float32 than the graph reads (the original weights convert left behind), nothing missing."""
+    unread = _more_float32(seen, expected) and not _missing(seen, expected, "bool", *BUFFERS)
+    return unread and not counts_read_twice(seen, expected)
+
+
+def buffers_missing(seen: Any, expected: Any) -> bool:
+    """The quantized weights, tables or zero points (buffers) missing altogether."""
+    return _missing(seen, expected, *BUFFERS)
+
+
+QUANTIZER_MISCONCEPTIONS = (
+    Misconception(
+        "static_config",
+        "linear 的輸入用了靜態的 config",
+        "少了 is_dynamic=True，XNNPACKQuantizer 用的是靜態 config：linear 的輸入在校準時就定死 scale 與 zero point，"
+        "連 add 這些 op 也會被標。出貨給 XNNPACK 的 LLM 用的是動態 config，每次執行時才用 choose_qparams 算 qparams；"
+        "get_symmetric_quantization_config 要傳 is_dynamic=True。",
+        RUN_TIME_QPARAMS,
+        public=static_inputs,
+    ),
+    Misconception(
+        "embedding_float",
+        "以為 XNNPACKQuantizer 也會量化 embedding",
+        "XNNPACKQuantizer 只標 linear（動態 config 下也只有 linear 與 conv 的 pattern），embedding 的表留在 float。"
+        "embedding 要另外交給 EmbeddingQuantizer，兩個 Quantizer 用 ComposableQuantizer 組起來。",
+        EMBEDDING_QUANTIZER,
+        public=embeddings_float,
+    ),
+    Misconception(
+        "embedding_as_linear",
+        "embedding 的表當成 linear 的 weight 量化",
+        "embedding 不是矩陣乘法，它用 token 當索引取出一列，所以量化方式和 linear 的 weight 不同："
+        "每一列一組 scale 與 zero point，值是 uint8 [0, 255]，scale 和 zero point 都是 float（per_channel_affine_float_qparams）。"
+        "不要拿 linear 的 weight 規格去標它，交給 EmbeddingQuantizer。",
+        EMBEDDING_QUANTIZER,
+        public=embeddings_like_weights,
+    ),
+    Misconception(
+        "per_tensor_weights",
+        "4-bit weight 用了 per-tensor",
+        "4-bit 只有 16 個整數，整個 weight 共用一個 scale 時，範圍最大的那個 channel 決定了所有 channel 的格子寬度，誤差很大。"
+        "每個輸出 channel 一組 scale 才行：get_symmetric_quantization_config 要傳 is_per_channel=True。",
+        PER_CHANNEL,
+        public=weights_per_tensor,
+    ),
+    Misconception(
+        "eight_bit_range",
+        "weight 範圍沒有改成 4-bit",
+        "dtype 是 int8 不代表範圍就是 int8 的全部：PT2E 的 4-bit 是「用 int8 儲存、把範圍限制在 [−8, 7]」。"
+        "沒傳 weight_qmin、weight_qmax 時預設是 int8 的 [−127, 127]，寫成 [−128, 127] 也一樣是 8 個 bit；"
+        "要傳 weight_qmin=-8、weight_qmax=7。",
+        FOUR_BIT_CONFIG,
+        public=eight_bit_weights,
+    ),
+    Misconception(
+        "unsigned_range",
+        "4-bit 寫成 unsigned 的 [0, 15]",
+        "[0, 15] 是 unsigned 的 4-bit，可是這裡的 weight 是 symmetric、以 int8 儲存，zero point 是 0："
+        "範圍從 0 開始，負的 weight 全都被截成 0。有號的 4-bit 是 [−8, 7]，XNNPACK 也是看 qmin == -8、qmax == 7 認出 4-bit。",
+        FOUR_BIT_RANGE,
+        public=unsigned_range,
+    ),
+    Misconception(
+        "symmetric_range",
+        "4-bit 寫成正負對稱的範圍",
+        "4 個 bit 有 16 個整數，有號的範圍是 [−8, 7]，負的比正的多一格：寫成 [−7, 7] 少用了 −8，寫成 [−8, 8] 又超出 4 個 bit。"
+        "而且 XNNPACK 只在 qmin == -8、qmax == 7 時才把 weight 認成 4-bit 打包。",
+        FOUR_BIT_RANGE,
+        public=symmetric_range,
+    ),
+    Misconception(
+        "other_range",
+        "weight 範圍不是 4-bit 的 [−8, 7]",
+        "PT2E 的 4-bit weight 是用 int8 儲存、範圍限制在 [−8, 7]（16 個整數），後端也是從這組範圍認出 4-bit。"
+        "傳 weight_qmin=-8、weight_qmax=7。",
+        FOUR_BIT_RANGE,
+        public=other_range,
+    ),
+    Misconception(
+        "quantizes_other_ops",
+        "layer_norm、softmax 也量化了",
+        "你可能以為 Transformer 裡的每個 op 都該是 int8。XNNPACK 的動態 recipe 只量化 linear（embedding 交給 EmbeddingQuantizer），"
+        "layer_norm、softmax、attention 的 matmul 留在 float：替它們加上 q/dq 只多了量化誤差，並沒有 int8 的 kernel 來算。"
+        "LLMQuantizer 只要組合那兩個 Quantizer，不要再加別的。",
+        WHAT_IS_LABELLED,
+        public=others_quantized,
+    ),
+)
+
+BYTES_MISCONCEPTIONS = (
+    Misconception(
+        "numel_only",
+        "把元素個數當成 byte 數",
+        "numel() 是元素的個數，不是 byte：float32 一個元素 4 byte，int64 的 zero point 一個 8 byte，只有 int8、uint8、bool 剛好 1 byte。"
+        "每個 tensor 的 byte 數是 numel() * element_size()。",
+        BYTES_RULES,
+        public=counts_elements,
+    ),
+    Misconception(
+        "counts_every_read",
+        "同一個 tensor 被讀幾次就算幾次",
+        "同一個 target 可以被好幾個 get_attr node 讀，它們指向的是同一個 tensor，記憶體裡只有一份。"
+        "記下已經算過的 target，同一個 target 只算一次。",
+        BYTES_RULES,
+    ),
+    Misconception(
+        "state_dict_size",
+        "用 state_dict() 算模型大小",
+        "convert 之後的 GraphModule 還留著原本的 fp32 weight，只是圖不再讀它們，state_dict 把它們也算進去了；"
+        "反過來，attention 的 mask 這種不存檔（persistent=False）的 buffer 圖會讀，state_dict 卻沒有。"
+        "真正的大小是圖在執行時讀的東西：每個 get_attr node 指向的 tensor。",
+        SIZE,
+        public=state_dict_bytes,
+    ),
+    Misconception(
+        "module_tensors",
+        "模組上所有的 parameter 與 buffer 都算",
+        "convert 之後模組上還掛著原本的 fp32 weight，可是圖已經改讀 int8 的 weight，不會再用到它們。"
+        "named_parameters、named_buffers 列的是模組上有什麼，不是圖讀了什麼；要從圖上的 get_attr node 找 tensor。",
+        SIZE,
+        public=unread_tensors_counted,
+    ),
+    Misconception(
+        "parameters_only",
+        "只算 parameter，漏了 buffer",
+        "convert 之後 int8 的 weight、scale、zero point 都是 buffer，attention 的 mask 也是；只看 named_parameters 會全部漏掉。"
+        "不要分 parameter 或 buffer：get_attr node 讀的每個 tensor 都要算。",
+        SIZE,
+        public=buffers_missing,
+    ),
+)
+
+
 PUBLIC = declare(
     __name__,
     Exercise(
@@ -234,6 +535,7 @@ PUBLIC = declare(
         ("LLMQuantizer",),
         {"tinylm": public_tinylm, "post_ln": public_post_ln},
         case_seconds=60,  # the first case imports ExecuTorch (seconds, more on a busy machine)
+        misconceptions=QUANTIZER_MISCONCEPTIONS,
     ),
     Exercise(
         "graph_bytes",
@@ -241,5 +543,6 @@ PUBLIC = declare(
         ("graph_bytes",),
         {"tinylm_int4_embedding": public_bytes_int4, "float_small": public_bytes_float},
         case_seconds=60,
+        misconceptions=BYTES_MISCONCEPTIONS,
     ),
 )
