@@ -61,6 +61,9 @@ class ExerciseSection:
     unexplained: list[dict[str, Any]] = field(default_factory=list)
     passed: list[dict[str, Any]] = field(default_factory=list)
     verdicts: list[dict[str, Any]] = field(default_factory=list)
+    shared_message: str = ""
+    """With no named cause: the one message every failed check gave (a crash before grading, an unfinished
+    answer, a refused recording), said once instead of once per check."""
 
     @property
     def headline(self) -> str:
@@ -89,6 +92,9 @@ def exercise_section(title: str, verdicts: Iterable[dict[str, Any]]) -> Exercise
         if found is not None:
             section.causes.append(Cause(str(failed[0].get("notebook")), found, first=not section.causes))
     named = {cause.misconception.key for cause in section.causes}
+    messages = {str(v.get("message") or "") for v in failed}
+    if not section.causes and len(failed) > 1 and len(messages) == 1 and "" not in messages:
+        section.shared_message = messages.pop()
     for verdict in verdicts:
         if verdict["passed"]:
             section.passed.append(verdict)
@@ -109,6 +115,11 @@ def exercise_report(title: str, verdicts: Iterable[dict[str, Any]]) -> str:
     with ✓ / ✗ and, for a failure no cause explains, its message."""
     section = exercise_section(title, verdicts)
     lines = [section.headline]
+    if section.shared_message:
+        lines.append(f"  沒有通過的 {len(section.unexplained)} 項檢查都是同一個原因：")
+        lines.extend(f"    {line}" for line in clean(section.shared_message).splitlines())
+        lines.extend(_check_line(v) for v in section.verdicts)
+        return "\n".join(lines)
     if not section.causes:
         for verdict in section.verdicts:
             lines.append(_check_line(verdict))

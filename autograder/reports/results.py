@@ -59,7 +59,7 @@ def _test_output(verdict: dict[str, Any], section: ExerciseSection) -> str:
     cause = next((c for c in section.causes if c.misconception.key == verdict.get("explained_by")), None)
     if cause is not None:
         return f"可能的原因：{clean(cause.misconception.name)}（說明與要重讀的段落見最上方）"
-    return clean(verdict["message"])
+    return clean(verdict["message"])  # Gradescope shows each test apart: every failed one keeps its sentence
 
 
 def gradescope_results(
@@ -212,6 +212,12 @@ def exercise_html(section: ExerciseSection, picture: dict[str, str] | None) -> s
             parts.append('<p class="group">其他沒有通過的檢查：</p>' + _checks_html(section.unexplained, True))
         if section.passed:
             parts.append('<p class="group">通過的檢查：</p>' + _checks_html(section.passed, False))
+    elif section.shared_message:
+        parts.append(
+            f'<p class="group">沒有通過的 {len(section.unexplained)} 項檢查都是同一個原因：</p>'
+            f'<pre class="message">{html.escape(clean(section.shared_message))}</pre>'
+        )
+        parts.append(_checks_html(section.verdicts, with_messages=False))
     else:
         if picture and section.unexplained:
             parts.append(
