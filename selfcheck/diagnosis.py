@@ -73,6 +73,16 @@ def error_message(evidence: Any, case: str) -> str:
     return str(record.get("message", "")) if isinstance(record, dict) and "error" in record else ""
 
 
+def case_pairs(seen: Any, expected: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """``(case, got, want)`` for every case where both the student and the key returned a dict."""
+    out = []
+    for case in cases(expected):
+        got, want = value(seen, case), value(expected, case)
+        if isinstance(got, dict) and isinstance(want, dict):
+            out.append((case, got, want))
+    return out
+
+
 def walk(data: Any, key: str, path: Path = ()) -> Iterator[tuple[Path, dict[str, Any]]]:
     """Every dict inside ``data`` that holds ``key``, with its path, outermost first."""
     if isinstance(data, dict):

@@ -135,3 +135,13 @@ def by_key(misconceptions: tuple[Misconception, ...]) -> dict[str, Misconception
             raise ValueError(f"two misconceptions are called {item.key!r}")
         found[item.key] = item
     return found
+
+
+def causes_block(notebook: str, misconceptions: list[Misconception], indent: str = "") -> list[str]:
+    """The likely causes as indented lines (at most two: the most likely, and a second one), as
+    ``cause_lines`` words them: the name at ``indent``, the rest two spaces further in."""
+    lines = []
+    for index, misconception in enumerate(misconceptions[:2]):
+        first, *rest = cause_lines(notebook, misconception, first=index == 0)
+        lines += [f"{indent}{first}", *(f"{indent}  {line}" for line in rest)]
+    return lines

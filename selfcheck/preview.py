@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -68,37 +69,31 @@ def _missing_message(names: list[str], stub: bool = False) -> str:
     return f"先完成練習：還沒有定義 {listed}（先執行寫好 {listed} 的那一格，再執行這一格）"
 
 
-def public_problems(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> dict[str, str | None]:
-    """Public case → what is wrong with ``namespace``'s answer on it (None when it agrees).
+@dataclass(frozen=True)
+class PublicRun:
+    """The public cases of one exercise run on a student's answer, beside the shipped expected evidence."""
 
-    Raises ``ChecksFailed`` when a definition is missing, ``PreviewUnavailable`` when the
-    installed course has no public cases or expected evidence for the exercise.
+    spec: Exercise
+    evidence: dict[str, Any]
+    expected: dict[str, Any]
+
+    @property
+    def problems(self) -> dict[str, str | None]:
+        """Public case → what is wrong with the answer on it (None when it agrees)."""
+        cases = self.evidence["cases"]
+        return {
+            name: case_difference(self.expected["cases"][name], cases[name], self.spec.tolerances)
+            for name in self.spec.cases
+        }
+
+
+def run_public(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> PublicRun:
+    """Run ``exercise``'s public cases on ``namespace``.
+
+    Raises ``ChecksFailed`` (one line) when a definition is missing or the exercise is not answered yet (its
+    stub raises ``NotImplementedError`` in every case), ``PreviewUnavailable`` when the installed course has
+    no public cases or expected evidence for the exercise.
     """
-    spec = public_exercises(notebook).get(exercise)
-    if spec is None:
-        raise PreviewUnavailable(f"{notebook} 沒有練習 {exercise!r} 的公開例子")
-    evidence = collect(spec, dict(namespace), PREVIEW_SEED)
-    if "missing" in evidence:
-        raise ChecksFailed(_missing_message(list(evidence["missing"])))
-    shipped = expected_evidence(notebook)
-    expected = shipped.get("exercises", {}).get(exercise, {}).get("cases", {})
-    if shipped.get("seed") != PREVIEW_SEED or set(expected) != set(spec.cases):
-        raise PreviewUnavailable(f"{notebook} 的預期結果和公開例子對不上：請更新課程套件")
-    return {name: case_difference(expected[name], evidence["cases"][name], spec.tolerances) for name in spec.cases}
-
-
-def preview(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> None:
-    """Run the public cases of ``exercise`` on ``namespace``; print ✓ / ✗ per case.
-
-    When a case fails, the misconceptions the exercise's public detectors recognise follow, in the words the
-    grader's feedback uses (``selfcheck.misconceptions.cause_lines``). Raises ``ChecksFailed`` (one line, in
-    Chinese, shown without a traceback) when a definition is missing or any public case differs from the
-    expected evidence, or (one line, nothing printed) when the exercise is not answered
-    yet (its stub raises ``NotImplementedError`` in every case). Returns None, so the cell shows no ``Out:`` value.
-    """
-    from selfcheck.diagnosis import public_causes
-    from selfcheck.misconceptions import cause_lines
-
     spec = public_exercises(notebook).get(exercise)
     if spec is None:
         raise PreviewUnavailable(f"{notebook} 沒有練習 {exercise!r} 的公開例子")
@@ -112,7 +107,28 @@ def preview(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> None:
     expected = shipped.get("exercises", {}).get(exercise, {})
     if shipped.get("seed") != PREVIEW_SEED or set(expected.get("cases", {})) != set(spec.cases):
         raise PreviewUnavailable(f"{notebook} 的預期結果和公開例子對不上：請更新課程套件")
-    problems = {name: case_difference(expected["cases"][name], records[name], spec.tolerances) for name in spec.cases}
+    return PublicRun(spec, evidence, expected)
+
+
+def public_problems(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> dict[str, str | None]:
+    """Public case → what is wrong with ``namespace``'s answer on it (None when it agrees); raises as ``run_public``."""
+    return run_public(notebook, exercise, namespace).problems
+
+
+def preview(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> None:
+    """Run the public cases of ``exercise`` on ``namespace``; print ✓ / ✗ per case.
+
+    When a case fails, the misconceptions the exercise's public detectors recognise follow, in the words the
+    grader's feedback uses (``selfcheck.misconceptions.cause_lines``). Raises ``ChecksFailed`` (one line, in
+    Chinese, shown without a traceback) when any public case differs from the expected evidence, and (one
+    line, nothing printed) when a definition is missing or the exercise is not answered yet. Returns None, so
+    the cell shows no ``Out:`` value.
+    """
+    from selfcheck.diagnosis import public_causes
+    from selfcheck.misconceptions import causes_block
+
+    run = run_public(notebook, exercise, namespace)
+    problems = run.problems
     for name, problem in problems.items():
         if problem is None:
             print(f"✓ 公開例子「{name}」通過")
@@ -120,8 +136,7 @@ def preview(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> None:
             print(f"✗ 公開例子「{name}」：{problem}")
     failed = sum(problem is not None for problem in problems.values())
     if failed:
-        for index, misconception in enumerate(public_causes(spec.misconceptions, evidence, expected)[:2]):
-            first, *rest = cause_lines(notebook, misconception, first=index == 0)
-            print(first)
-            print("\n".join(f"  {line}" for line in rest))
+        found = public_causes(run.spec.misconceptions, run.evidence, run.expected)
+        for line in causes_block(notebook, found):
+            print(line)
         raise ChecksFailed(f"{len(problems)} 個公開例子中有 {failed} 個沒有通過（見上面的 ✗）")

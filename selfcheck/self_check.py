@@ -76,25 +76,16 @@ def failure_lines(notebook: str, exercise: str, error: BaseException) -> list[st
 def diagnosis_lines(notebook: str, exercise: str, namespace: dict[str, Any]) -> list[str]:
     """The misconceptions the exercise's public cases recognise in ``namespace``'s answer, in the feedback's words."""
     from selfcheck.diagnosis import public_causes
-    from selfcheck.misconceptions import cause_lines
-    from selfcheck.preview import PREVIEW_SEED, expected_evidence, public_exercises
+    from selfcheck.misconceptions import causes_block
+    from selfcheck.preview import public_exercises, run_public
 
     try:
-        spec = public_exercises(notebook)[exercise]
-        if not any(m.public for m in spec.misconceptions):
+        if not any(m.public for m in public_exercises(notebook)[exercise].misconceptions):
             return []
-        from selfcheck.casekit import collect
-
-        seen = collect(spec, namespace, PREVIEW_SEED)
-        expected = expected_evidence(notebook)["exercises"][exercise]
-        found = public_causes(spec.misconceptions, seen, expected)
+        run = run_public(notebook, exercise, namespace)
+        return causes_block(notebook, public_causes(run.spec.misconceptions, run.evidence, run.expected), "  ")
     except Exception:  # a diagnosis is a courtesy: the failure is already said
         return []
-    lines = []
-    for index, misconception in enumerate(found[:2]):
-        first, *rest = cause_lines(notebook, misconception, first=index == 0)
-        lines += [f"  {first}", *(f"    {line}" for line in rest)]
-    return lines
 
 
 @contextlib.contextmanager

@@ -462,6 +462,16 @@ def _output_missed(seen: Any, expected: Any) -> bool:
     return bool(missed) and all(c == "output" for _, c in missed)
 
 
+NO_RECOMPILE = Misconception(
+    "no_recompile",
+    "改完圖沒有 gm.recompile()",
+    "GraphModule 執行的是由圖產生的程式碼 gm.code，不是圖本身：改了圖不 recompile，gm 跑的還是舊程式，輸出不變，也不會出錯。"
+    "改完圖、lint() 之後一定要 gm.recompile()。",
+    RECOMPILE,
+    public=_not_recompiled,
+)
+"""Both exercises of the chapter change the graph: the same misconception, the same words."""
+
 REPLACE_MISCONCEPTIONS = (
     Misconception(
         "returns_copy",
@@ -479,14 +489,7 @@ REPLACE_MISCONCEPTIONS = (
         REPLACE_RULES,
         public=_python_function,
     ),
-    Misconception(
-        "no_recompile",
-        "改完圖沒有 gm.recompile()",
-        "GraphModule 執行的是由圖產生的程式碼 gm.code，不是圖本身：改了圖不 recompile，gm 跑的還是舊程式，輸出不變，也不會出錯。"
-        "改完圖、lint() 之後一定要 gm.recompile()。",
-        RECOMPILE,
-        public=_not_recompiled,
-    ),
+    NO_RECOMPILE,
     Misconception(
         "appended_at_end",
         "新 node 沒有用 inserting_after 放好位置",
@@ -561,14 +564,7 @@ CLAMP_MISCONCEPTIONS = (
         CLAMP_RULES,
         public=_python_function,
     ),
-    Misconception(
-        "no_recompile",
-        "改完圖沒有 gm.recompile()",
-        "GraphModule 執行的是由圖產生的程式碼 gm.code，不是圖本身：改了圖不 recompile，gm 跑的還是舊程式，輸出不變，也不會出錯。"
-        "改完圖、lint() 之後一定要 gm.recompile()。",
-        RECOMPILE,
-        public=_not_recompiled,
-    ),
+    NO_RECOMPILE,
     Misconception(
         "appended_at_end",
         "clamp 沒有用 inserting_after 放好位置",

@@ -275,13 +275,8 @@ SYMMETRIC_RANGE = Section("B. symmetric 與整數範圍", notebook="M02-3")
 
 
 def records(seen: Any, expected: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """``(case, got, want)`` for every case where both returned a record."""
-    out = []
-    for case in diagnosis.cases(expected):
-        got, want = diagnosis.value(seen, case), diagnosis.value(expected, case)
-        if isinstance(got, dict) and isinstance(want, dict):
-            out.append((case, got, want))
-    return out
+    """``(case, got, want)`` for every case where both returned a dict (``selfcheck.diagnosis.case_pairs``)."""
+    return diagnosis.case_pairs(seen, expected)
 
 
 def has_bias(record: Any) -> bool:

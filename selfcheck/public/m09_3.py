@@ -244,13 +244,8 @@ BYTES_RULES = Section("練習 2：graph_bytes（4 分）")
 
 
 def pairs(seen: Any, expected: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """``(case, got, want)`` for every case where both returned a dict."""
-    out = []
-    for case in diagnosis.cases(expected):
-        got, want = diagnosis.value(seen, case), diagnosis.value(expected, case)
-        if isinstance(got, dict) and isinstance(want, dict):
-            out.append((case, got, want))
-    return out
+    """``(case, got, want)`` for every case where both returned a dict (``selfcheck.diagnosis.case_pairs``)."""
+    return diagnosis.case_pairs(seen, expected)
 
 
 def parts(seen: Any, expected: Any, group: str, part: str) -> list[tuple[Any, Any]]:
