@@ -14,7 +14,6 @@ import pytest
 from common.exercises import ExerciseNotDone
 from selfcheck.self_check import SelfCheckFailed, self_check
 
-
 _cells = 0
 
 
