@@ -162,7 +162,11 @@ def test_results_json_follows_gradescope_schema(sample_grades) -> None:
 def test_feedback_names_checks_and_hides_their_source(sample_grades) -> None:
     _, out = sample_grades
     page = (out / "wrong-sharing" / MODULE / "feedback.html").read_text(encoding="utf-8")
-    assert "AddQuantizer(share=True) 在 residual 上" in page and "預期" in page and "看到" in page
+    assert "AddQuantizer(share=True) 在 residual 上" in page
+    # the cause once per exercise (not once per check), with the section that teaches it
+    assert page.count("share=True 卻沒有用 SharedQuantizationSpec") == 1, "one diagnosis, not one per check"
+    assert "M03-4 的「A. 顯式共用：SharedQuantizationSpec」" in page and "M03/M03-4.html#m03-4-" in page
+    assert "誰都不" not in page and "預期和" not in page, "no machine-like sentences"
     for secret in ("def test_", "compare_observers", "value(seen", "assert "):
         assert secret not in page
 

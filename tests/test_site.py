@@ -275,23 +275,29 @@ WIDTHS = (390, 1280)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("page", ["index.html", "M03/M03-4.html", "glossary.html"])
-def test_one_search_box_at_the_top_right_and_nothing_runs_off_the_screen(site: Site, page: str, width: int) -> None:
-    with Browser(width=width, height=800) as browser:
-        browser.open(f"{site.url}/{page}")
-        boxes = browser.evaluate(
-            "[...document.querySelectorAll('.search-button, .search-button-field, form.bd-search input')]"
-            ".filter(e => e.offsetParent !== null && e.getBoundingClientRect().width > 0)"
-            ".map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top]; })"
-        )
-        assert len(boxes) == 1, f"{page} at {width} px: {len(boxes)} search boxes"
-        left, top = boxes[0]
-        assert left > width * 0.5 and top < 100, f"{page} at {width} px: the search box is at ({left}, {top})"
-        assert browser.evaluate("document.documentElement.scrollWidth") <= width, f"{page} runs off at {width} px"
-        title = browser.evaluate(
-            "(() => { const h = document.querySelector('article h1'); return h ? h.scrollWidth <= h.clientWidth : true })()"
-        )
-        assert title, f"{page}: the title overflows at {width} px"
+def test_one_search_box_at_the_top_right_and_nothing_runs_off_the_screen(
+    site: Site, browser: Browser, width: int
+) -> None:
+    browser.set_width(width)
+    try:
+        for page in ("index.html", "M03/M03-4.html", "glossary.html"):
+            browser.open(f"{site.url}/{page}")
+            boxes = browser.evaluate(
+                "[...document.querySelectorAll('.search-button, .search-button-field, form.bd-search input')]"
+                ".filter(e => e.offsetParent !== null && e.getBoundingClientRect().width > 0)"
+                ".map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top]; })"
+            )
+            assert len(boxes) == 1, f"{page} at {width} px: {len(boxes)} search boxes"
+            left, top = boxes[0]
+            assert left > width * 0.5 and top < 100, f"{page} at {width} px: the search box is at ({left}, {top})"
+            assert browser.evaluate("document.documentElement.scrollWidth") <= width, f"{page} runs off at {width} px"
+            title = browser.evaluate(
+                "(() => { const h = document.querySelector('article h1');"
+                " return h ? h.scrollWidth <= h.clientWidth : true })()"
+            )
+            assert title, f"{page}: the title overflows at {width} px"
+    finally:
+        browser.set_width(1280)
 
 
 def test_tables_have_room_around_their_values(site: Site, browser: Browser) -> None:
@@ -340,15 +346,18 @@ def _feedback_of_wrong_sharing(tmp: Path) -> Path:
     return page
 
 
-@pytest.mark.parametrize("width", WIDTHS)
-def test_the_feedback_names_each_cause_once_reads_on_a_phone_and_links_to_a_section(
-    site: Site, tmp_path_factory: pytest.TempPathFactory, width: int
-) -> None:
-    from selfcheck.misconceptions import site_url
+@pytest.fixture(scope="module")
+def feedback_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _feedback_of_wrong_sharing(tmp_path_factory.mktemp("feedback"))
 
-    page = _feedback_of_wrong_sharing(tmp_path_factory.mktemp("feedback"))
-    with Browser(width=width, height=900) as browser:
-        browser.open(page.as_uri())
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_feedback_names_each_cause_once_and_reads_on_a_phone(
+    browser: Browser, feedback_page: Path, width: int
+) -> None:
+    browser.set_width(width)
+    try:
+        browser.open(feedback_page.as_uri())
         causes = browser.evaluate("[...document.querySelectorAll('.cause')].map(c => c.textContent)")
         assert len(causes) == 2, "one diagnosis per exercise (AddQuantizer, CatQuantizer), not one per check"
         assert all(text.count("可能的原因") == 1 for text in causes), causes
@@ -362,15 +371,24 @@ def test_the_feedback_names_each_cause_once_reads_on_a_phone_and_links_to_a_sect
             " && i.getBoundingClientRect().right <= window.innerWidth)"
         )
         assert drawings and all(drawings), "each diagnosis shows its drawing, within the page"
-        links = browser.evaluate("[...document.querySelectorAll('.cause a')].map(a => a.href)")
+    finally:
+        browser.set_width(1280)
+
+
+def test_the_feedback_links_each_cause_to_a_section_of_the_built_site(
+    site: Site, browser: Browser, feedback_page: Path
+) -> None:
+    from selfcheck.misconceptions import site_url
+
+    browser.open(feedback_page.as_uri())
+    links = browser.evaluate("[...document.querySelectorAll('.cause a')].map(a => a.href)")
     assert len(links) == 2 and all(link.startswith(str(site_url())) for link in links), links
-    with Browser(width=1280, height=900) as browser:
-        for link in links:
-            path, _, anchor = link.removeprefix(str(site_url())).partition("#")
-            browser.open("about:blank")  # a link to another section of the same page loads no page
-            browser.open(f"{site.url}/{path}#{anchor}")
-            found = browser.evaluate(
-                f"(() => {{ const e = document.getElementById({json.dumps(anchor)});"
-                " return e ? [e.tagName, !!e.closest('section'), (e.closest('section').querySelector('h1,h2,h3,h4') || {}).textContent] : null })()"
-            )
-            assert found and found[1], f"{link} does not land on a section of the built site"
+    for link in links:
+        path, _, anchor = link.removeprefix(str(site_url())).partition("#")
+        browser.open("about:blank")  # a link to another section of the same page loads no page
+        browser.open(f"{site.url}/{path}#{anchor}")
+        found = browser.evaluate(
+            f"(() => {{ const e = document.getElementById({json.dumps(anchor)});"
+            " return e ? !!e.closest('section') : false })()"
+        )
+        assert found, f"{link} does not land on a section of the built site"

@@ -186,6 +186,12 @@ class Browser:
             raise BrowserError(f"沒有符合 {selector} 的元素")
         return self.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
 
+    def set_width(self, width: int) -> None:
+        """Make the page's viewport ``width`` pixels wide (a phone's 390, a desktop's 1280); the page lays out again."""
+        self.width = width
+        self._viewport(self.height)
+        time.sleep(0.3)
+
     def resize(self, height: int) -> None:
         """Make the page's viewport ``height`` pixels tall (the width stays)."""
         self.height = height
