@@ -63,6 +63,7 @@ def _limits(args: argparse.Namespace):
 def cmd_grade(args: argparse.Namespace) -> int:
     from autograder.engine.grading import grade_class
     from autograder.engine.submission import class_folders
+    from autograder.reports.class_record import command_line, write_record
     from autograder.reports.progress import Progress
     from autograder.reports.results import gradebook_table, write_csv, write_student
 
@@ -95,13 +96,57 @@ def cmd_grade(args: argparse.Namespace) -> int:
     for student in students:
         write_student(out, student, seed)
     csv_path, kept = write_csv(out, args.module, students, seed)
+    _, record = write_record(out, args.module, students, seed, command_line(seed=seed))
     print(gradebook_table(students))
+    if any(n.tampering for s in students for n in s.notebooks):
+        print("⚠：這本 notebook 有竄改紀錄（原因見成績表的 tampering_reason 欄與全班報告）")
     print()
     print(f"成績表：{csv_path}" + (f"（更新了 {len(students)} 位，保留先前評過的 {len(kept)} 位）" if kept else ""))
     print(f"回饋：{out}/<學生>/{args.module}/feedback.html（Gradescope 格式：results.json）")
     print(f"隱藏測試的亂數種子：{seed}（--seed {seed} 可重現這次評分）")
     for note in sandbox_notes(students):
         print(f"沙盒：{note}")
+    print(f"全班報告：{write_outputs(out, record)}")
+    return 0
+
+
+def write_outputs(out: Path, record: Any) -> Path:
+    """The class report and the gradebook exports of ``record``; returns the report's path."""
+    from autograder.reports.class_report import write_report
+    from autograder.reports.exports import write_canvas, write_moodle
+
+    write_canvas(out, record)
+    write_moodle(out, record)
+    return write_report(out, record)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from autograder.reports.class_record import read_record, record_path
+
+    path = record_path(Path(args.out), args.module)
+    if not path.is_file():
+        print(
+            f"找不到 {path}：先評分（pt2e-course grade {args.module} --out {args.out}），報告從評分紀錄產生",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        record = read_record(path)
+    except ValueError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    print(f"全班報告：{write_outputs(Path(args.out), record)}")
+    print(
+        f"匯入 Canvas：{Path(args.out) / f'{args.module}-canvas.csv'}；Moodle：{Path(args.out) / f'{args.module}-moodle.csv'}"
+    )
+    return 0
+
+
+def cmd_synthetic_class(args: argparse.Namespace) -> int:
+    from autograder.maintenance.synthetic_class import write_synthetic_class
+
+    path = write_synthetic_class(Path(args.out), args.module, students=args.students, seed=args.seed)
+    print(f"合成的全班評分紀錄：{path}（pt2e-course report {args.module} --out {args.out} 產生報告）")
     return 0
 
 
@@ -320,6 +365,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=positive_int, metavar="N", default=2, help="同時評幾本 notebook（預設 2）")
     limits(p)
     p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser(
+        "report",
+        help="從評分紀錄（<out>/<模組>-class.json）產生全班報告 HTML 與 Canvas、Moodle 的匯入檔（grade 結束時也會做）",
+    )
+    p.add_argument("module", help="模組，例如 M03")
+    p.add_argument("--out", default="graded", metavar="DIR", help="評分輸出的資料夾（預設 graded）")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "synthetic-class",
+        help="用保留的錯誤答案合成一個全班的評分紀錄（測試與效能量測用），之後可用 report 產生報告",
+    )
+    p.add_argument("module", help="模組，例如 M03")
+    p.add_argument("--students", type=positive_int, default=240, metavar="N", help="學生人數（預設 240）")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="隱藏測試與抽樣的亂數種子（預設 0）")
+    p.add_argument("--out", default="synthetic", metavar="DIR", help="寫到哪個資料夾（預設 synthetic）")
+    p.set_defaults(func=cmd_synthetic_class)
 
     p = sub.add_parser("check", help="評一本 notebook，列出每一項檢查的結果")
     p.add_argument("notebook", help="notebook 的路徑，例如 release/M03/M03-4.ipynb")

@@ -112,12 +112,16 @@ def where_text(where: dict[str, Any] | None) -> str:
     return f"（你寫的{function} 第 {where['line']} 行{code}）"
 
 
+UNFINISHED = "還沒寫完"
+"""How the sentence for an answer that reached ``raise NotImplementedError()`` starts (the class report counts them)."""
+
+
 def error_sentence(error: str, message: str) -> str:
     """``執行時出錯：IndexError（索引超出範圍：…）：list index out of range``, for a case that raised; an
     unfinished answer (``NotImplementedError``) says so, with the line it stopped at."""
     if error == "NotImplementedError":
         where = message[message.rfind("（你寫的") :] if "（你寫的" in message else ""
-        return f"還沒寫完：你的程式走到了 raise NotImplementedError()，也就是練習要你填的地方{where}"
+        return f"{UNFINISHED}：你的程式走到了 raise NotImplementedError()，也就是練習要你填的地方{where}"
     gloss = meaning(error)
     head = f"{error}（{gloss}）" if gloss else error
     message = message.strip()

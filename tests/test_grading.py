@@ -113,6 +113,41 @@ def test_the_gradebook_flags_tampering(sample_grades) -> None:
         assert f"{name}：" in reason, reason
 
 
+def section_of(page: str, anchor: str) -> str:
+    return page.split(f'<section id="{anchor}">', 1)[1].split("</section>", 1)[0]
+
+
+def test_grading_ends_with_the_class_report(sample_grades) -> None:
+    result, out = sample_grades
+    report = out / f"{MODULE}-report.html"
+    assert result.stdout.rstrip().splitlines()[-1] == f"全班報告：{report}"
+    page = report.read_text(encoding="utf-8")
+    # wrong-sharing's M03-4 failure, under the misconception its feedback named, with the section to reread
+    misconceptions = section_of(page, "misconceptions")
+    row = next(r for r in misconceptions.split("<tr>") if "SharedQuantizationSpec" in r and "share=True" in r)
+    assert "wrong-sharing" in row and "#m03-4-a-sharedquantizationspec-a6e4d2" in row
+    # the tampered and the crashing student under operations, each with its reason
+    operations = section_of(page, "operations")
+    tampered = operations.split('id="op-tampering"', 1)[1].split("</details>", 1)[0]
+    assert "tampered" in tampered and "偵測到竄改" in tampered
+    crashed = operations.split('id="op-crashed"', 1)[1].split("</details>", 1)[0]
+    assert "crashing" in crashed and "os._exit" in crashed
+    unanswered = operations.split('id="op-unanswered"', 1)[1].split("</details>", 1)[0]
+    assert "untouched" in unanswered and "partial" in unanswered
+    # a legend for the terminal's ⚠ and the CSV's tampering column; the seed and command that reproduce it
+    legend = section_of(page, "legend")
+    assert "⚠" in legend and "<code>tampering</code>" in legend and "tampering_reason" in legend
+    reproduce = section_of(page, "reproduce")
+    assert f"--seed {SEED}" in reproduce and f"grade {MODULE}" in reproduce
+    assert "⚠：" in result.stdout, "the terminal's table explains its ⚠"
+    with (out / f"{MODULE}-canvas.csv").open(newline="", encoding="utf-8") as handle:
+        canvas = list(csv.reader(handle))
+    assert canvas[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+    assert {row[3] for row in canvas[2:]} == {"full", "untouched", "partial", "wrong-sharing", "tampered", "crashing"}
+    full = next(row for row in canvas if row[0] == "full")
+    assert full[5:] == canvas[1][5:], "full marks in every notebook"
+
+
 def test_regrading_some_students_merges_into_the_gradebook(sample_grades, tmp_path: Path) -> None:
     """--student regrades only the named students; the other rows of the gradebook stay as they were."""
     _, graded = sample_grades
@@ -140,6 +175,13 @@ def test_regrading_some_students_merges_into_the_gradebook(sample_grades, tmp_pa
         assert rows[name] == rows_before[name], f"{name}'s row changed though {name} was not regraded"
     assert (out / "wrong-sharing" / MODULE / "results.json").read_bytes() == untouched_report
     assert results_json(out, "partial")["score"] == float(rows["partial"]["total"])
+    # the class report is rebuilt from the merged record: the whole class, partial with its new score
+    from autograder.reports.class_record import read_record
+
+    record = read_record(out / f"{MODULE}-class.json")
+    assert set(record.students) == set(rows_before)
+    assert sum(nb["score"] for nb in record.students["partial"]["notebooks"]) == float(rows["partial"]["total"])
+    assert "交了作業的學生：<b>6</b> 位" in (out / f"{MODULE}-report.html").read_text(encoding="utf-8")
 
 
 def test_results_json_follows_gradescope_schema(sample_grades) -> None:

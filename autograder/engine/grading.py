@@ -42,6 +42,22 @@ STUDENT_TEXT_CHARS = 4000
 
 _judging = threading.Lock()
 
+OPERATION_KINDS = (
+    "missing",  # the notebook was not handed in
+    "unreadable",  # not a notebook that can be read
+    "unanswered",  # the notebook as handed out
+    "timeout",  # the notebook's time limit
+    "memory",  # the memory limit
+    "crashed",  # the process ended itself or died
+    "flood",  # it sent more than the protocol allows
+    "closed",  # it closed the channel that reports the grading
+    "replay",  # replaying one exercise's recording hit a limit or ended the worker
+    "output",  # it printed more than is kept
+    "grader",  # the grader itself failed on this notebook (ours to fix)
+)
+"""Kinds of ``NotebookResult.operations``; tampering and cells that raised are kept apart (``tampering``,
+``cell_errors``)."""
+
 UNANSWERED = "還沒有作答：這一題的作答格和發下去的一樣"
 UNANSWERED_NOTE = "{notebook}.ipynb 和發下去的版本一樣，還沒有作答：每一題 0 分（沒有執行）"
 
@@ -69,6 +85,19 @@ class NotebookResult:
     instructor's terminal and log, never in the student's feedback, which says a limit only when it was hit."""
     failing_cases: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Exercise → its smallest failing hidden case, which the feedback draws (``autograder.engine.diagnose``)."""
+    operations: list[dict[str, str]] = field(default_factory=list)
+    """What happened to the run, for the class report's operations section: ``{"kind", "text"}`` with kind one of
+    ``OPERATION_KINDS`` (not handed in, unreadable, unanswered, a limit hit, a crash, output cut, …)."""
+
+    unjudged: list[str] = field(default_factory=list)
+    """Exercises scored zero without their answer being judged (not reached, refused, tampered with, a limit hit):
+    the class report leaves them out of the checks' statistics."""
+
+    def operation(self, kind: str, text: str, exercise: str = "") -> None:
+        """Note one event of the run (``OPERATION_KINDS``), once."""
+        entry = {"kind": kind, "text": text, **({"exercise": exercise} if exercise else {})}
+        if entry not in self.operations:
+            self.operations.append(entry)
 
     @property
     def score(self) -> float:
@@ -155,6 +184,7 @@ def grade_notebook(
     result = NotebookResult(notebook, path.name if path else None, notes=list(notes))
     exercises = checks_of(notebook)
     if path is None:
+        result.operation("missing", f"沒有交 {notebook}.ipynb")
         for exercise in exercises:
             result.verdicts += zero_verdicts(notebook, exercise, f"沒有交 {notebook}.ipynb")
         return result
@@ -162,6 +192,7 @@ def grade_notebook(
         student, load_notes = load_notebook(path)
     except UnreadableNotebook as exc:
         result.notes.append(str(exc))
+        result.operation("unreadable", str(exc))
         for exercise in exercises:
             result.verdicts += zero_verdicts(notebook, exercise, f"notebook 讀不出來：{exc}")
         return result
@@ -172,6 +203,7 @@ def grade_notebook(
     result.tampering += prepared.tampering
     if as_handed_out(prepared, notebook):
         result.notes.append(UNANSWERED_NOTE.format(notebook=notebook))
+        result.operation("unanswered", UNANSWERED_NOTE.format(notebook=notebook))
         for exercise in exercises:
             result.verdicts += zero_verdicts(notebook, exercise, UNANSWERED)
         return result
@@ -190,6 +222,7 @@ def grade_notebook(
     for exercise in exercises:
         if exercise in reasons:
             result.verdicts += zero_verdicts(notebook, exercise, reasons[exercise])
+            result.unjudged.append(exercise)
         else:
             result.verdicts += [v for v in judged if v["exercise"] == exercise]
     return result
@@ -288,6 +321,7 @@ def derive_evidence(
             break
         failed, pending = rest[0], rest[1:]
         reasons[failed] = REPLAY_ENDINGS[run.ended].format(seconds=job.seconds, memory=limits.memory_mb)
+        result.operation("replay", reasons[failed], failed)
     for exercise, data in evidence.items():
         suspected = _suspected_cases(data)
         if suspected:
@@ -367,6 +401,7 @@ def read_outcome(outcome: RunOutcome, result: NotebookResult, limits: Limits) ->
             dropped = message.get("output_dropped")
             if type(dropped) is int and dropped > 0:
                 result.notes.append(f"印出的內容太多：超過 {limits.output_kb} KB 的部分（{dropped} 個字元）沒有保留")
+                result.operation("output", result.notes[-1])
     if dropped_errors:
         result.cell_errors.append(f"還有 {dropped_errors} 格出錯，沒有列出")
     ending = ENDINGS.get(outcome.ended, "").format(seconds=limits.notebook_seconds, memory=limits.memory_mb)
@@ -380,6 +415,7 @@ def read_outcome(outcome: RunOutcome, result: NotebookResult, limits: Limits) ->
             reasons[exercise] = f"沒有執行到這一題的評分：{ending or 'notebook 沒有跑到這一題的評分格'}"
     if outcome.ended != "done":
         result.notes.append(ending)
+        result.operation(outcome.ended, ending)
     return evidence, reasons
 
 
@@ -445,6 +481,7 @@ def grade_class(
             result = grade_notebook(notebook, path, seed, limits, notes)
         except Exception as exc:  # a grader bug must not cost the rest of the batch
             result = NotebookResult(notebook, path.name if path else None, notes=list(notes))
+            result.operation("grader", f"評分程式出錯（{type(exc).__name__}）")
             for exercise in checks_of(notebook):
                 result.verdicts += zero_verdicts(
                     notebook, exercise, f"評分程式出錯（{type(exc).__name__}），請通知助教"

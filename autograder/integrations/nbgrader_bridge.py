@@ -35,7 +35,7 @@ from nbformat.notebooknode import NotebookNode
 from nbformat.v4 import new_code_cell, new_output
 from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Integer
+from traitlets import Integer, Unicode
 
 SEED_ENV = "PT2E_SEED"
 META_KEY = "pt2e_submission"
@@ -132,7 +132,11 @@ class SandboxedExecute(NbGraderPreprocessor):
     Its settings (``c.SandboxedExecute.memory_mb = …``) are the limits of ``autograder.sandboxed.limits``.
     """
 
+    record_dir = Unicode(
+        "", help="全班報告的評分紀錄寫在哪個資料夾（<assignment>-class.json；預設：課程的 autograded/）"
+    ).tag(config=True)
     _announced = False
+    _reported = False
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
         from autograder.sandboxed.limits import Limits, described
@@ -160,10 +164,35 @@ class SandboxedExecute(NbGraderPreprocessor):
             write_zero(nb, "評分程式出錯，這一格 0 分，請通知助教")
             return nb, resources
         write_results(nb, source, result, seed)
+        self._keep_for_report(info, student, result, seed)
         self.log.info("%s %s：%g / %g 分", student, notebook, result.score, result.max_score)
         for warning in result.tampering:
             self.log.warning("%s %s：%s", student, notebook, warning)
         return nb, resources
+
+    def _keep_for_report(self, info: dict[str, Any], student: str, result: Any, seed: int) -> None:
+        """Merge the notebook into ``autograded/<assignment>-class.json``, which ``pt2e-course report <assignment>
+        --out autograded`` turns into the class report (a failure here costs no score)."""
+        from autograder.reports.class_record import add_notebook
+
+        assignment = str(info.get("assignment", "")) or result.notebook.split("-")[0]
+        try:
+            add_notebook(
+                Path(self.record_dir or "autograded"),
+                assignment,
+                student,
+                result,
+                seed,
+                f"{SEED_ENV}={seed} nbgrader autograde {assignment}",
+            )
+        except Exception:
+            self.log.exception("沒能把 %s 的 %s 寫進全班報告的紀錄", student, result.notebook)
+            return
+        if not SandboxedExecute._reported:
+            SandboxedExecute._reported = True
+            self.log.info(
+                "全班報告：評完後執行 pt2e-course report %s --out %s", assignment, self.record_dir or "autograded"
+            )
 
     def _grade(
         self, notebook: str, nb: NotebookNode, source: NotebookNode, seed: int, limits: Any, recorded: Any
@@ -386,6 +415,7 @@ def configure(c: Any, root: str, db_url: str, argv: list[str] | None = None) -> 
     """Called by ``nbgrader_config.py``: the sandboxed autograde steps, and the assignment registered."""
     c.Autograde.sanitize_preprocessors = sanitize_preprocessors()
     c.Autograde.autograde_preprocessors = autograde_preprocessors()
+    c.SandboxedExecute.record_dir = str(Path(root) / "autograded")
     # nbgrader's own gradebook code warns about its session on every student; judging (pytest)
     # resets Python's once-per-place memory of warnings, so they would fill the log
     warnings.filterwarnings("ignore", message=r"Object of type <Submitted\w*> not in session")
