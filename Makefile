@@ -63,6 +63,7 @@ bench: $(READY)
 	$(BIN)/python bench/threads.py
 	$(BIN)/python bench/qat.py
 	$(BIN)/python bench/install.py
+	$(BIN)/python bench/report.py
 
 clean:
-	rm -rf autograded feedback graded submitted gradebook.db .pytest_cache build dist _site
+	rm -rf autograded feedback graded submitted synthetic gradebook.db .pytest_cache build dist _site

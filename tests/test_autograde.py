@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import make_course, tool_env
+from conftest import ROOT, make_course, tool_env
 from nbgrader.api import Gradebook
 from submissions import release_notebook, solved, with_wrong, write, wrong_packs
 
@@ -396,6 +396,33 @@ def test_feedback_and_export_work_on_the_sandboxed_grades(graded: Graded) -> Non
         )
         assert float(rows[student]["score"]) == total, student
     assert float(rows["solution"]["score"]) == float(rows["solution"]["max_score"]) > 0
+
+
+def test_autograde_keeps_the_class_record_for_the_report(graded: Graded) -> None:
+    from autograder.reports.class_record import read_record
+
+    autograded = graded.course / "autograded"
+    record = read_record(autograded / f"{graded.module}-class.json")
+    assert set(record.students) == {p.name for p in (graded.course / "submitted").iterdir() if p.is_dir()}
+    for name in ("solution", "untouched"):
+        entry = record.students[name]
+        assert [nb["notebook"] for nb in entry["notebooks"]] == [
+            notebook_id(p) for p in source_notebooks(graded.module)
+        ]
+        for nb in entry["notebooks"]:
+            scores = exercise_scores(graded.course, graded.module, name, nb["notebook"])
+            assert nb["score"] == sum(score for score, _ in scores.values()), (name, nb["notebook"])
+    assert f"PT2E_SEED={SEED}" in record.students["solution"]["command"]
+    report = subprocess.run(
+        [sys.executable, "-m", "autograder.cli", "report", graded.module, "--out", str(autograded)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert report.returncode == 0, report.stderr[-3000:]
+    page = (autograded / f"{graded.module}-report.html").read_text(encoding="utf-8")
+    assert f"交了作業的學生：<b>{len(record.students)}</b> 位" in page
 
 
 def test_without_the_sandbox_nbgrader_autograde_refuses_to_run(tmp_path: Path) -> None:
