@@ -222,7 +222,8 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ClassReco
     return write_report(out, record), record
 
 
-@pytest.mark.slow  # the kept answers of M03 graded once (about 20 s)
+@pytest.mark.slow  # the kept answers of M03 graded once (about 20 s), for both tests on one worker
+@pytest.mark.xdist_group("synthetic-class")
 def test_the_synthetic_class_mixes_the_sample_kinds_and_the_wrong_answers(synthetic) -> None:
     _, record = synthetic
     assert len(record.students) >= 200
@@ -235,6 +236,7 @@ def test_the_synthetic_class_mixes_the_sample_kinds_and_the_wrong_answers(synthe
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("synthetic-class")
 def test_the_report_of_the_synthetic_class_reads_in_a_browser(synthetic, tmp_path: Path) -> None:
     sys.path.insert(0, str(ROOT / "docs" / "site"))
     from browser import Browser
