@@ -66,4 +66,4 @@ bench: $(READY)
 	$(BIN)/python bench/report.py
 
 clean:
-	rm -rf autograded feedback graded submitted synthetic gradebook.db .pytest_cache build dist _site
+	rm -rf autograded feedback graded submitted synthetic grades.csv gradebook.db .pytest_cache build dist _site

@@ -39,7 +39,9 @@ try:
 except Exception as exc:
     if sys.argv[1:2] == ["autograde"]:
         # never fall back to nbgrader's own Execute: it would grade in a kernel that can import the answer keys
-        print(f"nbgrader_config.py：無法設定沙盒評分（{exc!r}），nbgrader autograde 不執行", file=sys.stderr)
+        missing = getattr(exc, "filename", None) if isinstance(exc, FileNotFoundError) else None
+        why = f"找不到 {missing}" if missing else f"{type(exc).__name__}：{exc}"
+        print(f"nbgrader_config.py：無法設定沙盒評分（{why}），nbgrader autograde 不執行", file=sys.stderr)
         raise SystemExit(1) from None
 
 # nbgrader validate (pt2e-course release) still runs the source notebooks in a kernel:

@@ -224,6 +224,13 @@ def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     return Graded(module, course, home, run, wrong, keys, crash_notebook, writer_notebook, release_before)
 
 
+def test_only_real_edits_of_locked_cells_are_logged(graded: Graded) -> None:
+    # the released hidden-test cells lack their hidden region: nbgrader must not report every one as changed
+    log = graded.run.stdout + graded.run.stderr
+    changed = [line for line in log.splitlines() if "has changed" in line]
+    assert not [line for line in changed if "_hidden" in line], changed[:5]
+
+
 def test_solutions_get_full_marks(graded: Graded) -> None:
     for path in source_notebooks(graded.module):
         scores = exercise_scores(graded.course, graded.module, "solution", notebook_id(path))
@@ -382,8 +389,13 @@ def test_feedback_and_export_work_on_the_sandboxed_grades(graded: Graded) -> Non
         encoding="utf-8"
     )
     assert "練習「" in page and "程式讓行程結束了" in page and f"隱藏測試的亂數種子：{SEED}" in page
-    for secret in ("def test_", "compare_observers", "autograder.keys"):
+    for secret in ("def test_", "compare_observers", "autograder.keys", "BEGIN HIDDEN TESTS", "autograder.notebook"):
         assert secret not in page
+    solution = (graded.course / "feedback" / "solution" / graded.module / f"{graded.crash_notebook}.html").read_text(
+        encoding="utf-8"
+    )
+    assert "練習「" in solution and 'class="output_area"' in solution
+    assert "execute_result" not in solution and "output_execute_result" not in solution, "no bare Out[ ]: points"
     export = run_nbgrader(graded.course, graded.home, "export", "--to", str(graded.course / "grades.csv"))
     assert export.returncode == 0, export.stderr[-3000:]
     with (graded.course / "grades.csv").open(encoding="utf-8") as handle:
@@ -440,6 +452,30 @@ def test_without_the_sandbox_nbgrader_autograde_refuses_to_run(tmp_path: Path) -
     assert result.returncode != 0
     assert "nbgrader autograde 不執行" in result.stderr
     assert not (course / "autograded").exists()
+
+
+def test_a_fresh_course_autogrades_on_the_first_run_without_the_venv_on_path(tmp_path: Path) -> None:
+    """nbgrader's gradebook runs `alembic` when it makes gradebook.db: found without an activated venv."""
+    course = tmp_path / "course"
+    course.mkdir()
+    make_course(course, ["M01"])
+    for path in source_notebooks("M01"):
+        write(release_notebook(notebook_id(path)), course / "submitted" / "untouched" / "M01" / path.name)
+    env = {**tool_env(course / "gradebook.db"), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "nbgrader"), "autograde", "M01"],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "無法設定沙盒評分" not in result.stderr
+    assert (course / "gradebook.db").is_file()
+    assert sorted(p.name for p in (course / "autograded" / "untouched" / "M01").glob("*.ipynb")) == sorted(
+        p.name for p in source_notebooks("M01")
+    )
 
 
 def test_the_assignment_is_read_from_nbgrader_arguments() -> None:

@@ -94,6 +94,7 @@ class RecordSubmission(NbGraderPreprocessor):
             prepared = prepare(nb, source)
             tampering = list(prepared.tampering)
             course = {_grade_id(c): c.metadata["nbgrader"] for c in source.cells if _grade_id(c)}
+            sources = {_grade_id(c): c.source for c in source.cells if _grade_id(c)}
             for cell in nb.cells:
                 original = course.get(_grade_id(cell))
                 meta = cell.get("metadata", {}).get("nbgrader")
@@ -108,10 +109,25 @@ class RecordSubmission(NbGraderPreprocessor):
                 for flag in FLAGS:
                     if flag not in original:
                         meta.pop(flag, None)
+                _restore_hidden_tests(cell, sources[_grade_id(cell)])
             nb.metadata[META_KEY] = {"tampering": tampering, "notes": list(prepared.notes)}
         except Exception:  # the notes are a courtesy: grading goes on without them
             self.log.exception("讀不出 %s 交來的 notebook 改了哪些鎖定的儲存格", resources.get("nbgrader", {}))
         return nb, resources
+
+
+def _restore_hidden_tests(cell: NotebookNode, original: str) -> None:
+    """A locked cell the student left as released gets its hidden tests back before nbgrader's OverwriteCells
+    compares checksums: the release never had them, so nbgrader would warn "checksum has changed" for every
+    graded cell of every student and bury the warnings about cells that really were edited."""
+    from autograder.engine.submission import as_released
+
+    if original != cell.source and _same_text(as_released(original), str(cell.source)):
+        cell.source = original
+
+
+def _same_text(a: str, b: str) -> bool:
+    return [line.rstrip() for line in a.strip().splitlines()] == [line.rstrip() for line in b.strip().splitlines()]
 
 
 def _limit_traits(cls: type) -> type:
@@ -325,6 +341,32 @@ def _cell_points(cell: NotebookNode) -> float:
 # --- nbgrader configuration -------------------------------------------------------------------------
 
 
+class CleanFeedback(NbGraderPreprocessor):
+    """A ``generate_feedback`` step: what a student reads is the grading report, not the grader's plumbing.
+
+    A graded cell keeps its report (stdout) and loses the hidden-test region of its source (``grade(...)``,
+    which the release never showed) and the ``execute_result`` that holds the points for nbgrader (the
+    feedback page shows them in the cell's header already, and a bare ``Out[ ]: 1`` reads as noise).
+    """
+
+    def preprocess_cell(
+        self, cell: NotebookNode, resources: ResourcesDict, index: int
+    ) -> tuple[NotebookNode, ResourcesDict]:
+        from autograder.engine.submission import as_released
+
+        if cell.cell_type == "code" and utils.is_grade(cell):
+            cell.source = as_released(str(cell.source))
+            cell.outputs = [o for o in cell.get("outputs", []) if o.get("output_type") != "execute_result"]
+        return cell, resources
+
+
+def feedback_preprocessors() -> list[Any]:
+    """nbgrader's generate_feedback steps, then ``CleanFeedback``."""
+    from nbgrader.converters.generate_feedback import GenerateFeedback
+
+    return [*GenerateFeedback.class_traits()["preprocessors"].default(), CleanFeedback]
+
+
 def sanitize_preprocessors() -> list[Any]:
     """nbgrader's sanitize steps, with ``RecordSubmission`` first."""
     from nbgrader.converters.autograde import Autograde
@@ -387,7 +429,7 @@ def ensure_assignment(assignment: str, root: Path, db_url: str) -> None:
         f"gradebook 裡還沒有作業 {assignment}：先從 source/{assignment} 登記（nbgrader generate_assignment，release/ 不變）",
         file=sys.stderr,
     )
-    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    env = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="pt2e-register-") as tmp:
         run = subprocess.run(
             [
@@ -413,6 +455,12 @@ def ensure_assignment(assignment: str, root: Path, db_url: str) -> None:
 
 def configure(c: Any, root: str, db_url: str, argv: list[str] | None = None) -> None:
     """Called by ``nbgrader_config.py``: the sandboxed autograde steps, and the assignment registered."""
+    # nbgrader's gradebook runs `alembic` from PATH the first time it makes gradebook.db: the venv's bin/ first,
+    # so that it is found when nbgrader is started by its full path without the venv activated
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+    c.GenerateFeedback.preprocessors = feedback_preprocessors()
     c.Autograde.sanitize_preprocessors = sanitize_preprocessors()
     c.Autograde.autograde_preprocessors = autograde_preprocessors()
     c.SandboxedExecute.record_dir = str(Path(root) / "autograded")
