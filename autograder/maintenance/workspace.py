@@ -3,12 +3,20 @@
 ``pt2e-course release`` and ``make grade`` rewrite ``release/``; answers written there would be
 lost. ``pt2e-course lab`` therefore opens ``work/`` (ignored by git): each release notebook is
 copied there the first time, and a copy that exists is left as the student left it.
+
+The student's JupyterLab shows a student's tools: nbgrader's Validate button stays; its instructor
+tools (the Nbgrader menu and its Formgrader, Create Assignment, the course and assignment lists that
+need an exchange) are turned off through a configuration folder of its own (``student_config``) put
+first on ``JUPYTER_CONFIG_PATH``. ``pt2e-course lab`` becomes the JupyterLab server (``exec``), so
+stopping that process (Ctrl-C, or ``kill`` of its process id) stops the server and its kernels.
+``--solutions`` opens ``source/`` with every tool.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -45,12 +53,49 @@ def trust_solutions() -> int:
     return len(paths)
 
 
+INSTRUCTOR_PLUGINS = (
+    "@jupyter/nbgrader:menu",
+    "@jupyter/nbgrader:create-assignment",
+    "@jupyter/nbgrader:course-list",
+    "@jupyter/nbgrader:assignment-list",
+)
+"""nbgrader's JupyterLab plugins a student has no use for here (the Validate button is kept)."""
+INSTRUCTOR_SERVER_EXTENSIONS = (
+    "nbgrader.server_extensions.formgrader",
+    "nbgrader.server_extensions.course_list",
+    "nbgrader.server_extensions.assignment_list",
+)
+
+
+def student_config(folder: Path | None = None) -> Path:
+    """A Jupyter configuration folder that turns nbgrader's instructor tools off (written each time)."""
+    folder = folder or Path(sys.prefix) / "etc" / "pt2e-student-lab"
+    (folder / "labconfig").mkdir(parents=True, exist_ok=True)
+    page = {"disabledExtensions": dict.fromkeys(INSTRUCTOR_PLUGINS, True)}
+    (folder / "labconfig" / "page_config.json").write_text(json.dumps(page, indent=1), encoding="utf-8")
+    server = {"ServerApp": {"jpserver_extensions": dict.fromkeys(INSTRUCTOR_SERVER_EXTENSIONS, False)}}
+    (folder / "jupyter_server_config.json").write_text(json.dumps(server, indent=1), encoding="utf-8")
+    return folder
+
+
 def lab_command(folder: Path, extra: list[str]) -> list[str]:
-    return [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={folder}", *extra]
+    command = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={folder}", *extra]
+    if os.geteuid() == 0 and "--allow-root" not in extra:
+        command.append("--allow-root")  # JupyterLab refuses root without it (a container, Colab-like machines)
+    return command
+
+
+def lab_environment(student: bool) -> dict[str, str]:
+    """The environment of the lab: for a student, ``student_config`` first on ``JUPYTER_CONFIG_PATH``."""
+    env = dict(os.environ)
+    if student:
+        paths = [str(student_config()), *filter(None, env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep))]
+        env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(paths)
+    return env
 
 
 def open_lab(solutions: bool = False, extra: list[str] | None = None) -> int:
-    """Start JupyterLab on ``work/`` (or on ``source/`` with ``solutions``), options passed through."""
+    """Become JupyterLab on ``work/`` (or on ``source/`` with ``solutions``), options passed through."""
     if solutions:
         print(f"打開 source/（含解答；{trust_solutions()} 本已執行的 notebook 已信任，圖會直接顯示）")
         folder = SOURCE
@@ -58,4 +103,10 @@ def open_lab(solutions: bool = False, extra: list[str] | None = None) -> int:
         folder = WORK
         copied = make_working_copy(folder)
         print(f"打開你的作業副本 {folder}（新複製了 {len(copied)} 本；已經在的不會被覆蓋）")
-    return subprocess.call(lab_command(folder, list(extra or [])))
+    if os.geteuid() == 0:
+        print("以 root 執行：自動加上 --allow-root")
+    print("停止：在這個終端機按 Ctrl-C 兩次（或結束這個行程），JupyterLab 與它的 kernel 會一起結束")
+    sys.stdout.flush()
+    command = lab_command(folder, list(extra or []))
+    os.execve(command[0], command, lab_environment(student=not solutions))
+    return 0  # not reached
