@@ -108,6 +108,7 @@ def read_json(path: Path) -> dict:
 SLOW_FILES = frozenset(
     {
         "test_autograde.py",  # an nbgrader class per module, graded twice
+        "test_exchange.py",  # nbgrader's exchange cycle with two students as local users
         "test_forked_kernels.py",  # kernels forked and interrupted
         "test_hostile.py",  # a hostile class, graded in the sandbox
         "test_hostile_replay.py",

@@ -1,0 +1,210 @@
+"""nbgrader's whole exchange cycle, with students who are real local users.
+
+The instructor (this process's user, root in CI) releases M03 through an exchange folder made as
+nbgrader's documentation asks (world-writable; nbgrader makes ``inbound`` writable but not listable by
+students). Two students, each a local user of their own, fetch it as themselves: one answers
+correctly, the other hands in the sample class's ``wrong-sharing`` notebooks, then submits twice. The
+instructor collects (the later submission wins), autogrades in the sandbox, generates and releases
+feedback; each student fetches theirs. The points match ``pt2e-course grade`` on the same notebooks.
+A student who tries to read the exchange's ``inbound`` or another student's home is refused by the file
+permissions.
+
+Creating users needs root: elsewhere the test says so and is skipped (CI runs as root).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, make_course, tool_env
+from submissions import solved, write
+
+from autograder.course import notebook_id, source_notebooks
+
+pytestmark = [
+    pytest.mark.xdist_group("exchange"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="creating the students' local users needs root (CI runs as root)"),
+]
+
+MODULE = "M03"
+COURSE_ID = "pt2e-course"
+SEED = "5"
+SAMPLE = ROOT / "examples" / "submitted"
+
+
+def sbin(name: str) -> str:
+    """An administration command; /usr/sbin is not on every root's PATH."""
+    return shutil.which(name) or f"/usr/sbin/{name}"
+
+
+RUNUSER = sbin("runuser")
+
+
+@dataclass
+class Cycle:
+    course: Path
+    exchange: Path
+    homes: dict[str, Path]
+    log: list[tuple[str, subprocess.CompletedProcess[str]]]
+
+    def ran(self, step: str) -> subprocess.CompletedProcess[str]:
+        return next(result for name, result in self.log if name == step)
+
+
+def instructor(course: Path, exchange: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**tool_env(course / "gradebook.db"), "HOME": str(course.parent / "instructor-home"), "PT2E_SEED": SEED}
+    return subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args, f"--Exchange.root={exchange}"],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+
+
+def student_options(exchange: Path) -> list[str]:
+    return [f"--Exchange.root={exchange}", f"--CourseDirectory.course_id={COURSE_ID}"]
+
+
+def as_student(user: str, home: Path, exchange: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """nbgrader as the student's own user, in their home, with only the course id and the exchange given."""
+    env = {"HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    return subprocess.run(
+        [RUNUSER, "-u", user, "--", sys.executable, "-m", "nbgrader", *args, *student_options(exchange)],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def run_as(user: str, *command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([RUNUSER, "-u", user, "--", *command], capture_output=True, text=True, timeout=60)
+
+
+def hand_in(user: str, home: Path, source: dict[str, Path | None]) -> None:
+    """The student's answers in the fetched folder: a notebook file per notebook (None: the key's solutions)."""
+    for notebook, path in source.items():
+        target = home / MODULE / f"{notebook}.ipynb"
+        if path is None:
+            write(solved(notebook), target)
+        else:
+            shutil.copy(path, target)
+        shutil.chown(target, user, user)
+
+
+@pytest.fixture(scope="module")
+def cycle() -> Iterator[Cycle]:
+    base = Path(tempfile.mkdtemp(prefix="pt2e-exchange-"))
+    base.chmod(0o755)  # students must reach their homes and the exchange through it
+    suffix = str(os.getpid())[-5:]
+    users = {"right": f"pt2e-a{suffix}", "wrong": f"pt2e-b{suffix}"}
+    homes: dict[str, Path] = {}
+    log: list[tuple[str, subprocess.CompletedProcess[str]]] = []
+    try:
+        for role, user in users.items():
+            home = base / user
+            subprocess.run([sbin("useradd"), "--no-create-home", "--home-dir", str(home), user], check=True)
+            home.mkdir(mode=0o700)
+            shutil.chown(home, user, user)
+            homes[role] = home
+        exchange = base / "exchange"
+        exchange.mkdir()
+        exchange.chmod(0o777)  # nbgrader's docs: the exchange's root is writable by everyone
+        course = base / "course"
+        course.mkdir()
+        (base / "instructor-home").mkdir()
+        make_course(course, [MODULE])
+        log.append(("generate", instructor(course, exchange, "generate_assignment", MODULE, "--force")))
+        log.append(("release", instructor(course, exchange, "release_assignment", MODULE, "--force")))
+        for role, user in users.items():
+            log.append((f"fetch-{role}", as_student(user, homes[role], exchange, "fetch_assignment", MODULE)))
+        notebooks = [notebook_id(p) for p in source_notebooks(MODULE)]
+        hand_in(users["right"], homes["right"], dict.fromkeys(notebooks))
+        log.append(("submit-right", as_student(users["right"], homes["right"], exchange, "submit", MODULE)))
+        # the wrong student submits twice: first untouched notebooks, then the wrong-sharing answers
+        log.append(("submit-wrong-1", as_student(users["wrong"], homes["wrong"], exchange, "submit", MODULE)))
+        time.sleep(1.1)  # nbgrader's submissions are told apart by their timestamp
+        hand_in(
+            users["wrong"],
+            homes["wrong"],
+            {nb: SAMPLE / "wrong-sharing" / MODULE / f"{nb}.ipynb" for nb in notebooks},
+        )
+        log.append(("submit-wrong-2", as_student(users["wrong"], homes["wrong"], exchange, "submit", MODULE)))
+        log.append(("list-inbound", run_as(users["wrong"], "ls", str(exchange / COURSE_ID / "inbound"))))
+        log.append(("read-home", run_as(users["wrong"], "ls", str(homes["right"] / MODULE))))
+        log.append(("collect", instructor(course, exchange, "collect", MODULE, "--update")))
+        log.append(("autograde", instructor(course, exchange, "autograde", MODULE, "--force")))
+        log.append(("feedback", instructor(course, exchange, "generate_feedback", MODULE, "--force")))
+        log.append(("release-feedback", instructor(course, exchange, "release_feedback", MODULE)))
+        for role, user in users.items():
+            log.append((f"fetch-feedback-{role}", as_student(user, homes[role], exchange, "fetch_feedback", MODULE)))
+        log.append(("export", instructor(course, exchange, "export", "--to", str(course / "grades.csv"))))
+        yield Cycle(course, exchange, {users[r]: h for r, h in homes.items()}, log)
+    finally:
+        for user in users.values():
+            subprocess.run([sbin("userdel"), user], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_every_step_of_the_cycle_succeeds(cycle: Cycle) -> None:
+    for name, result in cycle.log:
+        if name in ("list-inbound", "read-home"):
+            continue
+        assert result.returncode == 0, f"{name}:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+
+
+def test_a_student_cannot_read_the_inbound_or_another_students_work(cycle: Cycle) -> None:
+    for step in ("list-inbound", "read-home"):
+        result = cycle.ran(step)
+        assert result.returncode != 0 and "Permission denied" in result.stderr, (step, result.stdout, result.stderr)
+
+
+def test_the_later_submission_replaces_the_first(cycle: Cycle) -> None:
+    wrong = next(user for user in cycle.homes if user.startswith("pt2e-b"))
+    submitted = cycle.course / "submitted" / wrong / MODULE / "M03-4.ipynb"
+    assert submitted.read_bytes() == (SAMPLE / "wrong-sharing" / MODULE / "M03-4.ipynb").read_bytes()
+
+
+def test_each_student_fetches_feedback_that_matches_grade(cycle: Cycle, tmp_path: Path) -> None:
+    with (cycle.course / "grades.csv").open(encoding="utf-8") as handle:
+        nbgrader_scores = {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)}
+    folders = tmp_path / "submitted"
+    for user in cycle.homes:
+        shutil.copytree(cycle.course / "submitted" / user / MODULE, folders / user / MODULE)
+    out = tmp_path / "graded"
+    grade = subprocess.run(
+        [sys.executable, "-m", "autograder.cli", "grade", MODULE, *("--submitted", str(folders), "--out", str(out)), "--seed", SEED],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1800,
+    )
+    assert grade.returncode == 0, grade.stderr[-3000:]
+    with (out / f"{MODULE}-grades.csv").open(encoding="utf-8") as handle:
+        graded = {row["student"]: float(row["total"]) for row in csv.DictReader(handle)}
+    assert graded == nbgrader_scores
+    right, wrong = sorted(cycle.homes)
+    assert graded[right] == float(next(iter(csv.DictReader((out / f"{MODULE}-grades.csv").open())))["max"])
+    assert graded[wrong] < graded[right]
+    for user, home in cycle.homes.items():
+        pages = sorted((home / MODULE / "feedback").glob("*/*.html"))
+        assert [p.stem for p in pages] == sorted(notebook_id(p) for p in source_notebooks(MODULE)), user
+        assert all(pwd.getpwuid(p.stat().st_uid).pw_name == user for p in pages), "fetched as the student"
+        page = next(p for p in pages if p.stem == "M03-4").read_text(encoding="utf-8")
+        assert "練習「" in page and "BEGIN HIDDEN TESTS" not in page
+        if user == wrong:
+            assert "SharedQuantizationSpec" in page, "the wrong-sharing student reads the cause"
