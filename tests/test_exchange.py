@@ -9,6 +9,9 @@ feedback; each student fetches theirs. The points match ``pt2e-course grade`` on
 A student who tries to read the exchange's ``inbound`` or another student's home is refused by the file
 permissions.
 
+The deadline passes between the two students' submissions: nbgrader records the second student as late,
+and the course's late policy (nbgrader's default, no penalty) leaves the points as earned.
+
 Creating users needs root: elsewhere the test says so and is skipped (CI runs as root).
 """
 
@@ -135,6 +138,11 @@ def cycle() -> Iterator[Cycle]:
         notebooks = [notebook_id(p) for p in source_notebooks(MODULE)]
         hand_in(users["right"], homes["right"], dict.fromkeys(notebooks))
         log.append(("submit-right", as_student(users["right"], homes["right"], exchange, "submit", MODULE)))
+        # the deadline passes between the two students: the wrong student's submissions are late
+        time.sleep(1.1)
+        due = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        log.append(("due-date", instructor(course, exchange, "db", "assignment", "add", MODULE, f"--duedate={due}")))
+        time.sleep(1.1)
         # the wrong student submits twice: first untouched notebooks, then the wrong-sharing answers
         log.append(("submit-wrong-1", as_student(users["wrong"], homes["wrong"], exchange, "submit", MODULE)))
         time.sleep(1.1)  # nbgrader's submissions are told apart by their timestamp
@@ -187,7 +195,16 @@ def test_each_student_fetches_feedback_that_matches_grade(cycle: Cycle, tmp_path
         shutil.copytree(cycle.course / "submitted" / user / MODULE, folders / user / MODULE)
     out = tmp_path / "graded"
     grade = subprocess.run(
-        [sys.executable, "-m", "autograder.cli", "grade", MODULE, *("--submitted", str(folders), "--out", str(out)), "--seed", SEED],
+        [
+            sys.executable,
+            "-m",
+            "autograder.cli",
+            "grade",
+            MODULE,
+            *("--submitted", str(folders), "--out", str(out)),
+            "--seed",
+            SEED,
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -208,3 +225,13 @@ def test_each_student_fetches_feedback_that_matches_grade(cycle: Cycle, tmp_path
         assert "練習「" in page and "BEGIN HIDDEN TESTS" not in page
         if user == wrong:
             assert "SharedQuantizationSpec" in page, "the wrong-sharing student reads the cause"
+
+
+def test_a_late_submission_is_recorded_as_late_and_scored_by_the_policy(cycle: Cycle) -> None:
+    from nbgrader.api import Gradebook
+
+    right, wrong = sorted(cycle.homes)
+    with Gradebook(f"sqlite:///{cycle.course / 'gradebook.db'}") as gb:
+        late = {s: gb.find_submission(MODULE, s) for s in (right, wrong)}
+        assert late[wrong].total_seconds_late > 0 and late[right].total_seconds_late == 0
+        assert late[wrong].late_submission_penalty == 0, "the course's policy: late work keeps its points"
