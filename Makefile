@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 JOBS ?= 2
 
-.PHONY: setup grade release site test test-fast lint lab bench wheel clean
+.PHONY: setup grade release site test test-fast lint lab hub bench wheel clean
 
 $(READY): pyproject.toml scripts/bootstrap.sh
 	VENV=$(VENV) bash scripts/bootstrap.sh
@@ -47,6 +47,11 @@ lint: $(READY)
 
 lab: $(READY)
 	$(BIN)/pt2e-course lab
+
+## make hub (as root): a JupyterHub for a demo class on 127.0.0.1:8000, one instructor and two students as local
+## users, nbgrader's exchange in hub/; prints the URL and the accounts; Ctrl-C stops it (autograder/maintenance/hub.py)
+hub: $(READY)
+	$(BIN)/python -m autograder.maintenance.hub
 
 ## make wheel: what students install (common, selfcheck: preview, public cases, expected evidence;
 ## no autograder) as dist/*.whl; build/ is removed first so that no stale module slips in

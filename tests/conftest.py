@@ -111,6 +111,7 @@ SLOW_FILES = frozenset(
         "test_exchange.py",  # nbgrader's exchange cycle with two students as local users
         "test_forked_kernels.py",  # kernels forked and interrupted
         "test_hostile.py",  # a hostile class, graded in the sandbox
+        "test_hub.py",  # the demo JupyterHub, started, logged into and stopped
         "test_hostile_replay.py",
         "test_grading.py",  # the sample class, graded
         "test_isa.py",  # every preview under every instruction-set profile

@@ -67,13 +67,18 @@ INSTRUCTOR_SERVER_EXTENSIONS = (
 )
 
 
-def student_config(folder: Path | None = None) -> Path:
-    """A Jupyter configuration folder that turns nbgrader's instructor tools off (written each time)."""
+def student_config(
+    folder: Path | None = None,
+    plugins: tuple[str, ...] = INSTRUCTOR_PLUGINS,
+    server_extensions: tuple[str, ...] = INSTRUCTOR_SERVER_EXTENSIONS,
+) -> Path:
+    """A Jupyter configuration folder that turns nbgrader's instructor tools off (written each time); the hub
+    (``autograder.maintenance.hub``) keeps the assignment list, which its exchange serves."""
     folder = folder or Path(sys.prefix) / "etc" / "pt2e-student-lab"
     (folder / "labconfig").mkdir(parents=True, exist_ok=True)
-    page = {"disabledExtensions": dict.fromkeys(INSTRUCTOR_PLUGINS, True)}
+    page = {"disabledExtensions": dict.fromkeys(plugins, True)}
     (folder / "labconfig" / "page_config.json").write_text(json.dumps(page, indent=1), encoding="utf-8")
-    server = {"ServerApp": {"jpserver_extensions": dict.fromkeys(INSTRUCTOR_SERVER_EXTENSIONS, False)}}
+    server = {"ServerApp": {"jpserver_extensions": dict.fromkeys(server_extensions, False)}}
     (folder / "jupyter_server_config.json").write_text(json.dumps(server, indent=1), encoding="utf-8")
     return folder
 
