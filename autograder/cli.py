@@ -121,17 +121,10 @@ def write_outputs(out: Path, record: Any) -> Path:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from autograder.reports.class_record import read_record, record_path
+    from autograder.reports.class_record import load_record
 
-    path = record_path(Path(args.out), args.module)
-    if not path.is_file():
-        print(
-            f"找不到 {path}：先評分（pt2e-course grade {args.module} --out {args.out}），報告從評分紀錄產生",
-            file=sys.stderr,
-        )
-        return 2
     try:
-        record = read_record(path)
+        record = load_record(Path(args.out), args.module)
     except ValueError as exc:
         print(str(exc), file=sys.stderr)
         return 2

@@ -411,10 +411,10 @@ def test_feedback_and_export_work_on_the_sandboxed_grades(graded: Graded) -> Non
 
 
 def test_autograde_keeps_the_class_record_for_the_report(graded: Graded) -> None:
-    from autograder.reports.class_record import read_record
+    from autograder.reports.class_record import load_record
 
     autograded = graded.course / "autograded"
-    record = read_record(autograded / f"{graded.module}-class.json")
+    record = load_record(autograded, graded.module)
     assert set(record.students) == {p.name for p in (graded.course / "submitted").iterdir() if p.is_dir()}
     for name in ("solution", "untouched"):
         entry = record.students[name]

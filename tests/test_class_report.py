@@ -18,7 +18,7 @@ import pytest
 from conftest import ROOT
 
 from autograder.engine.grading import UNANSWERED, NotebookResult, StudentResult
-from autograder.reports.class_record import ClassRecord, add_notebook, read_record, write_record
+from autograder.reports.class_record import ClassRecord, add_notebook, load_record, read_record, write_record
 from autograder.reports.class_report import report_html, write_report
 from autograder.reports.exports import write_canvas, write_moodle
 from autograder.reports.statistics import class_stats, correlation, histogram, upper_lower_index
@@ -170,9 +170,10 @@ def test_a_regrade_merges_into_the_record(tmp_path: Path) -> None:
     add_notebook(tmp_path, "X", "a", other, 3, "nbgrader")
     again = NotebookResult("X-2", "X-2.ipynb", verdicts=[verdict("d", False)])
     add_notebook(tmp_path, "X", "a", again, 3, "nbgrader")
-    notebooks = read_record(path).students["a"]["notebooks"]
+    notebooks = load_record(tmp_path, "X").students["a"]["notebooks"]
     assert [nb["notebook"] for nb in notebooks] == [NOTEBOOK, "X-2"]
     assert notebooks[1]["score"] == 0
+    assert set(load_record(tmp_path, "X").students) == {"a", "b"}
 
 
 def test_canvas_and_moodle_exports_have_the_columns_their_import_expects(tmp_path: Path) -> None:

@@ -149,7 +149,8 @@ class SandboxedExecute(NbGraderPreprocessor):
     """
 
     record_dir = Unicode(
-        "", help="全班報告的評分紀錄寫在哪個資料夾（<assignment>-class.json；預設：課程的 autograded/）"
+        "",
+        help="全班報告的評分紀錄寫在哪個資料夾（<assignment>-class.d/，每本 notebook 一個檔；預設：課程的 autograded/）",
     ).tag(config=True)
     _announced = False
     _reported = False
@@ -187,8 +188,9 @@ class SandboxedExecute(NbGraderPreprocessor):
         return nb, resources
 
     def _keep_for_report(self, info: dict[str, Any], student: str, result: Any, seed: int) -> None:
-        """Merge the notebook into ``autograded/<assignment>-class.json``, which ``pt2e-course report <assignment>
-        --out autograded`` turns into the class report (a failure here costs no score)."""
+        """Keep the notebook in ``autograded/<assignment>-class.d/`` (``class_record.add_notebook``), which
+        ``pt2e-course report <assignment> --out autograded`` turns into the class report (a failure here costs no
+        score)."""
         from autograder.reports.class_record import add_notebook
 
         assignment = str(info.get("assignment", "")) or result.notebook.split("-")[0]

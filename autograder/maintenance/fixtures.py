@@ -116,22 +116,25 @@ def wrong_solutions(root: Path = FIXTURES) -> list[WrongSolution]:
 # --- how well the grader diagnoses them -------------------------------------------------------------
 
 
-def named_causes(wrong: WrongSolution, seed: int) -> tuple[list[str], set[str]]:
-    """The causes the grader names for ``wrong`` on ``seed`` (most likely first) and the checks it fails.
-
-    Graded as the grader grades: recorded, sent as JSON, replayed, judged.
-    """
+def judged(notebook: str, exercise: str, namespace: dict, seed: int) -> list[dict]:
+    """The verdicts of the definitions in ``namespace`` for ``exercise`` on ``seed``, graded as the grader grades:
+    recorded, sent as JSON, replayed, judged (the kept solutions are ours: no sandbox)."""
     from autograder.engine.judge import judge
     from autograder.sandboxed.cases.base import exercises_of
     from autograder.sandboxed.record import record_exercise
     from autograder.sandboxed.replay import derive
 
+    spec = exercises_of(notebook)[exercise]
+    recorded = json.loads(json.dumps(record_exercise(spec, namespace, seed)))
+    evidence = {"notebook": notebook, "seed": seed, "exercises": {exercise: derive(spec, recorded, seed)}}
+    return judge(evidence, [exercise])
+
+
+def named_causes(wrong: WrongSolution, seed: int) -> tuple[list[str], set[str]]:
+    """The causes the grader names for ``wrong`` on ``seed`` (most likely first) and the checks it fails."""
     namespace: dict = {}
     exec(compile(wrong.code, str(wrong.path), "exec"), namespace)
-    spec = exercises_of(wrong.notebook)[wrong.exercise]
-    recorded = json.loads(json.dumps(record_exercise(spec, namespace, seed)))
-    evidence = {"notebook": wrong.notebook, "seed": seed, "exercises": {wrong.exercise: derive(spec, recorded, seed)}}
-    verdicts = judge(evidence, [wrong.exercise])
+    verdicts = judged(wrong.notebook, wrong.exercise, namespace, seed)
     failed = {v["id"].rsplit(":", 1)[-1] for v in verdicts if not v["passed"]}
     causes = next((list(v.get("causes", [])) for v in verdicts if not v["passed"]), [])
     return causes, failed

@@ -17,7 +17,6 @@ The same module, count and seed give the same class.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from dataclasses import dataclass
@@ -43,19 +42,6 @@ class Answers:
     """Wrong solution → the misconception it encodes."""
 
 
-def _judged(notebook: str, exercise: str, namespace: dict[str, Any], seed: int) -> list[dict[str, Any]]:
-    from autograder.engine.judge import judge
-    from autograder.sandboxed.cases.base import exercises_of
-    from autograder.sandboxed.record import record_exercise
-    from autograder.sandboxed.replay import derive
-
-    spec = exercises_of(notebook)[exercise]
-    recorded = json.loads(json.dumps(record_exercise(spec, namespace, seed)))
-    return judge(
-        {"notebook": notebook, "seed": seed, "exercises": {exercise: derive(spec, recorded, seed)}}, [exercise]
-    )
-
-
 SAMPLE_MISTAKE = "no_shared_spec"
 """The sample class's wrong-sharing student: ``share=True`` without ``SharedQuantizationSpec`` (AddQuantizer and
 CatQuantizer alike)."""
@@ -79,7 +65,7 @@ def module_answers(module: str, seed: int, per_exercise: int = VARIANTS_PER_EXER
     from autograder.checks.support import checks_of
     from autograder.course import notebook_id, source_notebooks
     from autograder.engine.grading import zero_verdicts
-    from autograder.maintenance.fixtures import wrong_solutions
+    from autograder.maintenance.fixtures import judged, wrong_solutions
     from selfcheck.casekit import module_name
 
     wrongs = wrong_solutions()
@@ -88,14 +74,14 @@ def module_answers(module: str, seed: int, per_exercise: int = VARIANTS_PER_EXER
         notebook = notebook_id(path)
         key = vars(importlib.import_module(f"autograder.keys.{module_name(notebook)}"))
         for exercise in checks_of(notebook):
-            right = _judged(notebook, exercise, dict(key), seed)
+            right = judged(notebook, exercise, dict(key), seed)
             wrong, misconception = {}, {}
             for solution in _chosen(
                 [w for w in wrongs if (w.notebook, w.exercise) == (notebook, exercise)], per_exercise
             ):
                 namespace: dict[str, Any] = {}
                 exec(compile(solution.code, str(solution.path), "exec"), namespace)
-                wrong[solution.id] = _judged(notebook, exercise, namespace, seed)
+                wrong[solution.id] = judged(notebook, exercise, namespace, seed)
                 misconception[solution.id] = solution.misconception
             found.append(
                 Answers(notebook, exercise, right, wrong, zero_verdicts(notebook, exercise, UNANSWERED), misconception)

@@ -4,13 +4,15 @@
 notebook's verdicts (check, points, score, the causes the feedback named), what happened to the run
 (``NotebookResult.operations``: a limit hit, a crash, an unanswered notebook…), tampering notes, cells
 that raised, and the seed and command line that reproduce the grading. A regrade of some students
-replaces their entries and keeps the others, as the CSV does. ``pt2e-course report`` reads it back; it
+replaces their entries and keeps the others, as the CSV does; nbgrader's autograde keeps each notebook in
+a file of its own beside it (``add_notebook``). ``pt2e-course report`` reads both back (``load_record``); it
 is the instructor's file (the students' feedback is ``feedback.html`` and ``results.json``).
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shlex
@@ -98,6 +100,19 @@ class ClassRecord:
     def as_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "module": self.module, "students": self.students}
 
+    def notebooks(self) -> list[tuple[str, float]]:
+        """Each notebook any student has, in the order first met, with its maximum."""
+        found: dict[str, float] = {}
+        for entry in self.students.values():
+            for nb in entry["notebooks"]:
+                found[nb["notebook"]] = max(found.get(nb["notebook"], 0.0), float(nb["max_score"]))
+        return list(found.items())
+
+
+def scores(entry: dict[str, Any]) -> dict[str, float]:
+    """One student's score per notebook (a ``student_record``)."""
+    return {nb["notebook"]: float(nb["score"]) for nb in entry["notebooks"]}
+
 
 def read_record(path: Path) -> ClassRecord:
     """The class record at ``path``; raises ``ValueError`` with a sentence when it is not one."""
@@ -124,18 +139,46 @@ def write_record(
 
 
 def add_notebook(out: Path, module: str, student: str, result: NotebookResult, seed: int | None, command: str) -> Path:
-    """Merge one graded notebook of ``student`` into ``OUT/<module>-class.json`` (nbgrader grades a notebook at a
-    time): it replaces that notebook's earlier entry; the student's other notebooks stay."""
+    """Keep one graded notebook of ``student`` for the class record (nbgrader grades a notebook at a time).
 
-    def merge(record: ClassRecord) -> None:
-        name = clean_name(student)
-        entry = record.students.get(name) or {"student": name, "notebooks": []}
-        kept = [nb for nb in entry["notebooks"] if nb.get("notebook") != result.notebook]
-        fresh = student_record(StudentResult(student, module, [result]), seed, command)
-        fresh["notebooks"] = sorted([*kept, *fresh["notebooks"]], key=lambda nb: str(nb.get("notebook")))
-        record.students[name] = fresh
+    It is written to a small file of its own, ``OUT/<module>-class.d/<digest>.json``, named after the student and
+    the notebook, so a regrade replaces it, and grading a class of 500 does not rewrite one growing file 2,000
+    times; ``load_record`` merges them. Returns the file's path."""
+    folder = out / f"{module}-class.d"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = clean_name(student)
+    entry = student_record(StudentResult(student, module, [result]), seed, command)
+    digest = hashlib.sha256(f"{name}\0{result.notebook}".encode()).hexdigest()[:32]
+    path = folder / f"{digest}.json"
+    _write(folder, path, {"format": FORMAT, "module": module, "entry": entry})
+    return path
 
-    return _update(out, module, merge)[0]
+
+def load_record(out: Path, module: str) -> ClassRecord:
+    """The class record of ``module`` in ``out``: ``<module>-class.json`` (``pt2e-course grade``) merged with the
+    notebooks nbgrader's autograde kept one by one (``add_notebook``; a notebook replaces its earlier entry, the
+    student's other notebooks stay). Raises ``ValueError`` with a sentence when there is none or it is unreadable."""
+    path, folder = record_path(out, module), out / f"{module}-class.d"
+    if not path.exists() and not folder.is_dir():
+        raise ValueError(f"找不到 {path}：先評分（pt2e-course grade {module} --out {out}），報告從評分紀錄產生")
+    record = read_record(path) if path.exists() else ClassRecord(module)
+    parts = sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")) if folder.is_dir() else []
+    for part in parts:  # (a name starting with a dot is a file still being written)
+        try:
+            data = json.loads(part.read_text(encoding="utf-8"))
+            entry = data["entry"]
+            name, notebooks = str(entry["student"]), list(entry["notebooks"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"讀不了 {part}（{type(exc).__name__}）") from exc
+        earlier = record.students.get(name, {}).get("notebooks", [])
+        done = {nb.get("notebook") for nb in notebooks}
+        entry["notebooks"] = sorted(
+            [*(nb for nb in earlier if nb.get("notebook") not in done), *notebooks],
+            key=lambda nb: str(nb.get("notebook")),
+        )
+        record.students[name] = entry
+    record.students = dict(sorted(record.students.items()))
+    return record
 
 
 def _update(out: Path, module: str, merge: Callable[[ClassRecord], None]) -> tuple[Path, ClassRecord]:
@@ -153,15 +196,15 @@ def _update(out: Path, module: str, merge: Callable[[ClassRecord], None]) -> tup
                 record = ClassRecord(module)  # an older format: this run's students start it anew
         merge(record)
         record.students = dict(sorted(record.students.items()))
-        _write(out, path, record)
+        _write(out, path, record.as_json())
     return path, record
 
 
-def _write(out: Path, path: Path, record: ClassRecord) -> None:
-    module = record.module
-    handle, temporary = tempfile.mkstemp(dir=out, prefix=f".{module}-class.", suffix=".json")
+def _write(folder: Path, path: Path, data: dict[str, Any]) -> None:
+    """``data`` as JSON at ``path``, through a temporary file in ``folder`` renamed over it."""
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.stem}.", suffix=".json")
     with os.fdopen(handle, "w", encoding="utf-8") as file:
-        json.dump(record.as_json(), file, ensure_ascii=False, separators=(",", ":"))
+        json.dump(data, file, ensure_ascii=False, separators=(",", ":"))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(temporary, 0o666 & ~umask)  # as an ordinary file would be (mkstemp makes it private)

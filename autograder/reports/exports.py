@@ -18,24 +18,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from autograder.reports.class_record import ClassRecord
+from autograder.reports.class_record import ClassRecord, scores
 from autograder.reports.hygiene import clean_name
-
-
-def _points(value: float) -> str:
-    return f"{value:g}"
-
-
-def _notebooks(record: ClassRecord) -> list[tuple[str, float]]:
-    found: dict[str, float] = {}
-    for entry in record.students.values():
-        for nb in entry["notebooks"]:
-            found[nb["notebook"]] = max(found.get(nb["notebook"], 0.0), float(nb["max_score"]))
-    return list(found.items())
-
-
-def _scores(entry: dict) -> dict[str, float]:
-    return {nb["notebook"]: float(nb["score"]) for nb in entry["notebooks"]}
+from autograder.reports.report import points_text
 
 
 def _safe(text: str) -> str:
@@ -46,28 +31,28 @@ def _safe(text: str) -> str:
 
 def write_canvas(out: Path, record: ClassRecord) -> Path:
     path = out / f"{record.module}-canvas.csv"
-    notebooks = _notebooks(record)
+    notebooks = record.notebooks()
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *(nb for nb, _ in notebooks)])
-        writer.writerow(["Points Possible", "", "", "", "", *(_points(m) for _, m in notebooks)])
+        writer.writerow(["Points Possible", "", "", "", "", *(points_text(m) for _, m in notebooks)])
         for name, entry in sorted(record.students.items()):
-            scores = _scores(entry)
+            got = scores(entry)
             writer.writerow(
-                [_safe(name), "", _safe(name), _safe(name), "", *(_points(scores.get(nb, 0.0)) for nb, _ in notebooks)]
+                [_safe(name), "", _safe(name), _safe(name), "", *(points_text(got.get(nb, 0.0)) for nb, _ in notebooks)]
             )
     return path
 
 
 def write_moodle(out: Path, record: ClassRecord) -> Path:
     path = out / f"{record.module}-moodle.csv"
-    notebooks = _notebooks(record)
+    notebooks = record.notebooks()
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["Username", *(nb for nb, _ in notebooks), f"{record.module} total"])
         for name, entry in sorted(record.students.items()):
-            scores = _scores(entry)
+            got = scores(entry)
             writer.writerow(
-                [_safe(name), *(_points(scores.get(nb, 0.0)) for nb, _ in notebooks), _points(sum(scores.values()))]
+                [_safe(name), *(points_text(got.get(nb, 0.0)) for nb, _ in notebooks), points_text(sum(got.values()))]
             )
     return path

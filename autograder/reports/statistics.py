@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from autograder.reports.class_record import ClassRecord
+from autograder.reports.class_record import ClassRecord, scores
 
 UPPER_LOWER = 0.27
 EASY, WEAK = 0.95, 0.1
@@ -230,21 +230,14 @@ def class_stats(record: ClassRecord) -> ClassStats:
     entries = list(record.students.values())
     present = [e for e in entries if not all(_only_missing(n) for n in e["notebooks"])]
     absent = [e["student"] for e in entries if e not in present]
-    notebooks: dict[str, float] = {}
-    for entry in entries:
-        for nb in entry["notebooks"]:
-            notebooks[nb["notebook"]] = max(notebooks.get(nb["notebook"], 0.0), float(nb["max_score"]))
-    scores = {
-        e["student"]: {**{nb["notebook"]: float(nb["score"]) for nb in e["notebooks"]}, "total": _total(e)}
-        for e in entries
-    }
+    by_student = {e["student"]: {**scores(e), "total": _total(e)} for e in entries}
     exercises = _exercise_stats(present)
     return ClassStats(
         module=record.module,
         students=[e["student"] for e in present],
         absent=absent,
-        notebooks=list(notebooks.items()),
-        scores=scores,
+        notebooks=record.notebooks(),
+        scores=by_student,
         exercises=exercises,
         misconceptions=misconception_counts(entries),
         operations=operations(entries),
@@ -258,7 +251,7 @@ def _only_missing(nb: dict[str, Any]) -> bool:
 
 
 def _total(entry: dict[str, Any]) -> float:
-    return sum(float(nb["score"]) for nb in entry["notebooks"])
+    return sum(scores(entry).values())
 
 
 def _attempted(nb: dict[str, Any]) -> bool:
