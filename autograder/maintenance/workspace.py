@@ -74,7 +74,10 @@ def student_config(
 ) -> Path:
     """A Jupyter configuration folder that turns nbgrader's instructor tools off (written each time); the hub
     (``autograder.maintenance.hub``) keeps the assignment list, which its exchange serves."""
-    folder = folder or Path(sys.prefix) / "etc" / "pt2e-student-lab"
+    if folder is None:  # the user's own Jupyter data folder: a shared, read-only venv cannot take it
+        from jupyter_core.paths import jupyter_data_dir
+
+        folder = Path(jupyter_data_dir()) / "pt2e-student-lab"
     (folder / "labconfig").mkdir(parents=True, exist_ok=True)
     page = {"disabledExtensions": dict.fromkeys(plugins, True)}
     (folder / "labconfig" / "page_config.json").write_text(json.dumps(page, indent=1), encoding="utf-8")
