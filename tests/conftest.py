@@ -116,6 +116,7 @@ SLOW_FILES = frozenset(
         "test_grading.py",  # the sample class, graded
         "test_isa.py",  # every preview under every instruction-set profile
         "test_isolation.py",  # sandboxes started and attacked, a few seconds each
+        "test_memory_escape.py",  # memory outside every resident set, held under both memory modes and graded
         "test_release.py",  # nbgrader generate_assignment per module
         "test_warm.py",  # fork servers warmed and compared with cold ones
         "test_notebooks.py",  # every source notebook, executed

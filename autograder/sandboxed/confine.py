@@ -24,6 +24,7 @@ import os
 import resource
 import signal
 import stat
+import struct
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,14 @@ CAP_SETUID, CAP_SETPCAP, CAP_SYS_ADMIN = 7, 8, 21
 CAP_LAST = 63
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
+PRIVATE_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
+TMP_FILES = 8192
+"""Files (inodes) in each private tmpfs: a file holds kernel memory even when empty, which no size cap counts."""
+
+OPEN_FILES = 256
+"""Open files per process of a job. Python, torch and the course's cases use a few dozen; the bound keeps the
+kernel buffers a job can fill without showing them in any resident set (pipes, socket pairs) to tens of MB."""
+
 JOB_UID_BASE = 200_000
 """Job n runs as user 200000 + n: no two sandboxes share a user, so none can signal another."""
 
@@ -62,12 +71,14 @@ NO_CAPS = "拿掉所有特權（capabilities）"
 NO_NEW_PRIVS = "禁止取得新權限（no_new_privs）"
 DIES_WITH_GRADER = "評分程式結束時作業跟著結束"
 MEMORY = "記憶體上限"
-LIMITS = "CPU 時間、檔案大小、行程數上限"
+LIMITS = "CPU 時間、檔案大小、行程數、開啟檔案數上限"
+UNCOUNTED_MEMORY = "拒絕任何行程的記憶體都不會顯示的配置（memfd、System V IPC、POSIX 訊息佇列；seccomp）"
 
 DISABLE_ENV = "PT2E_SANDBOX_DISABLE"
 """Comma-separated measures to leave out on purpose, to test the fallbacks: ``bwrap`` (run the
 server directly), ``sys_admin`` (the server drops CAP_SYS_ADMIN, as in a container),
-``userns`` (no unprivileged user namespace), ``setuid`` (the server drops CAP_SETUID)."""
+``userns`` (no unprivileged user namespace), ``setuid`` (the server drops CAP_SETUID), ``seccomp`` (no
+seccomp filter: memfd and System V IPC allowed), ``cgroup`` (no memory cgroup: the summing fallback)."""
 
 
 @dataclass
@@ -80,6 +91,9 @@ class Isolation:
     mount_namespace: bool = False
     uid_dropped: bool = False
     """True when the middle process already runs as the job's user (the user-namespace fallback)."""
+    private: list[str] = field(default_factory=list)
+    """The private, size-capped tmpfs folders made for the job (``PRIVATE_FOLDERS``): what the job writes there
+    is memory, which the summing fallback of ``memory`` adds to the job's resident sets."""
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -152,6 +166,125 @@ def disabled() -> set[str]:
     return {part.strip() for part in os.environ.get(DISABLE_ENV, "").split(",") if part.strip()}
 
 
+# --- memory that no process's RSS shows: refused at the system call (seccomp) -----------------------
+
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+SECCOMP_RET_ALLOW = 0x7FFF0000
+SECCOMP_RET_ERRNO = 0x00050000
+X32_SYSCALL_BIT = 0x40000000
+
+REFUSED_CALLS = (
+    "memfd_create",
+    "memfd_secret",
+    "shmget",
+    "shmat",
+    "shmctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
+    "mq_open",
+)
+"""System calls a job is refused (``EPERM``, so Python raises ``PermissionError``): each makes memory that
+no process's resident set shows (an anonymous in-memory file; System V shared memory, semaphore sets and
+message queues, up to gigabytes of them per IPC namespace; POSIX message queues). Under the summing fallback
+of ``memory`` nothing would count them; under a cgroup they are refused as well. Neither torch, torchao,
+ExecuTorch's import nor the course's cases use them (``tests/test_memory_escape.py`` grades with the filter
+on); POSIX shared memory and semaphores are files in the job's capped ``/dev/shm`` and stay allowed."""
+
+SYSCALL_NUMBERS = {
+    # (AUDIT_ARCH_*, system call numbers of that ABI)
+    "x86_64": (
+        0xC000003E,
+        {
+            "shmget": 29,
+            "shmat": 30,
+            "shmctl": 31,
+            "semget": 64,
+            "semop": 65,
+            "semctl": 66,
+            "msgget": 68,
+            "msgsnd": 69,
+            "msgrcv": 70,
+            "msgctl": 71,
+            "semtimedop": 220,
+            "mq_open": 240,
+            "memfd_create": 319,
+            "memfd_secret": 447,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "mq_open": 180,
+            "msgget": 186,
+            "msgctl": 187,
+            "msgrcv": 188,
+            "msgsnd": 189,
+            "semget": 190,
+            "semctl": 191,
+            "semtimedop": 192,
+            "semop": 193,
+            "shmget": 194,
+            "shmctl": 195,
+            "shmat": 196,
+            "memfd_create": 279,
+            "memfd_secret": 447,
+        },
+    ),
+}
+
+
+def _instruction(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def seccomp_program(machine: str | None = None) -> bytes | None:
+    """The classic BPF program of the job's seccomp filter for ``machine`` (this one by default), or None
+    on an architecture this module does not know.
+
+    It refuses ``REFUSED_CALLS`` with ``EPERM`` and every system call made through another ABI than the
+    native one (``int 0x80`` on x86-64, the x32 numbers), which would otherwise reach the same calls under
+    other numbers; everything else is allowed.
+    """
+    arch, numbers = SYSCALL_NUMBERS.get(machine or os.uname().machine, (0, {}))
+    if not numbers:
+        return None
+    refused = sorted({numbers[name] for name in REFUSED_CALLS})
+    deny = _instruction(_RET_K, SECCOMP_RET_ERRNO | errno.EPERM)
+    # seccomp_data: int nr at offset 0, u32 arch at offset 4
+    checks = [_instruction(_LD_W_ABS, 0)]
+    if arch == SYSCALL_NUMBERS["x86_64"][0]:
+        checks.append(_instruction(_JGE_K, X32_SYSCALL_BIT, jt=len(refused) + 1))
+    for index, number in enumerate(refused):
+        checks.append(_instruction(_JEQ_K, number, jt=len(refused) - index))
+    head = [_instruction(_LD_W_ABS, 4), _instruction(_JEQ_K, arch, jt=1), deny]
+    return b"".join([*head, *checks, _instruction(_RET_K, SECCOMP_RET_ALLOW), deny])
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def refuse_uncounted_memory() -> bool:
+    """Install the job's seccomp filter (``seccomp_program``) on this process and all it will start; needs
+    ``no_new_privs`` (or CAP_SYS_ADMIN). True when it is in force."""
+    program = seccomp_program()
+    if program is None or "seccomp" in disabled():
+        return False
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    result = _libc.prctl(
+        ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog), ctypes.c_ulong(0), 0
+    )
+    return result == 0
+
+
 # --- the middle process -----------------------------------------------------------------------------
 
 
@@ -181,7 +314,7 @@ def _fresh_tmpfs(path: str, megabytes: int) -> bool:
     except OSError:
         return False
     try:
-        options = f"size={megabytes}m,nr_inodes=65536,mode=1777"
+        options = f"size={megabytes}m,nr_inodes={TMP_FILES},mode=1777"
         if mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
             return False
         folders = {folder for folder, _ in handles}
@@ -204,6 +337,28 @@ def _fresh_tmpfs(path: str, megabytes: int) -> bool:
     finally:
         for _, handle in handles:
             os.close(handle)
+
+
+def tmp_megabytes(limits: Limits) -> int:
+    """The size of each private tmpfs: ``tmp_mb``, and at most a quarter of the job's memory limit, so that the
+    three of them stay within it (their pages count against it in both memory modes)."""
+    return max(1, min(limits.tmp_mb, limits.memory_mb // 4))
+
+
+def _read_only_dev() -> None:
+    """Remount ``/dev`` read-only in the job's mount namespace (bubblewrap's ``--dev`` is a tmpfs without a size
+    cap; the device nodes on it stay usable). Nothing to name when it fails: a job's user cannot write there."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 5 and fields[4] == "/dev":
+            flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+            for option in fields[5].split(","):
+                flags |= MOUNT_FLAGS.get(option, 0)
+            mount(None, "/dev", None, flags)
 
 
 def _hide(path: str) -> bool:
@@ -311,9 +466,11 @@ def isolate(job: int, limits: Limits, hide: list[str], *, in_bwrap: bool) -> Iso
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     if not in_bwrap and not _read_only_everywhere():
         iso.missing.append(READ_ONLY)
-    private = [_fresh_tmpfs(path, limits.tmp_mb) for path in ("/tmp", "/var/tmp", "/dev/shm")]
+    private = [_fresh_tmpfs(path, tmp_megabytes(limits)) for path in PRIVATE_FOLDERS]
     if not all(private):
         iso.missing.append(PRIVATE_TMP)
+    iso.private = [path for path, made in zip(PRIVATE_FOLDERS, private, strict=True) if made]
+    _read_only_dev()
     if hide and not all([_hide(path) for path in hide]):
         iso.missing.append(HIDDEN)
     return iso
@@ -427,6 +584,7 @@ def confine(limits: Limits, iso: Isolation, workdir: str) -> list[str]:
         _set(resource.RLIMIT_FSIZE, limits.file_mb * 1024 * 1024),
         _set(resource.RLIMIT_CORE, 0),
         _set(resource.RLIMIT_CPU, limits.notebook_seconds * 2),
+        _set(resource.RLIMIT_NOFILE, OPEN_FILES),
     ]
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails instead of killing
     own_user = iso.uid_dropped
@@ -450,6 +608,8 @@ def confine(limits: Limits, iso: Isolation, workdir: str) -> list[str]:
         missing.append(NO_CAPS)
     if prctl(PR_SET_NO_NEW_PRIVS, 1) != 0:
         missing.append(NO_NEW_PRIVS)
+    if not refuse_uncounted_memory():
+        missing.append(UNCOUNTED_MEMORY)
     # after the last change of user, which clears it: die when the middle process dies
     if prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
         missing.append(DIES_WITH_GRADER)

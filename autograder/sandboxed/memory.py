@@ -9,8 +9,14 @@ times the limit. So each job gets one of two whole-job limits:
   it. The kernel counts every page the job's processes use, shared memory in its private
   ``/dev/shm`` included, and kills inside that job only when the total passes the limit.
 - **sum** (``MEMORY_SUM``), where no cgroup can be made: the middle process adds up the resident
-  memory of every process of the job every ``POLL_SECONDS`` and kills the whole job when the
-  sum passes the limit (the private temporary folders are capped on their own, ``tmp_mb``).
+  memory of every process of the job and the files in its private temporary folders every
+  ``POLL_SECONDS`` (``job_bytes``) and kills the whole job when the sum passes the limit.
+
+Memory that no process's resident set shows, and no folder either, is refused before it exists, in
+both modes: ``memfd_create`` and System V IPC by the job's seccomp filter (``confine.REFUSED_CALLS``),
+kernel buffers bounded by a low limit on open files (``confine.OPEN_FILES``), files by size-capped
+tmpfs folders only (``confine.tmp_megabytes``, ``confine.TMP_FILES``). SECURITY.md says what each
+mode guarantees and what it does not.
 
 Either way the job's end says ``memory``, and the feedback names the mode that applied.
 """
@@ -204,3 +210,23 @@ def tree_rss(root: int, proc: int) -> int:
             pass
         stack += children.get(pid, [])
     return total
+
+
+def folder_bytes(folders: list[str]) -> int:
+    """Bytes held by the files in ``folders`` (each a private tmpfs of the job; unlinked files still open
+    included): memory that no process's resident set shows."""
+    total = 0
+    for folder in folders:
+        try:
+            usage = os.statvfs(folder)
+        except OSError:
+            continue
+        total += (usage.f_blocks - usage.f_bfree) * usage.f_frsize
+    return total
+
+
+def job_bytes(root: int, proc: int, folders: list[str]) -> int:
+    """What the summing fallback holds against the job's limit: the resident bytes of its processes
+    (``tree_rss``) and the files in its private tmpfs folders (``folder_bytes``). A tmpfs page a process also
+    maps counts twice: the sum errs on the job's side of the limit, never on the machine's."""
+    return tree_rss(root, proc) + folder_bytes(folders)

@@ -246,7 +246,7 @@ def _middle(
     if held is not None:  # the kernel keeps the limit; a kill inside the job ends all of it
         over_limit = held.oom_killed
     else:
-        over_limit = lambda: memory.tree_rss(pid, proc) > limit  # noqa: E731
+        over_limit = lambda: memory.job_bytes(pid, proc, iso.private) > limit  # noqa: E731
     how = _watch(pid, iso, status, seconds + STARTUP_SECONDS, over_limit)
     if held is not None and held.oom_killed():
         how = "memory"
