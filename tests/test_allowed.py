@@ -239,3 +239,124 @@ def test_the_cost_of_a_graph_is_counted_on_fake_tensors() -> None:
     big = export_module(Two(), (torch.ones(8192, 8192),))
     with pytest.raises(allowed.Refused, match=r"浮點運算|MB"):
         allowed.check_cost(big)
+
+
+# --- recordings that reached the worker past the cost check (issue 41) ------------------------------------
+
+
+def _stale(attack: Callable[[dict[str, Any]], None], claim: Any) -> Callable[[dict[str, Any]], None]:
+    """``attack``, in a recording that says the graph was never recompiled (``claim`` True), or says nothing."""
+
+    def change(recorded: dict[str, Any]) -> None:
+        attack(recorded)
+        for state in graph_states(recorded):
+            if claim is None:
+                state.pop("stale", None)
+            else:
+                state["stale"] = claim
+
+    return change
+
+
+def _outer_of_a_mask(recorded: dict[str, Any]) -> None:
+    # a boolean mask's selection has a size fake tensors cannot know; its outer product is 28 800² floats (3.3 GB)
+    for state in graph_states(recorded):
+        records = state["nodes"]
+        x = first_conv_input(recorded)
+        chain = [
+            node("flat", {"op": "aten.view.default"}, {"n": x}, [-1]),
+            node("many", {"op": "aten.repeat.default"}, {"n": "flat"}, [28_800 // 192]),
+            node("mask", {"op": "aten.ge.Scalar"}, {"n": "many"}, -1e9),
+            node("chosen", {"op": "aten.index.Tensor"}, {"n": "many"}, [{"n": "mask"}]),
+            node("column", {"op": "aten.unsqueeze.default"}, {"n": "chosen"}, 1),
+            node("row", {"op": "aten.unsqueeze.default"}, {"n": "chosen"}, 0),
+            node("outer", {"op": "aten.mul.Tensor"}, {"n": "column"}, {"n": "row"}),
+        ]
+        records[len(records) - 1 : len(records) - 1] = chain
+
+
+def _renamed_input(recorded: dict[str, Any]) -> None:
+    # the input renamed (a new placeholder, without the exported shape), then a huge tensor
+    text = json.dumps(graph_states(recorded)[0]["nodes"])
+    assert '"n": "x"' in text
+    for state in graph_states(recorded):
+        for record in state["nodes"]:
+            if record["op"] == "placeholder" and record["name"] == "x":
+                record["name"] = "renamed"
+        state["nodes"] = json.loads(json.dumps(state["nodes"]).replace('{"n": "x"}', '{"n": "renamed"}'))
+    ATTACKS["huge_full"](recorded)
+
+
+def _size_from_data(recorded: dict[str, Any]) -> None:
+    # arange(x.amax() * 1e9): a length only the input's values say
+    for state in graph_states(recorded):
+        records = state["nodes"]
+        x = first_conv_input(recorded)
+        chain = [
+            node("top", {"op": "aten.amax.default"}, {"n": x}, [0, 1, 2, 3]),
+            node("length", {"op": "aten.mul.Scalar"}, {"n": "top"}, 1e9),
+            node("line", {"op": "aten.arange.default"}, {"n": "length"}),
+        ]
+        records[len(records) - 1 : len(records) - 1] = chain
+
+
+BYPASSES: dict[str, Callable[[dict[str, Any]], None]] = {
+    "stale_claimed": _stale(ATTACKS["huge_full"], True),
+    "stale_left_unsaid": _stale(ATTACKS["huge_full"], None),
+    "boolean_mask": _outer_of_a_mask,
+    "renamed_input": _renamed_input,
+    "size_from_data": _size_from_data,
+    "packet_on_strings": with_node(
+        name="s", op="call_function", target={"packet": "aten.add"}, args={"tuple": ["a" * 10, "b"]}
+    ),
+    "packet_sums_a_list": with_node(
+        name="s", op="call_function", target={"packet": "aten.sum"}, args={"tuple": [[1, 2]]}
+    ),
+}
+
+
+@pytest.mark.parametrize("bypass", sorted(BYPASSES))
+def test_the_cost_check_judges_every_graph_the_worker_would_run(bypass: str) -> None:
+    """Each of these reached the replay worker with a 3.4 GB allocation or a non-tensor op: now the check
+    refuses it, before anything runs (this process has no memory limit to stop it)."""
+    recorded = key_recording("M01-3", "replace_op")
+    BYPASSES[bypass](recorded)
+    evidence = derive(exercises_of("M01-3")["replace_op"], recorded, SEED)
+    assert set(evidence) == {"refused"}, f"{bypass}: not refused: {json.dumps(evidence)[:300]}"
+    assert evidence["refused"].startswith("評分時沒有執行你的答案留下的圖")
+
+
+def test_an_honest_stale_graph_is_still_accepted() -> None:
+    recorded = key_recording("M01-3", "replace_op")
+    for state in graph_states(recorded):
+        state["stale"] = True
+    evidence = derive(exercises_of("M01-3")["replace_op"], recorded, SEED)
+    assert "cases" in evidence, json.dumps(evidence)[:300]
+
+
+def test_a_boolean_mask_is_counted_at_its_worst() -> None:
+    aten = torch.ops.aten
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    chosen = graph.call_function(aten.index.Tensor, (x, [graph.call_function(aten.gt.Scalar, (x, 0.0))]))
+    column = graph.call_function(aten.unsqueeze.default, (chosen, 1))
+    graph.output(
+        graph.call_function(aten.mul.Tensor, (column, graph.call_function(aten.unsqueeze.default, (chosen, 0))))
+    )
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    allowed.check_cost(gm, [torch.empty(64)])  # 64² floats at worst: accepted
+    with pytest.raises(allowed.Refused, match="MB"):  # 20 000² floats at worst, whatever the mask holds
+        allowed.check_cost(gm, [torch.empty(20_000)])
+    with pytest.raises(allowed.Refused, match="輸入"):  # an input whose shape nothing says
+        allowed.check_cost(gm)
+
+
+def test_only_overloads_on_tensors_are_admitted() -> None:
+    aten = torch.ops.aten
+    for op in (aten.add.str, aten.add.t, aten.mul.int, aten.mul.left_t, aten.pow.int, aten.eq.str, aten.sum.int):
+        assert not allowed.tensor_overload(op), op
+    import torchao.quantization.pt2e  # noqa: F401 (registers the quantized_decomposed ops)
+
+    for name in sorted(allowed.OPS):  # every listed overload takes or returns a tensor, as the list claims
+        namespace, opname, overload = name.split(".")
+        assert allowed.tensor_overload(getattr(getattr(getattr(torch.ops, namespace), opname), overload)), name

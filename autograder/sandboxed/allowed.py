@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -270,40 +270,96 @@ def _check_observer(path: Any, settings: Any) -> None:
 # --- one rebuilt graph, before it runs ------------------------------------------------------------------
 
 
-def check_cost(gm: torch.fx.GraphModule) -> None:
-    """Refuse a rebuilt graph whose one run would exceed ``BUDGET`` (bytes of its outputs, flops).
+def tensor_overload(op: Any) -> bool:
+    """True when the op overload takes or returns a tensor (its schema says so): ``aten.add.Tensor`` and
+    ``aten.arange.default`` are computations on tensors, ``aten.add.str`` or ``aten.mul.left_t`` are not."""
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return False
+    types = [a.type for a in schema.arguments] + [r.type for r in schema.returns]
+    return any(_holds_tensor(t) for t in types)
 
-    The graph runs on fake tensors shaped as its placeholders were when it was exported: every op
-    computes only the shape and dtype of its result. Observer and other module calls are taken to
-    return their input (observers do). A graph that cannot be propagated this way is left to the
-    replay worker's own limits.
+
+def _holds_tensor(kind: Any) -> bool:
+    """``Tensor``, ``Tensor?``, ``Tensor[]``, ``Tensor?[]``: a schema type whose values are tensors."""
+    if isinstance(kind, torch.TensorType):
+        return True
+    contained = getattr(kind, "containedTypes", None)
+    return bool(contained) and any(_holds_tensor(t) for t in contained())
+
+
+def _overload(op: Any, args: Any, kwargs: Any) -> Any:
+    """The overload a call of ``op`` runs: ``op`` itself, or the one a packet picks for these arguments."""
+    if not isinstance(op, torch._ops.OpOverloadPacket):
+        return op
+    name = torch._C._jit_resolve_packet(op._qualified_op_name, *args, **kwargs)
+    return getattr(op, name)
+
+
+SIZE_METHODS = frozenset("view reshape flatten permute transpose unsqueeze squeeze size".split())
+"""Methods whose other arguments are sizes or dimensions: a tensor there makes the size depend on the data."""
+
+
+def check_cost(gm: torch.fx.GraphModule, inputs: Sequence[Any] | None = None) -> None:
+    """Refuse a rebuilt graph whose one run would exceed ``BUDGET`` (bytes of its outputs, flops), or whose
+    cost cannot be known before it runs.
+
+    The graph runs on fake tensors (shapes and dtypes only, nothing computed) shaped as the graph's
+    inputs were when it was exported: ``inputs`` by position (what the placeholders held before the
+    recording renamed or replaced them), else each placeholder's own. An input of unknown shape is
+    refused. Every call is judged on the overload it runs: a packet (``torch.ops.aten.add``) resolves
+    to one here, and only overloads on tensors pass (``tensor_overload``). A size that depends on the
+    data is taken at its worst (a boolean mask selects every element) or refused (a tensor passed
+    where the op takes a number or a size). Observer and other module calls are taken to return their
+    input (observers do). A graph that fails on fake tensors for another reason fails the same way when
+    it runs, at the same node, and is left to the case; but a packet the propagation did not reach is
+    refused, since nothing said which overload it would run.
     """
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode
     from torch.utils.flop_counter import FlopCounterMode
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    inputs = []
-    for node in gm.graph.nodes:
-        if node.op != "placeholder":
-            continue
-        value = node.meta.get("val")
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    known = list(inputs) if inputs is not None else [node.meta.get("val") for node in placeholders]
+    examples = []
+    for position, node in enumerate(placeholders):
+        value = known[position] if position < len(known) else None
         if not isinstance(value, torch.Tensor):
-            return  # an input we cannot shape: the worker's limits hold it
+            value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            raise Refused(
+                f"圖的第 {position + 1} 個輸入 {node.name[:40]} 不是原本的圖有的輸入，評分無法事先知道它的形狀："
+                "改圖時保留原本的輸入（placeholder），不要新增"
+            )
         shape = [s if isinstance(s, int) else _hint(s) for s in value.shape]
         with mode:
-            inputs.append(torch.empty(shape, dtype=value.dtype))
+            examples.append(torch.empty(shape, dtype=value.dtype))
     total = [0]
+    reached: set[str] = set()
 
     class Sizes(torch.fx.Interpreter):
+        def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+            if isinstance(target, torch._ops.OpOverloadPacket | torch._ops.OpOverload):
+                op = _overload(target, args, kwargs)
+                if not tensor_overload(op):
+                    raise Refused(f"圖上的 {op_name(op)[:60]} 不是對 tensor 的運算")
+                _sizes_from_data(op, args, kwargs)
+                if op is torch.ops.aten.index.Tensor:
+                    args = (args[0], _worst_indices(args[1]), *args[2:])
+            return super().call_function(target, args, kwargs)
+
         def call_module(self, target: Any, args: Any, kwargs: Any) -> Any:
             return args[0] if args else None
 
         def call_method(self, target: Any, args: Any, kwargs: Any) -> Any:
             if not (args and isinstance(args[0], torch.Tensor)):
                 raise Refused(f"tensor 方法 {str(target)[:40]} 用在不是 tensor 的東西上")
+            if target in SIZE_METHODS and _tensors_in((args[1:], kwargs)):
+                raise Refused(f"tensor 方法 {str(target)[:40]} 的大小由另一個 tensor 的值決定，評分無法事先估算")
             return super().call_method(target, args, kwargs)
 
         def run_node(self, n: torch.fx.Node) -> Any:
+            reached.add(n.name)
             result = super().run_node(n)
             for leaf in torch.utils._pytree.tree_leaves(result):
                 if isinstance(leaf, torch.Tensor):
@@ -316,14 +372,63 @@ def check_cost(gm: torch.fx.GraphModule) -> None:
 
     try:
         with mode, FlopCounterMode(display=False) as counter:
-            Sizes(gm).run(*inputs)
+            Sizes(gm).run(*examples)
     except Refused:
         raise
-    except Exception:  # an op fake tensors cannot propagate: the worker's time and memory limits hold it
+    except (DynamicOutputShapeException, DataDependentOutputException) as exc:
+        raise Refused(f"圖上有輸出大小由資料決定的運算（{str(exc)[:60]}），評分無法事先估算") from None
+    except Exception:  # fails on fake tensors as it would when it runs: the case reports it
+        unresolved = [
+            n.name
+            for n in gm.graph.nodes
+            if n.name not in reached and isinstance(n.target, torch._ops.OpOverloadPacket)
+        ]
+        if unresolved:
+            raise Refused(
+                f"無法事先確認圖上的 {unresolved[0][:40]} 會執行哪一個 overload："
+                "新 node 的 target 請寫完整的 overload（例如 torch.ops.aten.relu.default）"
+            ) from None
         return
     flops = counter.get_total_flops()
     if flops > BUDGET.flops:
         raise Refused(f"這張圖執行一次要 {flops:.2g} 次浮點運算，超過上限 {BUDGET.flops:.2g}")
+
+
+def _tensors_in(value: Any) -> bool:
+    return any(isinstance(leaf, torch.Tensor) for leaf in torch.utils._pytree.tree_leaves(value))
+
+
+def _sizes_from_data(op: Any, args: Any, kwargs: Any) -> None:
+    """Refuse a tensor passed where ``op`` takes a number, a size or a dimension: what it would run
+    depends on the tensor's values, which fake tensors do not hold (``arange(x.max())``)."""
+    schema = op._schema
+    for position, argument in enumerate(schema.arguments):
+        if _holds_tensor(argument.type):
+            continue
+        if argument.kwarg_only or position >= len(args):
+            value = kwargs.get(argument.name)
+        else:
+            value = args[position]
+        if _tensors_in(value):
+            raise Refused(
+                f"圖上的 {op_name(op)[:60]} 的引數 {argument.name[:30]} 是一個 tensor 的值，"
+                "它決定的大小評分無法事先估算"
+            )
+
+
+def _worst_indices(indices: Any) -> Any:
+    """``aten.index.Tensor``'s indices with each boolean mask replaced by the indices it selects at most
+    (every element): the output is then as large as it can be for any values of the mask."""
+    if not isinstance(indices, list | tuple):
+        return indices
+    worst: list[Any] = []
+    for index in indices:
+        if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8):
+            every = torch.zeros(index.numel(), dtype=torch.long)
+            worst += [every] * max(index.dim(), 1)
+        else:
+            worst.append(index)
+    return worst
 
 
 def _hint(size: Any) -> int:
