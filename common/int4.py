@@ -5,7 +5,8 @@ constants an ExecuTorch program keeps, and PyTorch's own packed int4 CPU kernel.
   subclasses (``IntxUnpackedToInt8Tensor`` and the like list their tensors in
   ``__tensor_flatten__``) and every buffer, persistent or not (``state_dict`` leaves the
   non-persistent ones out, a graph that reads them does not).
-- ``median_seconds``: the median time of a call over several runs, after warm-up runs.
+- ``median_seconds`` / ``interleaved_medians``: the median time of a call (of several calls taking
+  turns) over several runs, after warm-up runs.
 - ``executorch_program`` / ``program_constants``: ``to_executorch`` of a lowered program and the
   tensors its graph reads as constants (which tables stayed uint8, which were folded to fp32).
 - ``int4_pack_linear``: a weight quantized to 4 bits per group and packed two values a byte with
@@ -69,6 +70,26 @@ def median_seconds(fn: Callable[[], Any], runs: int = 15, warmup: int = 3) -> fl
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def interleaved_medians(calls: dict[str, Callable[[], Any]], runs: int = 15, warmup: int = 3) -> dict[str, float]:
+    """Median wall time of each call, the calls taking turns run by run.
+
+    Taking turns spreads whatever else the machine is doing over every call alike, so the ratios
+    between them are steadier than those of one ``median_seconds`` after another.
+    """
+    if runs < 1:
+        raise ValueError("runs must be at least 1")
+    for _ in range(warmup):
+        for fn in calls.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(runs):
+        for name, fn in calls.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def executorch_program(edge: Any, quant_fusion: bool = False) -> Any:

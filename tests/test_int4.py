@@ -9,7 +9,14 @@ from torch import nn
 
 from common import tinylm
 from common._noise import quiet_imports
-from common.int4 import int4_pack_linear, median_seconds, module_bytes, program_constants, tensor_bytes
+from common.int4 import (
+    int4_pack_linear,
+    interleaved_medians,
+    median_seconds,
+    module_bytes,
+    program_constants,
+    tensor_bytes,
+)
 from common.pt2e import quiet
 
 quiet()
@@ -73,6 +80,14 @@ def test_median_seconds_times_runs_after_the_warmup() -> None:
     assert len(calls) == 7 and seconds >= 0
     with pytest.raises(ValueError):
         median_seconds(lambda: None, runs=0)
+
+
+def test_interleaved_medians_run_the_calls_in_turns() -> None:
+    order: list[str] = []
+    medians = interleaved_medians({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, runs=3, warmup=1)
+    assert order == ["a", "b"] * 4 and set(medians) == {"a", "b"}
+    with pytest.raises(ValueError):
+        interleaved_medians({"a": lambda: None}, runs=0)
 
 
 @pytest.mark.slow
