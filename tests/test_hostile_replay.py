@@ -14,6 +14,7 @@ cell error and folder name carry terminal escapes, a student who patches ``Node.
 from __future__ import annotations
 
 import json
+import re
 import resource
 from pathlib import Path
 
@@ -73,6 +74,19 @@ ATTACKS = {
             product = g.call_function(torch.ops.aten.mm.default, (product, product))""",
     "autocast_on": """
         g.call_function(torch.set_autocast_enabled, ("cpu", True))""",
+    # three that passed the cost check before issue 41, each with gigabytes the worker's memory limit had to stop
+    "stale_claimed": """
+        g.call_function(torch.ops.aten.full.default, ([200_000, 200_000], 1.0))
+        gm.recompile = lambda: None  # the recording says the graph was never recompiled""",
+    "boolean_mask": """
+        x = next(n for n in g.nodes if n.op == "placeholder")
+        many = g.call_function(torch.ops.aten.repeat.default, (g.call_function(torch.ops.aten.view.default, (x, [-1])), [4000]))
+        chosen = g.call_function(torch.ops.aten.index.Tensor, (many, [g.call_function(torch.ops.aten.ge.Scalar, (many, -1e9))]))
+        column = g.call_function(torch.ops.aten.unsqueeze.default, (chosen, 1))
+        g.call_function(torch.ops.aten.mul.Tensor, (column, g.call_function(torch.ops.aten.unsqueeze.default, (chosen, 0))))""",
+    "renamed_input": """
+        next(n for n in g.nodes if n.op == "placeholder")._rename("renamed")
+        g.call_function(torch.ops.aten.full.default, ([200_000, 200_000], 1.0))""",
 }
 
 HUGE_HISTOGRAM = """
@@ -101,6 +115,18 @@ torch.fx.Node.__eq__ = lambda self, other: True
 torch.fx.Node.__hash__ = lambda self: 0
 """
 
+PATCHES_THE_RECORDER = """
+_honest_replace_op = replace_op
+
+
+def replace_op(*args, **kwargs):
+    # while its own answers are recorded, break the course's recorder: the next case's recording raises outside any case
+    import autograder.sandboxed.record as record
+
+    record.Recorder.namespace = lambda self, *a, **k: 1 / 0
+    return _honest_replace_op(*args, **kwargs)
+"""
+
 ESCAPING_ERROR = 'raise ValueError("\\x1b]0;owned\\x07\\x1b[2J\\x1b[31m紅字")'
 ESCAPING_FOLDER = "escapes\x1b[31m\x1b]0;t\x07"
 
@@ -119,6 +145,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     write(solved("M01-3"), submitted / ESCAPING_FOLDER / "M01" / "M01-3.ipynb")
     patched = answered("M01-3", {**answers, "replace_op": answers["replace_op"] + "\n" + PATCH_NODE_EQUALITY})
     write(patched, submitted / "patches_node_equality" / "M01" / "M01-3.ipynb")
+    recorder = answered("M01-3", {**answers, "replace_op": answers["replace_op"] + "\n" + PATCHES_THE_RECORDER})
+    write(recorder, submitted / "patches_the_recorder" / "M01" / "M01-3.ipynb")
     erring = answered("M01-3", {**answers, "insert_clamp": answers["insert_clamp"] + "\n" + ESCAPING_ERROR})
     write(erring, submitted / "escaping_error" / "M01" / "M01-3.ipynb")
     m02 = source_answers("M02-2")
@@ -217,6 +245,17 @@ def test_patching_node_equality_keeps_what_was_earned(graded) -> None:
     assert any("torch.fx.Node.__eq__" in t for t in found.tampering)
 
 
+def test_patching_the_recorder_costs_only_the_exercise_it_was_recording(graded) -> None:
+    found = result(graded, "patches_the_recorder")
+    earned, points = score(found, "replace_op")
+    assert earned == 0 < points
+    messages = {v["message"] for v in found.verdicts if v["exercise"] == "replace_op"}
+    assert all("評分時無法記錄這一題的答案" in m and "Recorder.namespace" in m for m in messages), messages
+    kept, clamp_points = score(found, "insert_clamp")  # recorded after the recorder was put back
+    assert kept == clamp_points > 0, [v["message"] for v in found.verdicts if not v["passed"]]
+    assert found.operations == [] or all(o["kind"] not in ("crashed", "timeout") for o in found.operations)
+
+
 def test_no_terminal_escape_reaches_the_outputs(graded) -> None:
     out = Path(graded["out"])  # type: ignore[arg-type]
     files = [*out.rglob("*.csv"), *out.rglob("results.json"), *out.rglob("feedback.html")]
@@ -233,3 +272,65 @@ def test_the_instructor_is_told_how_memory_was_limited_and_the_student_is_not(gr
     found = result(graded, "honest")
     assert any(note.startswith("記憶體上限：整份作業所有行程合計") for note in found.instructor_notes)
     assert not any("記憶體上限" in note for note in found.notes), "a limit not hit is not the student's business"
+
+
+# --- the replays of one notebook share the notebook's time (issue 41) ------------------------------------
+
+SLOW_POOL = [  # avg_pool2d is not counted in flops: 513² windows of 512² elements, minutes of work within the budgets
+    {
+        "name": "plane",
+        "op": "call_function",
+        "target": {"op": "aten.ones.default"},
+        "args": {"tuple": [[1, 1, 1024, 1024]]},
+    },
+    {
+        "name": "pooled",
+        "op": "call_function",
+        "target": {"op": "aten.avg_pool2d.default"},
+        "args": {"tuple": [{"n": "plane"}, [512, 512], [1, 1]]},
+    },
+]
+
+
+def test_the_replays_of_a_notebook_end_at_the_notebooks_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recording whose replay is slow (within every budget) costs its exercise; the exercise after it finds
+    the notebook's replay time spent and scores zero, saying so; nothing waits for the cases' own limits."""
+    import time
+
+    from autograder.engine.grading import derive_evidence
+    from autograder.sandboxed import replay_job
+    from autograder.sandboxed.cases.base import exercises_of
+    from autograder.sandboxed.record import record_exercise
+
+    key = vars(__import__("autograder.keys.m01_3", fromlist=["_"]))
+    exercises = exercises_of("M01-3")
+    recorded = {name: json.loads(json.dumps(record_exercise(exercises[name], key, 4))) for name in exercises}
+    text = json.dumps(recorded["replace_op"])
+    assert '"nodes"' in text
+    for state in _graph_states(recorded["replace_op"]):
+        state["nodes"][-1:-1] = json.loads(json.dumps(SLOW_POOL))
+    monkeypatch.setattr(replay_job, "STARTUP_SECONDS", 0)  # in this (the grader's) process: the time is the notebook's
+    limits = Limits(cell_seconds=3, notebook_seconds=3)
+    found = NotebookResult("M01-3", "M01-3.ipynb")
+    started = time.monotonic()
+    evidence, reasons = derive_evidence("M01-3", recorded, 4, limits, found)
+    took = time.monotonic() - started
+    assert not evidence and set(reasons) == {"replace_op", "insert_clamp"}, reasons
+    assert re.search(r"超過時間上限（[123] 秒）", reasons["replace_op"]), reasons["replace_op"]
+    assert "用完了它的時間上限（共 3 秒）" in reasons["insert_clamp"], reasons["insert_clamp"]
+    assert {o.get("exercise") for o in found.operations if o["kind"] == "replay"} == {"replace_op", "insert_clamp"}
+    assert took < 3 + 10, f"the replays took {took:.0f} s"  # the notebook's 3 s, the server's grace, a busy machine
+
+
+def _graph_states(recorded: object) -> list[dict]:
+    found: list[dict] = []
+    stack = [recorded]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if isinstance(value.get("nodes"), list):
+                found.append(value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return found

@@ -274,3 +274,45 @@ def test_every_kind_of_spec_survives_the_recording_and_its_replay() -> None:
         assert set(recorded) - {"fn"} == set(described) and recorded["kind"] == described["kind"]
         assert describe_spec(replay.spec(gm, recorded)) == described, type(spec).__name__
     assert set(SPEC_FIELDS) <= set(describe_spec(act_spec()))
+
+
+def test_a_recorder_that_raises_costs_the_exercise_it_was_recording_and_is_put_back() -> None:
+    """A submission patches the course's recorder so that recording raises outside any case: the guard
+    turns it into an account of this exercise only, puts the recorder back, and the next recording works;
+    the trusted side reads the account as one sentence that names what was changed."""
+    from autograder.sandboxed import record
+    from autograder.sandboxed.runner import RecordingHelpers, _record_guarded
+
+    exercise = exercises_of("M01-3")["replace_op"]
+    key = key_namespace("M01-3")
+    helpers = RecordingHelpers()
+    honest = record.Recorder.namespace
+    try:
+        record.Recorder.namespace = lambda self, *args, **kwargs: 1 / 0
+        account = _record_guarded(record_exercise, exercise, key, SEED, helpers.restore)
+    finally:
+        record.Recorder.namespace = honest
+    assert account == {
+        "unrecorded": {"error": "ZeroDivisionError", "changed": ["autograder.sandboxed.record.Recorder.namespace"]}
+    }
+    assert record.Recorder.namespace is honest and helpers.restore() == []
+    again = _record_guarded(record_exercise, exercise, key, SEED, helpers.restore)
+    assert "cases" in again
+    sentence = derive(exercise, round_trip(account), SEED)
+    assert set(sentence) == {"refused"}
+    assert "Recorder.namespace" in sentence["refused"] and "ZeroDivisionError" in sentence["refused"]
+    assert sentence["refused"].count("。") == 0  # one sentence: the grader adds the exercise and 「這一題不計分」
+
+
+def test_a_replaced_function_body_is_put_back_too() -> None:
+    import selfcheck.casekit as casekit
+    from autograder.sandboxed.runner import RecordingHelpers
+
+    helpers = RecordingHelpers()
+    code = casekit.run_case.__code__
+    try:
+        casekit.run_case.__code__ = (lambda fn, seconds: None).__code__
+        assert helpers.restore() == ["selfcheck.evidence.run_case"]
+    finally:
+        casekit.run_case.__code__ = code
+    assert casekit.run_case.__code__ is code

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -276,6 +277,7 @@ REPLAY_ENDINGS = {
     "flood": "重現這一題的評分紀錄送回的資料超過上限，這一題不計分",
     "crashed": "重現這一題的評分紀錄時，重現的行程結束了，這一題不計分",
 }
+REPLAY_TIME_SPENT = "重現這本 notebook 的評分紀錄用完了它的時間上限（共 {seconds} 秒），沒有輪到這一題，這一題不計分"
 
 
 def derive_evidence(
@@ -287,7 +289,8 @@ def derive_evidence(
     The worker (``autograder.sandboxed.replay_job``) runs no student code, but what it replays was
     chosen by the student: it runs confined, within the submission's limits, a fresh process every
     time. Should one exercise's replay end the worker (time, memory), that exercise scores zero and
-    the exercises after it are replayed in a new worker.
+    the exercises after it are replayed in a new worker. All the workers of a notebook share one time
+    limit (``replay_job.notebook_seconds``): the exercises it leaves no time for score zero.
     """
     from autograder.engine.sandbox import run_replay
     from autograder.sandboxed.replay_job import ReplayJob
@@ -296,8 +299,16 @@ def derive_evidence(
     evidence: dict[str, Any] = {}
     reasons: dict[str, str] = {}
     pending = [exercise for exercise in checks_of(notebook) if exercise in recorded]
+    total = ReplayJob(notebook, seed, {exercise: recorded[exercise] for exercise in pending}, limits).seconds
+    deadline = time.monotonic() + total
     while pending:
-        job = ReplayJob(notebook, seed, {exercise: recorded[exercise] for exercise in pending}, limits)
+        left = round(deadline - time.monotonic())
+        if left < 1:
+            for exercise in pending:
+                reasons[exercise] = REPLAY_TIME_SPENT.format(seconds=total)
+                result.operation("replay", reasons[exercise], exercise)
+            break
+        job = ReplayJob(notebook, seed, {exercise: recorded[exercise] for exercise in pending}, limits, left)
         run = run_replay(job)
         if run.unfit:
             result.tampering.append(f"偵測到竄改：重現評分紀錄的行程送回 {run.unfit} 則不合流程的訊息，都沒有採用")

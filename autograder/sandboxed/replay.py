@@ -167,6 +167,9 @@ class Replay:
         self.channels = {str(k): list(v) for k, v in channels.items() if isinstance(v, list)}
         self.kinds = kinds
         self.graphs: list[GraphModule] = []
+        self.inputs: list[list[Any]] = []
+        """Per graph, what its inputs held when the case handed it over (``placeholder.meta["val"]``, by position):
+        the shapes ``allowed.check_cost`` runs a rebuilt graph on, whatever the recording renamed."""
         self.instances = 0
         self.refusal: str | None = None
         """Why a graph this case rebuilt was refused (``allowed``), if one was: the whole exercise scores zero."""
@@ -231,6 +234,7 @@ class Replay:
             if known is gm:
                 return index
         self.graphs.append(gm)
+        self.inputs.append([n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"])
         return len(self.graphs) - 1
 
     def graph(self, number: Any) -> GraphModule:
@@ -297,10 +301,13 @@ class Replay:
             if "nodes" not in state or not self.graphs:
                 raise _fail("學生建立的新圖沒有內容")
             self.graphs.append(GraphModule(self.graphs[0], torch.fx.Graph()))
+            self.inputs.append(self.inputs[0])  # it is called like the graph it was made from
         gm = self.graph(number)
+        if "writes" in state:
+            mark_writes(gm, state["writes"])
         if "nodes" in state:
             try:
-                _rebuild(gm, state, call)
+                _rebuild(gm, state, call, self.inputs[number])
             except allowed.Refused as exc:
                 self.refusal = refusal_text(exc)
                 raise EvidenceError(self.refusal) from None
@@ -388,6 +395,18 @@ class Replay:
             )
         except (TypeError, ValueError, AssertionError) as exc:
             raise EvidenceError(f"規格不合法：{str(exc)[:120]}") from None
+
+
+WRITES_KEY = "writes_replayed"
+"""Where a replayed graph keeps the places the student's code wrote into (``GraphModule.meta``; M06-3's cases
+read it: ``selfcheck.public.m06_3.REPLAYED_WRITES``)."""
+
+
+def mark_writes(gm: GraphModule, writes: Any) -> None:
+    """Note in ``gm.meta[WRITES_KEY]`` where the recorded call wrote into its graph (node ``meta``, attributes):
+    the values themselves are not replayed, only that the graph changed there (a case can see it)."""
+    places = [safe_text(place, 80) for place in _list(writes)[:20] if isinstance(place, str)]
+    gm.meta[WRITES_KEY] = [*gm.meta.get(WRITES_KEY, []), *places][:200]
 
 
 def _replay_instance(replay: Replay, channel: str) -> Any:
@@ -561,10 +580,13 @@ def _argument(data: Any, nodes: dict[str, Node], depth: int = 0) -> Any:
     raise EvidenceError(f"圖上有無法重現的引數（{str(data.get('unsupported', '?'))[:40]}）")
 
 
-def _rebuild(gm: GraphModule, state: dict[str, Any], call: Any) -> None:
+def _rebuild(gm: GraphModule, state: dict[str, Any], call: Any, inputs: list[Any] | None = None) -> None:
     """Make ``gm``'s graph the recorded one, in place, keeping the nodes that kept their names.
 
-    The code is recompiled only when the student's was (``stale`` says it was not).
+    The code is recompiled only when the student's was (``stale`` says it was not). Either way the graph
+    is judged by ``allowed.check_cost`` before anything runs it, on ``inputs`` (what the graph's inputs
+    held before, by position): a stale graph runs too, as soon as anything recompiles it (``prepare_pt2e``
+    does), and what the recording says about it is the student's claim.
     """
     records = _list(state.get("nodes"))
     if len(records) > 5_000:
@@ -619,9 +641,9 @@ def _rebuild(gm: GraphModule, state: dict[str, Any], call: Any) -> None:
             previous.append(node)
         previous = node
     _check_attributes(gm)
+    allowed.check_cost(gm, inputs)  # before anything runs it: the outputs' bytes and the flops of one run
     if not state.get("stale", True):
         gm.recompile()
-        allowed.check_cost(gm)  # before anything runs it: the outputs' bytes and the flops of one run
 
 
 def _check_attributes(gm: GraphModule) -> None:
@@ -727,6 +749,8 @@ def derive(exercise: Exercise, recorded: Any, seed: int) -> dict[str, Any]:
         allowed.check_recording(recorded)
     except allowed.Refused as exc:
         return {"refused": refusal_text(exc)}
+    if "unrecorded" in recorded:
+        return {"refused": unrecorded_text(recorded["unrecorded"])}
     if "missing" in recorded:
         names = [n for n in _list(recorded["missing"]) if n in exercise.names]
         return {"missing": names or list(exercise.names)}
@@ -754,6 +778,24 @@ def derive(exercise: Exercise, recorded: Any, seed: int) -> dict[str, Any]:
 def refusal_text(exc: BaseException) -> str:
     """The one sentence a student reads when their recording was refused."""
     return f"評分時沒有執行你的答案留下的圖：{safe_text(exc, 300)}"
+
+
+def unrecorded_text(account: Any) -> str:
+    """The one sentence a student reads when recording the exercise raised outside its cases
+    (``runner._record_guarded``): the course's recording code was changed, or failed."""
+    account = account if isinstance(account, dict) else {}
+    error = safe_text(account.get("error", "?"), 60)
+    named = account.get("changed")
+    changed = [safe_text(c, 120) for c in named if isinstance(c, str)][:3] if isinstance(named, list) else []
+    if changed:
+        return (
+            f"評分時無法記錄這一題的答案：你的程式改了課程記錄答案用的 {'、'.join(changed)}，記錄時出錯（{error}）；"
+            "作答時不要修改 selfcheck 或 autograder 裡的東西"
+        )
+    return (
+        f"評分時無法記錄這一題的答案：課程記錄答案的程式出錯（{error}），多半是你的程式改了 selfcheck、autograder "
+        "或 torch 裡的東西；作答時不要修改它們"
+    )
 
 
 class _FailingNamespace(dict):

@@ -22,6 +22,12 @@ STARTUP_SECONDS = 20
 """Added to the cases' own time limits: importing what the first replay needs, on a busy machine."""
 
 
+def notebook_seconds(limits: Limits) -> int:
+    """How long the replays of one notebook may take together: the notebook's own time limit (its cells
+    recorded every answer within it) and one start."""
+    return limits.notebook_seconds + STARTUP_SECONDS
+
+
 @dataclass(frozen=True)
 class ReplayJob:
     """Derive the evidence of ``recorded`` (exercise → its recording) for ``notebook`` on ``seed``."""
@@ -30,10 +36,14 @@ class ReplayJob:
     seed: int
     recorded: dict[str, Any]
     limits: Limits
+    budget: int | None = None
+    """Seconds left of the notebook's replay time (``notebook_seconds``), shared by every worker it takes
+    (``grading.derive_evidence``); ``None``: all of it."""
 
     @property
     def seconds(self) -> int:
-        """The worker's time limit: every case of every exercise at its own limit, and the start."""
+        """The worker's time limit: every case of every exercise at its own limit, and the start, within
+        the notebook's replay time left."""
         from autograder.sandboxed.cases.base import exercises_of
 
         exercises = exercises_of(self.notebook)
@@ -42,14 +52,28 @@ class ReplayJob:
             for name in self.recorded
             if name in exercises
         )
-        return total + STARTUP_SECONDS
+        left = notebook_seconds(self.limits) if self.budget is None else self.budget
+        return max(1, min(total + STARTUP_SECONDS, left))
 
     def wire(self) -> dict[str, Any]:
-        return {"notebook": self.notebook, "seed": self.seed, "recorded": self.recorded, "limits": vars(self.limits)}
+        return {
+            "notebook": self.notebook,
+            "seed": self.seed,
+            "recorded": self.recorded,
+            "limits": vars(self.limits),
+            "budget": self.budget,
+        }
 
     @staticmethod
     def from_wire(data: dict[str, Any]) -> ReplayJob:
-        return ReplayJob(str(data["notebook"]), int(data["seed"]), dict(data["recorded"]), Limits(**data["limits"]))
+        budget = data.get("budget")
+        return ReplayJob(
+            str(data["notebook"]),
+            int(data["seed"]),
+            dict(data["recorded"]),
+            Limits(**data["limits"]),
+            budget if type(budget) is int else None,
+        )
 
 
 def torch_state() -> dict[str, Any]:

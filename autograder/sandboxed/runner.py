@@ -17,7 +17,8 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Iterable
+import types
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,6 +164,87 @@ def _recorder() -> Any:
     return record_exercise
 
 
+RECORDING_MODULES = ("autograder.sandboxed.record", "selfcheck.casekit", "selfcheck.evidence")
+"""The course's code that records an exercise's answers in the sandbox (``record_exercise``, the
+``collect`` it runs and its ``run_case``): what ``RecordingHelpers`` keeps as it was before the first cell."""
+
+_MISSING = object()
+
+
+class RecordingHelpers:
+    """The recording code as it was before any cell ran: the functions and classes of ``RECORDING_MODULES``,
+    each class's attributes and each function's code. ``restore()`` puts back what a cell changed.
+
+    ``tamper.Snapshot`` watches the module dictionaries of ``autograder``; this also covers ``selfcheck.casekit``
+    and what a submission can change without rebinding a name (a method of ``Recorder``, a function's
+    ``__code__``). A change it cannot see still costs only the exercise whose recording it breaks (``run``).
+    """
+
+    def __init__(self) -> None:
+        self.modules: dict[str, dict[str, Any]] = {}
+        self.classes: dict[type, dict[str, Any]] = {}
+        self.code: dict[Any, Any] = {}
+        for name in RECORDING_MODULES:
+            module = sys.modules.get(name)
+            if module is None:
+                continue
+            items = {k: v for k, v in vars(module).items() if callable(v)}
+            self.modules[name] = items
+            for value in items.values():
+                if isinstance(value, type) and value.__module__ == name:
+                    self.classes[value] = dict(vars(value))
+                    self.code.update((f, f.__code__) for f in vars(value).values() if isinstance(f, types.FunctionType))
+                elif isinstance(value, types.FunctionType):  # its own or one it imported (``run_case``)
+                    self.code[value] = value.__code__
+
+    def restore(self) -> list[str]:
+        """Put back every function, class attribute and code object a cell changed; their names."""
+        try:
+            return self._restore()
+        except Exception:  # something that cannot be put back: the guard in ``run`` still holds
+            return ["?"]
+
+    def _restore(self) -> list[str]:
+        repaired: list[str] = []
+        for name, items in self.modules.items():
+            namespace = vars(sys.modules[name]) if name in sys.modules else {}
+            for key, value in items.items():
+                if namespace.get(key, _MISSING) is not value:
+                    namespace[key] = value
+                    repaired.append(f"{name}.{key}")
+        for cls, attributes in self.classes.items():
+            label = f"{cls.__module__}.{cls.__qualname__}"
+            for key in [k for k in vars(cls) if k not in attributes]:
+                delattr(cls, key)
+                repaired.append(f"{label}.{key}")
+            for key, value in attributes.items():
+                if vars(cls).get(key, _MISSING) is not value:
+                    setattr(cls, key, value)
+                    repaired.append(f"{label}.{key}")
+        for function, code in self.code.items():
+            if function.__code__ is not code:
+                function.__code__ = code
+                repaired.append(f"{function.__module__}.{function.__qualname__}")
+        return repaired
+
+
+def _record_guarded(
+    record: Any, exercise: Any, namespace: dict[str, Any], seed: int, restore: Callable[[], list[str]]
+) -> Any:
+    """``record(exercise, namespace, seed)``; when the recording itself raises (outside any case: each case
+    is guarded on its own), a plain account of it instead, which costs this exercise only, and the
+    recording code is put back for the next one."""
+    try:
+        return record(exercise, namespace, seed)
+    except BaseException as exc:  # a submission can make it raise anything, SystemExit included
+        changed = restore()
+        try:
+            error = safe_text(type(exc).__name__, 60)
+        except BaseException:
+            error = "?"
+        return {"unrecorded": {"error": error, "changed": [safe_text(c, 120) for c in changed[:5]]}}
+
+
 def _snapshot() -> Any:
     try:
         from autograder.sandboxed.tamper import Snapshot
@@ -187,13 +269,18 @@ def run(job: Job, fd: int, unconfined: Iterable[str] = ()) -> None:
     signal.signal(signal.SIGALRM, _on_alarm)
     exercises = exercises_of(job.notebook) if any(c.kind == "collect" for c in job.cells) else {}
     snapshot = _snapshot()
+    restore_recording = RecordingHelpers().restore  # bound now: a cell that patches the class changes nothing
     for index, cell in enumerate(job.cells):
         if cell.kind == "collect":
             signal.alarm(0)
             repaired = snapshot.restore() if snapshot is not None else []
+            repaired += restore_recording()
             sys.stdout = sys.stderr = output
             exercise = exercises.get(cell.exercise or "")
-            evidence = record(exercise, dict(shell.user_ns), job.seed) if exercise else {"missing": [cell.label]}
+            if exercise:
+                evidence = _record_guarded(record, exercise, dict(shell.user_ns), job.seed, restore_recording)
+            else:
+                evidence = {"missing": [cell.label]}
             message = protocol.message(protocol.EVIDENCE, index=index, exercise=cell.exercise, data=evidence)
             if not reporter.send({**message, "repaired": repaired[:20]}):
                 reporter.send({**message, "data": None, "problem": "too_large"})
