@@ -11,7 +11,9 @@ from typing import Any
 from autograder.checks.support import Fail, check, detects, expect, value
 from selfcheck import diagnosis
 from selfcheck.public.m09_1 import (
+    LABEL_SHAPES,
     annotated_changes,
+    census_changes_only_in,
     census_counts,
     census_counts_unlabelled_ops,
     census_extra_keys,
@@ -25,6 +27,7 @@ from selfcheck.public.m09_1 import (
     roles_are_stack_keys,
     roles_need_bias,
     roles_of_other_nodes,
+    roles_wrong_only_where_tied,
     wrong_roles,
 )
 
@@ -51,9 +54,15 @@ def compare_roles(seen: Any, expected: Any, case: str, where: str) -> None:
     )
 
 
-@check("linear_roles", 1, "其他大小、層數、post-LN 與 ReLU 的 TinyLM：每個 linear node 對到最內層的 nn.Linear")
+@check(
+    "linear_roles",
+    1,
+    "沒看過的模型（其他大小與層數、其他 module 名字與深度、head 與 embedding 共用 weight）：每個 linear node 對到最內層的 nn.Linear",
+)
 def test_roles_variants(seen, expected):
     compare_roles(seen, expected, "variants", "沒看過的 TinyLM（其他大小與層數，pre/post-LN、GELU/ReLU）")
+    compare_roles(seen, expected, "renamed", "module 名字與深度都和 TinyLM 不同的模型（head 在最外層，block 在更深處）")
+    compare_roles(seen, expected, "tied", "另一種命名、head 的 weight 就是 token embedding 的 weight（共用）的模型")
 
 
 @check("linear_roles", 1, "沒有 bias 的 linear 也要對到")
@@ -113,10 +122,21 @@ def test_census_module_type(seen, expected):
     )
 
 
-@check("annotation_census", 1, "看規格：空的認領標籤不算標到，_annotated 沒設、只有輸出規格的標籤算標到")
+@check(
+    "annotation_census",
+    1,
+    "看規格：空的認領標籤、None 標籤、規格是 None 的輸入邊不算標到；只有輸出規格、fixed、derived 規格算標到",
+)
 def test_census_other_labels(seen, expected):
     compare_census(
         seen, expected, "other_labels", "head 貼了空的認領標籤、softmax 貼了只有輸出規格（_annotated 沒設）的標籤"
+    )
+    compare_census(
+        seen,
+        expected,
+        "label_shapes",
+        "別的 Quantizer 貼了各種形狀的標籤（None 標籤、輸入邊的規格是 None、FixedQParams 與 Derived 規格），"
+        "q/k/v 合成一個 linear 再 split（圖上有 getitem）",
     )
 
 
@@ -178,13 +198,22 @@ def roles_fixed_order(seen: Any, expected: Any) -> bool:
     return False
 
 
+@detects("linear_roles", "weight_name", explains=("test_roles_variants",))
+def roles_weight_name(seen: Any, expected: Any) -> bool:
+    return roles_wrong_only_where_tied(seen, expected)
+
+
 def _changes(seen: Any, expected: Any, case: str) -> dict[str, int]:
     return next((annotated_changes(got, want) for _, got, want in dict_pairs(seen, expected, (case,))), {})
 
 
-def _others_right(seen: Any, expected: Any, case: str) -> bool:
-    """Every case but ``case`` counted as the key does."""
-    return all(got == want for name, got, want in dict_pairs(seen, expected) if name != case)
+OTHER_QUANTIZERS = ("other_labels", LABEL_SHAPES)
+"""The graphs that carry another Quantizer's labels besides XNNPACKQuantizer's."""
+
+
+def _others_right(seen: Any, expected: Any, cases: tuple[str, ...]) -> bool:
+    """Every case but ``cases`` counted as the key does."""
+    return all(got == want for name, got, want in dict_pairs(seen, expected) if name not in cases)
 
 
 def _nothing_annotated_before_prepare(seen: Any, expected: Any) -> bool:
@@ -222,7 +251,7 @@ def census_annotated_flag(seen: Any, expected: Any) -> bool:
     """Only the graph with another Quantizer's labels differs, and some op there lost its count (a label with
     specs but ``_annotated`` left False)."""
     changes = _changes(seen, expected, "other_labels")
-    return any(change < 0 for change in changes.values()) and _others_right(seen, expected, "other_labels")
+    return any(change < 0 for change in changes.values()) and _others_right(seen, expected, OTHER_QUANTIZERS)
 
 
 @detects("annotation_census", "label_object_counts", explains=("test_census_other_labels",))
@@ -232,7 +261,7 @@ def census_label_object(seen: Any, expected: Any) -> bool:
     return (
         any(change > 0 for change in changes.values())
         and all(change >= 0 for change in changes.values())
-        and _others_right(seen, expected, "other_labels")
+        and _others_right(seen, expected, OTHER_QUANTIZERS)
     )
 
 
@@ -251,7 +280,7 @@ def census_inputs_only(seen: Any, expected: Any) -> bool:
     fewer = [annotated_changes(got, want) for _, got, want in dict_pairs(seen, expected)]
     if not any(fewer) or any(change > 0 for found in fewer for change in found.values()):
         return False
-    if _others_right(seen, expected, "other_labels"):
+    if _others_right(seen, expected, OTHER_QUANTIZERS):
         return False  # only another Quantizer's labels miscounted: that is annotated_flag's signature
     return any(_changes(seen, expected, case).get(op, 0) < 0 for case, op in OUTPUT_ONLY_LABELS.items())
 
@@ -259,3 +288,38 @@ def census_inputs_only(seen: Any, expected: Any) -> bool:
 @detects("annotation_census", "plain_specs_only")
 def census_plain_specs(seen: Any, expected: Any) -> bool:
     return census_misses_shared(seen, expected)
+
+
+SPEC_KINDS_ELSEWHERE = ("aten.masked_fill.Scalar", "aten.matmul.default")
+"""Where the label-shapes graph carries a FixedQParams (masked_fill) or a Derived (matmul) spec."""
+
+
+@detects("annotation_census", "map_keys_count", explains=("test_census_other_labels",))
+def census_map_keys(seen: Any, expected: Any) -> bool:
+    """Only the label-shapes graph is wrong, with more annotated adds (their edges are listed with None specs)."""
+    changes = census_changes_only_in(seen, expected, LABEL_SHAPES)
+    return changes.get("aten.add.Tensor", 0) > 0 and all(change > 0 for change in changes.values())
+
+
+@detects("annotation_census", "label_none", explains=("test_census_other_labels",))
+def census_label_none(seen: Any, expected: Any) -> bool:
+    """The label-shapes graph (a None label on a layer_norm) raised about NoneType."""
+    return "NoneType" in diagnosis.error_message(seen, LABEL_SHAPES)
+
+
+@detects("annotation_census", "known_spec_classes", explains=("test_census_other_labels",))
+def census_known_spec_classes(seen: Any, expected: Any) -> bool:
+    """Only the label-shapes graph is wrong, with fewer annotated where its fixed and derived specs are."""
+    changes = census_changes_only_in(seen, expected, LABEL_SHAPES)
+    return bool(changes) and set(changes) <= set(SPEC_KINDS_ELSEWHERE) and all(c < 0 for c in changes.values())
+
+
+@detects("annotation_census", "aten_ops_only")
+def census_aten_only(seen: Any, expected: Any) -> bool:
+    """Some census lacks exactly the ops that are not ``aten.`` ops (getitem), the rest right."""
+    for _, got, want in dict_pairs(seen, expected):
+        missing = set(want) - set(got)
+        if missing and all(not op.startswith("aten.") for op in missing):
+            if all(got.get(op) == counts for op, counts in want.items() if op not in missing):
+                return True
+    return False

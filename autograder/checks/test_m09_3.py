@@ -14,6 +14,7 @@ from selfcheck.public import m09_3 as public
 QUANTIZER_CASES = {
     "variant": "隱藏的 TinyLM 變體",
     "flipped": "另一個隱藏的 TinyLM 變體（bias、LN 位置、activation 相反）",
+    "composed": "module 名字和深度都和 TinyLM 不同的模型，前一個 Quantizer 已經把 head 設成 8-bit",
 }
 
 
@@ -170,6 +171,16 @@ def test_bytes_shared_reads(seen, expected):
 # --- misconceptions: what recognises each (the record, with its words, is selfcheck/public/m09_3.py) --------
 
 RANGE = ("test_linear_weight_range",)
+
+
+@detects("llm_quantizer", "tinylm_module_names")
+def tinylm_module_names(seen: Any, expected: Any) -> bool:
+    return public.linears_left_float_elsewhere(seen, expected)
+
+
+@detects("llm_quantizer", "clears_labels", explains=RANGE)
+def clears_labels(seen: Any, expected: Any) -> bool:
+    return public.head_relabelled(seen, expected)
 
 
 @detects("llm_quantizer", "static_config", explains=("test_linear_input_dynamic", "test_others_float"))

@@ -10,7 +10,8 @@ and what it produced is written down as plain data, call by call:
 - for every GraphModule the call could reach through its arguments, the state it left:
   the quantization annotations on every node, and, when the call changed the graph, the
   nodes themselves (op, target, arguments), the observer modules it added, and whether
-  the code was recompiled;
+  the code was recompiled; and where it wrote anything else into the graph (a node's
+  ``meta``, an attribute of the GraphModule), by name only;
 - for a derived spec, what its ``derive_qparams_fn`` returned each time torchao called it.
 
 Nothing else leaves the sandbox. The grader replays these recordings on its own copy of the
@@ -122,6 +123,7 @@ class Recorder:
         self.keep: list[Any] = []  # keeps wrapped functions alive, so their ids stay theirs
         self.instances = 0
         self._annotations_before: dict[int, Any] = {}
+        self._writes_before: dict[int, Any] = {}
 
     # -- bookkeeping --------------------------------------------------------------------------
 
@@ -179,6 +181,7 @@ class Recorder:
             self.graph_number(gm)
         before = {id(gm): structure_key(gm) for gm in graphs}
         self._annotations_before = {id(gm): self.annotations(gm) for gm in graphs}
+        self._writes_before = {id(gm): write_key(gm) for gm in graphs}
         modules_before = {id(gm): dict(gm.named_modules(remove_duplicate=False)) for gm in graphs}
         try:
             result = fn(*args, **kwargs)
@@ -230,6 +233,9 @@ class Recorder:
                 state["nodes"] = [node_record(n) for n in gm.graph.nodes]
                 state["stale"] = _is_stale(gm)
                 state["modules"] = self.new_modules(gm, modules_before.get(id(gm), {}), args, kwargs)
+            writes = written(self._writes_before.get(id(gm), {}), write_key(gm))
+            if writes:
+                state["writes"] = writes
             states[str(self.graph_number(gm))] = state
         return states
 
@@ -496,6 +502,39 @@ def _arg(value: Any, depth: int = 0) -> Any:
 def structure_key(gm: GraphModule) -> tuple[Any, ...]:
     """What a graph is, without its annotations: changes when a node, target or argument changes."""
     return tuple((id(n), n.name, n.op, repr(n.target), repr(n.args), repr(n.kwargs)) for n in gm.graph.nodes)
+
+
+def _one_level(value: Any) -> Any:
+    """What a write into ``value`` changes: a dict or list by the identity of its items, anything else by its own."""
+    if type(value) is dict:
+        return (id(value), tuple((str(k), id(v)) for k, v in list(value.items())[:256]))
+    if type(value) is list:
+        return (id(value), tuple(id(v) for v in value[:256]))
+    return id(value)
+
+
+WRITE_KEY_SKIPS = frozenset({"_code", "_lineno_map", "_prologue_start", "_graph"})
+"""GraphModule attributes a recompile replaces, and the graph itself (its nodes are compared node by node)."""
+
+
+def write_key(gm: GraphModule) -> dict[str, Any]:
+    """What a call may write into a graph besides its nodes' structure and labels: each node's ``meta`` (but the
+    label) and the GraphModule's own attributes, one level deep, by identity (``written`` compares two)."""
+    key: dict[str, Any] = {}
+    for node in gm.graph.nodes:
+        key[f"node {node.name} 的 meta"] = tuple(
+            (k, _one_level(v)) for k, v in node.meta.items() if k != ANNOTATION_KEY
+        )
+    for name, value in vars(gm).items():
+        if name not in WRITE_KEY_SKIPS:
+            key[f"GraphModule 的屬性 {name}"] = _one_level(value)
+    return key
+
+
+def written(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Where ``after`` differs from ``before`` (``write_key``s of one graph): at most 20 places, as text."""
+    places = sorted(place for place in set(before) | set(after) if before.get(place) != after.get(place))
+    return [safe_text(place, 80) for place in places[:20]]
 
 
 def _is_stale(gm: GraphModule) -> bool:

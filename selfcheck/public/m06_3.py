@@ -27,7 +27,14 @@ from torch.fx import GraphModule, Node
 
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
-from selfcheck.evidence import EvidenceError, describe_annotations, is_observer_node, qdq_kind, safe_text
+from selfcheck.evidence import (
+    ANNOTATION_KEY,
+    EvidenceError,
+    describe_annotations,
+    is_observer_node,
+    qdq_kind,
+    safe_text,
+)
 from selfcheck.misconceptions import Misconception, Section
 
 FILTER_TITLE = "may_quantize：filter function，skipped 裡的 module 留在 fp32"
@@ -77,12 +84,42 @@ def filter_quantizer(config: Any, filter_fn: Callable[[Node], bool]) -> Any:
     return FilterQuantizer()
 
 
+def _held(value: Any) -> Any:
+    """What a write into ``value`` changes: a dict or list by its keys and the identity of its items, anything
+    else by its own identity (a new object in its place is a write too)."""
+    if type(value) is dict:
+        return (id(value), tuple((str(k), id(v)) for k, v in value.items()))
+    if type(value) is list:
+        return (id(value), tuple(id(v) for v in value))
+    return id(value)
+
+
+RECOMPILED = frozenset({"_code", "_lineno_map", "_prologue_start"})
+"""GraphModule attributes that a recompile replaces (the code itself is compared as text)."""
+
+
 def _graph_text(gm: Any) -> Any:
-    """A graph's nodes and labels as data: equal before and after a call that only read it."""
+    """The whole graph as data, equal before and after a call that only read it: every node (name, op, target,
+    arguments, consumers, every ``meta`` entry by identity, its label by ``describe_annotations``), the
+    GraphModule's own attributes (its submodules, parameters, buffers and ``meta`` among them) and its code.
+
+    On the grader's side a replayed write shows in ``gm.meta`` (``autograder.sandboxed.replay.mark_writes``)."""
     if not isinstance(gm, GraphModule):
         return None
-    nodes = [(n.name, n.op, str(n.target), str(n.args), str(n.kwargs)) for n in gm.graph.nodes]
-    return nodes, describe_annotations(gm)
+    nodes = [
+        (
+            n.name,
+            n.op,
+            str(n.target),
+            str(n.args),
+            str(n.kwargs),
+            tuple(user.name for user in n.users),
+            tuple((key, _held(value)) for key, value in n.meta.items() if key != ANNOTATION_KEY),
+        )
+        for n in gm.graph.nodes
+    ]
+    attributes = tuple((name, _held(value)) for name, value in vars(gm).items() if name not in RECOMPILED)
+    return nodes, describe_annotations(gm), attributes, gm.code
 
 
 def checked_filter(ns: Namespace, skipped: list[str]) -> Callable[[Node], bool]:
@@ -98,14 +135,34 @@ def checked_filter(ns: Namespace, skipped: list[str]) -> Callable[[Node], bool]:
             raise EvidenceError(
                 f"may_quantize 應該回傳 True 或 False（bool），對 node {node.name} 回傳的是 {type(answer).__name__}"
             )
-        if _graph_text(node.graph.owning_module) != before:
+        gm = node.graph.owning_module
+        after = _graph_text(gm)
+        if after != before:
             raise EvidenceError(
-                f"may_quantize 改了圖（問到 node {node.name} 時）：filter function 只回答 True / False，"
-                "不要改 node、它的標籤或它所在的圖"
+                f"may_quantize 改了圖（問到 node {node.name} 時，{_changed_part(gm, before, after)}）："
+                "filter function 只回答 True / False，不要改 node、它的 meta、它的標籤或它所在的圖"
             )
         return answer
 
     return filter_fn
+
+
+REPLAYED_WRITES = "writes_replayed"
+"""Where the grader's replay notes the places a recorded call wrote into (``gm.meta``; ``autograder.sandboxed.replay``)."""
+
+
+def _changed_part(gm: Any, before: Any, after: Any) -> str:
+    """Where ``_graph_text`` changed, in words: the first node that differs, the label, an attribute, the code."""
+    marked = gm.meta.get(REPLAYED_WRITES) if isinstance(gm, GraphModule) else None
+    if marked:
+        return "寫進了 " + "、".join(str(place) for place in marked[:3])
+    if before is None or after is None:
+        return "圖不見了"
+    for old, new in zip(before[0], after[0], strict=False):
+        if old != new:
+            return f"改到 node {old[0]}" + ("的 meta" if old[:6] == new[:6] else "")
+    parts = ("node 的個數", "node 的標籤", "GraphModule 的屬性", "圖的程式碼")
+    return "改到" + "、".join(words for words, old, new in zip(parts, before, after, strict=True) if old != new)
 
 
 def _observed(gm: GraphModule, node: Node) -> str:

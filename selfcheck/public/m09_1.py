@@ -293,6 +293,27 @@ def census_misses_shared(seen: Any, expected: Any) -> bool:
     )
 
 
+def roles_wrong_only_where_tied(seen: Any, expected: Any) -> bool:
+    """Only the model whose head shares the token embedding's weight is wrong (its head named after the weight's
+    owner), every other model right."""
+    pairs = dict_pairs(seen, expected)
+    tied = [(got, want) for case, got, want in pairs if case == "tied"]
+    others = [got == want for case, got, want in pairs if case != "tied"]
+    return bool(tied and others) and all(others) and any(wrong_roles(got, want) for got, want in tied)
+
+
+LABEL_SHAPES = "label_shapes"
+"""The hidden graph whose labels take every shape (None, edges without specs, fixed and derived specs)."""
+
+
+def census_changes_only_in(seen: Any, expected: Any, case: str) -> dict[str, int]:
+    """Op → annotated-count change in ``case``, when every other case (that returned a census) is right; else {}."""
+    pairs = dict_pairs(seen, expected)
+    if any(got != want for name, got, want in pairs if name != case):
+        return {}
+    return next((annotated_changes(got, want) for name, got, want in pairs if name == case), {})
+
+
 ROLES_MISCONCEPTIONS = (
     Misconception(
         "bias_name",
@@ -349,6 +370,14 @@ ROLES_MISCONCEPTIONS = (
         "要取最後一項：它的名字才是 linear 所在的那個 nn.Linear 的名字。",
         GRAPH,
         public=roles_are_outer_modules,
+    ),
+    Misconception(
+        "weight_name",
+        "從 weight 的名字讀 module 的名字",
+        "你可能從 linear 的 weight（node.args[1] 的 get_attr target，例如 blocks.0.attn.q.weight）去掉 .weight 得到 module 的名字。"
+        "可是 weight 可以共用：很多語言模型的 head 和 token embedding 用同一個 weight，export 之後 head 的 weight 讀的是 embedding 的名字。"
+        'linear 來自哪個 nn.Linear 要從 node.meta["nn_module_stack"] 的最後一項讀。',
+        ROLES_RULES,
     ),
     Misconception(
         "fixed_order",
@@ -422,6 +451,36 @@ CENSUS_MISCONCEPTIONS = (
         "只看輸入邊的規格",
         "只有輸出規格的標籤也是標到：和 linear 融合的 relu、別的 Quantizer 只貼了輸出規格的 op，input_qspec_map 都是空的。"
         "input_qspec_map 的值和 output_qspec 都要看，有一個不是 None 就算標到。",
+        CENSUS_RULES,
+    ),
+    Misconception(
+        "map_keys_count",
+        "input_qspec_map 有 key 就算標到",
+        "input_qspec_map 的 key 只是列出輸入邊，值才是規格：{x: None} 列了一條邊，卻沒有要量化它。"
+        "你看的是 map 是不是空的（或 len），這種標籤就被算成標到了。要看值：input_qspec_map.values() 與 output_qspec 裡至少有一個不是 None。",
+        CENSUS_RULES,
+    ),
+    Misconception(
+        "label_none",
+        "以為有 ANNOTATION_KEY 就一定有標籤物件",
+        "別的 Quantizer 可以在 node.meta 裡放 ANNOTATION_KEY: None，有 key、卻沒有標籤物件；"
+        "你直接讀它的 input_qspec_map，就出錯了（'NoneType' object has no attribute）。"
+        "先用 node.meta.get(ANNOTATION_KEY) 取出來，是 None 就算沒標到。",
+        CENSUS_RULES,
+    ),
+    Misconception(
+        "known_spec_classes",
+        "只認得兩種規格類別",
+        "規格不只這兩種：FixedQParamsQuantizationSpec（固定的 scale 與 zero point，sigmoid、softmax 常用）和 "
+        "DerivedQuantizationSpec（由別的 observer 算出來，例如 bias 的 scale）也是規格。"
+        "用 isinstance 一一列出類別，就會漏掉其中幾種；判斷時只要規格不是 None 就算標到。",
+        WHAT_IS_LABELLED,
+    ),
+    Misconception(
+        "aten_ops_only",
+        "只數 aten 的 op",
+        "圖上的 call_function 不只 torch.ops.aten 的 op：split 之後取出每一份的 getitem，target 是 Python 的 operator.getitem，"
+        "str(node.target) 是 '<built-in function getitem>'。練習要圖上每一種 call_function 都有一項，不要用名字是否以 aten. 開頭來過濾。",
         CENSUS_RULES,
     ),
     Misconception(

@@ -221,19 +221,21 @@ def describe_observers(gm: GraphModule) -> dict[str, Any]:
     return {"instances": instances, "classes": dict(sorted(classes.items()))}
 
 
-def dynamic_record(quantizer: Any, model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> dict[str, Any]:
+def dynamic_record(
+    quantizer: Any, model: nn.Module, inputs: tuple[torch.Tensor, ...], after: tuple[Any, ...] = ()
+) -> dict[str, Any]:
     """``quantizer`` run on ``model`` the dynamic way, described (``labels``, ``prepared``, ``converted``).
 
-    Export on ``inputs``, ``prepare_pt2e`` (the labels read right after ``annotate``), one forward on
-    ``inputs`` (the weights' observers need it), ``convert_pt2e`` of the prepared graph itself with the
-    global random state forked.
+    Export on ``inputs``, ``prepare_pt2e`` (the labels read right after ``quantizer``'s ``annotate``, before
+    the Quantizers ``after`` annotate too), one forward on ``inputs`` (the weights' observers need it),
+    ``convert_pt2e`` of the prepared graph itself with the global random state forked.
     """
     from common.pt2e import convert_pt2e, export_module, prepare_pt2e
 
     snapshot = AnnotationSnapshot()
     gm = export_module(model.eval(), inputs)
     ops = {n.name: op_name(n) for n in gm.graph.nodes if n.op == "call_function"}
-    prepared = prepare_pt2e(gm, ChainQuantizer([quantizer, snapshot]))
+    prepared = prepare_pt2e(gm, ChainQuantizer([quantizer, snapshot, *after]))
     result: dict[str, Any] = {
         "labels": labels(snapshot.annotations, ops),
         "prepared": describe_observers(prepared),
@@ -311,12 +313,17 @@ def steps(path: Any) -> list[dict[str, Any]]:
 
 
 def label_pairs(seen: Any, expected: Any) -> list[tuple[dict[str, Any] | None, dict[str, Any]]]:
-    """``(got, want)`` label of every linear the key labels (``got`` None when the student's has none)."""
+    """``(got, want)`` label of every linear the key labels (``got`` None when the student's has none); the labels
+    another Quantizer put on other ops (the embeddings of the composed case) are left out."""
     out = []
     for _, got, want in records(seen, expected):
         mine, ours = got.get("labels"), want.get("labels")
         if isinstance(mine, dict) and isinstance(ours, dict):
-            out.extend((mine.get(name), label) for name, label in ours.items() if isinstance(label, dict))
+            out.extend(
+                (mine.get(name), label)
+                for name, label in ours.items()
+                if isinstance(label, dict) and label.get("op") == "linear.default"
+            )
     return out
 
 
@@ -503,7 +510,64 @@ def other_ops_labelled(seen: Any, expected: Any) -> bool:
     return False
 
 
+COMPOSED = "composed"
+"""The hidden case where the student's Quantizer runs between EmbeddingQuantizer and XNNPACK's 4-bit config."""
+
+
+def _only_composed_differs(seen: Any, expected: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """``[(got, want)]`` of the composed case when it differs and every other case is right; else ``[]``."""
+    pairs = records(seen, expected)
+    if any(got != want for case, got, want in pairs if case != COMPOSED):
+        return []
+    return [(got, want) for case, got, want in pairs if case == COMPOSED and got != want]
+
+
+def other_labels_lost(seen: Any, expected: Any) -> bool:
+    """Where another Quantizer labelled first, a label of a node that is not a linear (the embeddings) is gone or
+    changed; every other case right."""
+    for got, want in _only_composed_differs(seen, expected):
+        mine, ours = got.get("labels"), want.get("labels")
+        if isinstance(mine, dict) and isinstance(ours, dict):
+            others = [
+                name for name, label in ours.items() if isinstance(label, dict) and label.get("op") != "linear.default"
+            ]
+            if any(mine.get(name) != ours[name] for name in others):
+                return True
+    return False
+
+
+def relabelled_after(seen: Any, expected: Any) -> bool:
+    """Where a 4-bit XNNPACKQuantizer runs after the student's, the student's labels are right but the linears'
+    weights end in [-8, 7] (it relabelled them: the labels did not claim them); every other case right."""
+    for got, want in _only_composed_differs(seen, expected):
+        mine = diagnosis.at(got, "converted", "linears")
+        if (
+            got.get("labels") == want.get("labels")
+            and isinstance(mine, dict)
+            and any(
+                step.get("range") == [-8, 7] for linear in mine.values() for step in steps((linear or {}).get("weight"))
+            )
+        ):
+            return True
+    return False
+
+
 MISCONCEPTIONS = (
+    Misconception(
+        "overwrites_other_labels",
+        "清掉或蓋掉了別的 Quantizer 的標籤",
+        "Quantizer 常常組合起來用（ComposableQuantizer：先 EmbeddingQuantizer、再你的）。你的 annotate 替 linear 以外的 node "
+        "拿掉標籤（或貼上空標籤，想讓它們留在 fp32），也就把前面的 Quantizer 貼在 embedding 上的標籤弄掉了。"
+        "不要碰 linear 以外的 node：不貼標籤就是不量化。",
+        RULES,
+    ),
+    Misconception(
+        "annotated_not_set",
+        "貼了標籤卻沒有設 _annotated=True",
+        "_annotated=True 是「這個 node 已經有 Quantizer 認領」的記號。沒有設，後面組合進來的 Quantizer（例如 XNNPACKQuantizer）"
+        "會以為這個 linear 還沒人處理，換上它自己的標籤，你的規格就不見了。QuantizationAnnotation(..., _annotated=True)。",
+        RULES,
+    ),
     Misconception(
         "bias_assumed",
         "以為每個 linear 都有 bias",

@@ -399,7 +399,56 @@ def buffers_missing(seen: Any, expected: Any) -> bool:
     return _missing(seen, expected, *BUFFERS)
 
 
+COMPOSED = "composed"
+"""The hidden case with an LLM-like model named unlike TinyLM, its head kept at 8 bits by another Quantizer."""
+
+
+def _only_composed(seen: Any, expected: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """``[(got, want)]`` linear weights of the composed case when only it differs (every other case right)."""
+    found = pairs(seen, expected)
+    if any(got != want for case, got, want in found if case != COMPOSED):
+        return []
+    out = []
+    for case, got, want in found:
+        mine, ours = got.get("linears"), want.get("linears")
+        if case == COMPOSED and got != want and isinstance(mine, dict) and isinstance(ours, dict):
+            out += [(mine[n].get("weight"), ours[n].get("weight")) for n in ours if isinstance(mine.get(n), dict)]
+    return out
+
+
+def linears_left_float_elsewhere(seen: Any, expected: Any) -> bool:
+    """Only the model named unlike TinyLM is wrong: linears the key quantizes stay float there."""
+    return any(got == "float" and isinstance(want, dict) for got, want in _only_composed(seen, expected))
+
+
+def head_relabelled(seen: Any, expected: Any) -> bool:
+    """Only the composed case is wrong: the head another Quantizer kept at 8 bits ([-127, 127]) became 4-bit."""
+    return any(
+        isinstance(got, dict)
+        and isinstance(want, dict)
+        and (want.get("qmin"), want.get("qmax")) == (-127, 127)
+        and (got.get("qmin"), got.get("qmax")) == (-8, 7)
+        for got, want in _only_composed(seen, expected)
+    )
+
+
 QUANTIZER_MISCONCEPTIONS = (
+    Misconception(
+        "tinylm_module_names",
+        "照 TinyLM 的名字或類別設定 Quantizer",
+        'set_module_name("head", …)、set_module_type(CausalSelfAttention, …) 只認得 TinyLM 的名字和類別；'
+        "別的模型叫 lm_head、self_attn，類別也不一樣，對不上的 linear 就一個也沒量化。"
+        "LLMQuantizer 要能用在任何模型上：用 set_global(config)，或 set_module_type(nn.Linear, config)。",
+        FOUR_BIT_CONFIG,
+    ),
+    Misconception(
+        "clears_labels",
+        "清掉了前一個 Quantizer 貼的標籤",
+        "Quantizer 常常和別的組合（例如先用一個 Quantizer 把 head 留在 8-bit，再用 LLMQuantizer）。"
+        "你的 LLMQuantizer 先把圖上的標籤全部拿掉再標，前一個 Quantizer 的決定就不見了，head 也被量化成 4-bit。"
+        "不要改寫 annotate，交給兩個 Quantizer：XNNPACKQuantizer 本來就會跳過已經有 Quantizer 認領的 node。",
+        EMBEDDING_QUANTIZER,
+    ),
     Misconception(
         "static_config",
         "linear 的輸入用了靜態的 config",

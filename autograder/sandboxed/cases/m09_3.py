@@ -6,7 +6,8 @@ context, width, heads, layers, MLP) and in the flags of ``TinyLMConfig`` (linear
 bias, pre-LN or post-LN, GELU or ReLU; the two cases of a seed take opposite flags). The evidence
 is ``selfcheck.public.m09_3.structure``: each linear's weight dequantize (op, axis, range, dtype)
 and input (dynamic or static), each embedding's weight, and the q / dq around every other op. No
-case lowers to ExecuTorch.
+case lowers to ExecuTorch. A third case (``composed``) builds an LLM-like model whose modules are named and
+nested unlike TinyLM's, and runs ``LLMQuantizer()`` after another Quantizer that keeps its head at 8 bits.
 
 ``graph_bytes``: the student's function on graphs the grader converts with the course's own
 Quantizers (never the student's): int8 dynamic, 4-bit + embedding, a float export, and a model
@@ -23,10 +24,12 @@ from torch import nn
 from torch.fx import GraphModule
 
 from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_tokens, with_hidden_cases
+from autograder.sandboxed.cases.m09_1 import renamed_lm
 from common.dynamic import convert_dynamic, xnnpack_dynamic_quantizer
 from common.tinylm import TinyLMConfig
+from selfcheck.probes import ChainQuantizer
 from selfcheck.public.m09_1 import small_tinylm
-from selfcheck.public.m09_3 import PUBLIC, composed_quantizer, quantizer_case, read_bytes, tinylm_graph
+from selfcheck.public.m09_3 import PUBLIC, composed_quantizer, quantizer_case, read_bytes, structure, tinylm_graph
 
 ACTIVATIONS = ("gelu", "relu")
 
@@ -66,6 +69,23 @@ def quantizer_variant(ns: Namespace, seed: int) -> Any:
 
 def quantizer_flipped(ns: Namespace, seed: int) -> Any:
     return quantizer_case(ns, *variant(seed, flip=True))
+
+
+def head_at_8_bit(head: str) -> Any:
+    """XNNPACK's 8-bit dynamic config on the module ``head`` only (``set_module_name``): the head kept at 8 bits."""
+    quantizer = xnnpack_dynamic_quantizer()
+    config, quantizer.global_config = quantizer.global_config, None
+    return quantizer.set_module_name(head, config)
+
+
+def quantizer_composed(ns: Namespace, seed: int) -> Any:
+    """An LLM-like model named and nested unlike TinyLM (``renamed_lm``: style, fused q/k/v and bias from the
+    seed) whose head another Quantizer keeps at 8 bits before ``LLMQuantizer()`` runs (a chain of the two):
+    the student's must leave that head's labels alone and quantize everything else."""
+    model = renamed_lm(seed + 4, seed + 2, fused=seed % 2 == 0, bias=seed % 3 != 1)
+    tokens = seeded_tokens(seed, model.config.vocab, 3, model.config.context)
+    chain = ChainQuantizer([head_at_8_bit(model.head_name), ns["LLMQuantizer"]()])
+    return structure(convert_dynamic(tinylm_graph(model, tokens), chain, [(tokens,)]))
 
 
 # --- graph_bytes ----------------------------------------------------------------------------------
@@ -128,7 +148,7 @@ def bytes_shared(ns: Namespace, seed: int) -> Any:
 
 EXERCISES = with_hidden_cases(
     PUBLIC,
-    llm_quantizer={"variant": quantizer_variant, "flipped": quantizer_flipped},
+    llm_quantizer={"variant": quantizer_variant, "flipped": quantizer_flipped, "composed": quantizer_composed},
     graph_bytes={
         "int8_dynamic": bytes_int8,
         "int4_embedding": bytes_int4_embedding,
