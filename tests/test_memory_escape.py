@@ -31,6 +31,9 @@ from autograder.engine import sandbox as sb
 from autograder.engine.grading import grade_class
 from autograder.engine.submission import class_folders
 from autograder.maintenance.answers import insert_after
+from autograder.reports.class_record import ClassRecord, student_record
+from autograder.reports.class_report import operations_section
+from autograder.reports.statistics import class_stats
 from autograder.sandboxed import confine, memory
 from autograder.sandboxed.limits import Limits
 from autograder.sandboxed.runner import Cell, Job
@@ -333,11 +336,12 @@ def graded(box: sb.Sandbox, tmp_path_factory: pytest.TempPathFactory):
     time.sleep(0.3)
     left = {"shm": shm_files() - shm, "sysv": sysv_segments() - segments}
     by_student = {r.student: next(n for n in r.notebooks if n.notebook == "M03-4") for r in results}
-    return mode, by_student, left
+    record = ClassRecord("M03", {r.student: student_record(r, 0, "pytest") for r in results})
+    return mode, by_student, left, operations_section(class_stats(record)), box.memory_mode
 
 
 def test_each_route_costs_its_exercise_with_a_reason_and_the_batch_goes_on(graded) -> None:
-    mode, results, left = graded
+    mode, results, left, _operations, _memory_mode = graded
     honest = results.pop("honest")
     assert honest.score == honest.max_score == 10, f"{mode}: the honest classmate lost points"
     for route, result in results.items():
@@ -352,3 +356,9 @@ def test_each_route_costs_its_exercise_with_a_reason_and_the_batch_goes_on(grade
         else:
             assert "記憶體" in reasons and f"{LIMITS.memory_mb} MB" in reasons, f"{mode}: {route}: {reasons}"
     assert left == {"shm": set(), "sysv": set()}, f"{mode}: left behind {left}"
+
+
+def test_the_class_report_names_the_memory_mode_and_the_stopped_jobs(graded) -> None:
+    mode, _results, _left, operations, memory_mode = graded
+    assert f"沙盒：{memory_mode}，上限 {LIMITS.memory_mb} MB" in operations, f"{mode}: the mode is not in the report"
+    assert 'id="op-memory"' in operations, f"{mode}: the jobs stopped for their memory are not listed"

@@ -287,10 +287,9 @@ class Sandbox:
                 "評分沙箱：這台機器無法套用 " + "、".join(self.missing) + "（評分照常進行，每份回饋也會註明）",
                 file=sys.stderr,
             )
-        print(
-            f"評分沙箱：{self.memory_mode}",
-            file=sys.stderr,
-        )
+        print(f"評分沙箱：{self.memory_mode}", file=sys.stderr)
+        if self.cgroup is None and "cgroup" not in self.disable:
+            print(f"評分沙箱：{memory.advice()}", file=sys.stderr)
 
     def restart(self, generation: int) -> None:
         """Replace server number ``generation`` (it stopped answering), unless another thread did."""

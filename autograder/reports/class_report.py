@@ -261,6 +261,7 @@ def _exercise_title(s: ClassStats, notebook: str, exercise: str) -> str:
 
 def operations_section(s: ClassStats) -> str:
     out = ['<section id="operations"><h2>需要處理的學生：當掉、碰到上限、空白、竄改</h2>']
+    out += [f"<p>沙盒：{_e(note)}</p>" for note in s.sandbox]  # the memory mode in force, measures missing
     if not s.operations and not s.absent:
         out.append("<p>沒有：每位學生的每本 notebook 都正常跑完，沒有空白、沒有竄改。</p></section>")
         return "".join(out)
@@ -309,7 +310,6 @@ def reproduce_section(s: ClassStats) -> str:
         '<section id="reproduce"><h2>重現這次評分</h2>'
         "<p>隱藏例子由亂數種子決定；同一個種子、同一份作業，分數一樣。部分重評的學生會有自己的一列。</p>"
         + _table(["評分時間", "亂數種子", "學生", "指令"], rows, _cols(1, 2))
-        + "".join(f"<p>沙盒：{_e(note)}</p>" for note in s.sandbox)
         + "</section>"
     )
 

@@ -26,11 +26,15 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 MEMORY_CGROUP = "記憶體上限：整份作業所有行程合計（cgroup）"
-MEMORY_SUM = "記憶體上限：整份作業所有行程合計（每 0.2 秒加總，超過就整份中止；這台機器無法建立 cgroup）"
+MEMORY_SUM = (
+    "記憶體上限：整份作業所有行程的常駐記憶體加上私有暫存資料夾裡的檔案"
+    "（每 0.2 秒加總，超過就整份中止；這台機器無法建立 cgroup）"
+)
 POLL_SECONDS = 0.2
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -127,10 +131,56 @@ def create_run_cgroup() -> Controller | None:
             own = _own_path(None)
             if own is None:
                 continue
+            _enable_memory_below(Path(mount) / own.lstrip("/"))
             made = _usable(Path(mount) / own.lstrip("/"), 2)
             if made is not None:
                 return Controller(made, 2)
     return None
+
+
+def _enable_memory_below(own: Path) -> None:
+    """Make the memory controller available to new cgroups below ``own`` (cgroup v2) where it is offered to
+    ``own`` but not passed on, and this process is the only one in ``own``: a scope made for the grader
+    (``systemd-run --user --scope -p Delegate=yes pt2e-course grade …``) or a container's delegated cgroup.
+
+    cgroup v2 passes a controller on only from a cgroup that holds no process itself, so this process first
+    moves into a leaf of its own (``pt2e-grading-<pid>-grader``, removed by a later run once it has ended).
+    Nothing changes where other processes share ``own`` (moving them is not ours to decide) or ``own`` is
+    not ours to write.
+    """
+    try:
+        if "memory" not in (own / "cgroup.controllers").read_text().split():
+            return
+        if "memory" in (own / "cgroup.subtree_control").read_text().split():
+            return
+        if (own / "cgroup.procs").read_text().split() != [str(os.getpid())]:
+            return
+    except OSError:
+        return
+    leaf = own / f"pt2e-grading-{os.getpid()}-grader"
+    try:
+        leaf.mkdir(mode=0o755)
+        (leaf / "cgroup.procs").write_text(str(os.getpid()))
+    except OSError:
+        with contextlib.suppress(OSError):
+            leaf.rmdir()
+        return
+    try:
+        (own / "cgroup.subtree_control").write_text("+memory")
+    except OSError:  # back where it was: nothing of the machine's is left changed
+        with contextlib.suppress(OSError):
+            (own / "cgroup.procs").write_text(str(os.getpid()))
+            leaf.rmdir()
+
+
+def advice() -> str:
+    """What the instructor can do to get the cgroup mode, in one Chinese sentence (printed with ``MEMORY_SUM``)."""
+    if shutil.which("systemd-run"):
+        return (
+            "要讓核心直接計算每份作業的記憶體（cgroup），請用 "
+            "systemd-run --user --scope -p Delegate=yes pt2e-course grade … 執行評分（SECURITY.md 有說明）"
+        )
+    return "要讓核心直接計算每份作業的記憶體（cgroup），請把可寫的 cgroup 委派給評分程式（SECURITY.md 有說明）"
 
 
 def remove(folder: Path) -> None:
