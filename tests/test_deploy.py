@@ -12,9 +12,9 @@ checked on this machine, in seconds:
   copies only the student side of the course into the image;
 - the links of ``docs/kubernetes.md`` lead somewhere.
 
-The chart's schema is not in this repository: it is read from ``$PT2E_Z2JH_CHART`` or from
-``../shared/z2jh-<version>/`` beside the checkout (``values.schema.yaml`` and ``values.yaml`` of the chart's
-``jupyterhub/`` folder at the tag ``values.yaml`` names; docs/kubernetes.md says where to get them).
+The chart's schema and defaults are kept in ``deploy/kubernetes/z2jh-<version>/`` (``values.schema.yaml`` and
+``values.yaml`` of the chart's ``jupyterhub/`` folder at the tag ``values.yaml`` names, with the chart's BSD-3
+license); ``$PT2E_Z2JH_CHART`` points at another copy, e.g. a newer chart's, to check the values against it.
 """
 
 from __future__ import annotations
@@ -64,13 +64,12 @@ def chart_versions() -> tuple[str, str]:
 
 
 def chart_folder() -> Path:
-    """The chart's schema and defaults (see the module's docstring); skips where they are not on this machine."""
+    """The chart's schema and defaults (see the module's docstring), for the chart version values.yaml names."""
     version = chart_versions()[0]
-    folder = Path(os.environ.get("PT2E_Z2JH_CHART") or ROOT.parent / "shared" / f"z2jh-{version}")
-    if not (folder / "values.schema.yaml").is_file() or not (folder / "values.yaml").is_file():
-        pytest.skip(
-            f"the chart's values.schema.yaml and values.yaml ({version}) are not in {folder}: docs/kubernetes.md"
-        )
+    folder = Path(os.environ.get("PT2E_Z2JH_CHART") or VALUES.parent / f"z2jh-{version}")
+    assert (folder / "values.schema.yaml").is_file() and (folder / "values.yaml").is_file(), (
+        f"the chart's values.schema.yaml and values.yaml ({version}) are not in {folder}: docs/kubernetes.md"
+    )
     return folder
 
 

@@ -119,13 +119,14 @@ def write_config(
         etc / "students",
         plugins=HUB_STUDENT_PLUGINS,
         server_extensions=("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list"),
+        assignments_menu=True,
     )
     instructor = etc / "instructor"
     instructor.mkdir(parents=True, exist_ok=True)
     (instructor / "nbgrader_config.py").write_text(
         f"c = get_config()  # noqa: F821\nc.CourseDirectory.root = {str(course)!r}\n", encoding="utf-8"
     )
-    for folder in (hub, etc, everyone, students, instructor, students / "labconfig"):
+    for folder in (hub, etc, everyone, students, instructor, students / "labconfig", students / "labsettings"):
         folder.chmod(0o755)
     settings = {
         "port": port,

@@ -60,6 +60,21 @@ INSTRUCTOR_PLUGINS = (
     "@jupyter/nbgrader:assignment-list",
 )
 """nbgrader's JupyterLab plugins a student has no use for here (the Validate button is kept)."""
+ASSIGNMENTS_MENU = {
+    "@jupyterlab/mainmenu-extension:plugin": {
+        "menus": [
+            {
+                "id": "jp-mainmenu-pt2e-assignments",
+                "label": "作業",
+                "rank": 1000,
+                "items": [{"command": "nbgrader:open-assignment-list"}],
+            }
+        ]
+    },
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+}
+"""A student's way to nbgrader's Assignments tab on the hub: a "作業" menu (JupyterLab's settings overrides); and no
+popup asking whether to fetch Jupyter's news, which a class cannot use."""
 INSTRUCTOR_SERVER_EXTENSIONS = (
     "nbgrader.server_extensions.formgrader",
     "nbgrader.server_extensions.course_list",
@@ -71,9 +86,12 @@ def student_config(
     folder: Path | None = None,
     plugins: tuple[str, ...] = INSTRUCTOR_PLUGINS,
     server_extensions: tuple[str, ...] = INSTRUCTOR_SERVER_EXTENSIONS,
+    assignments_menu: bool = False,
 ) -> Path:
     """A Jupyter configuration folder that turns nbgrader's instructor tools off (written each time); the hub
-    (``autograder.maintenance.hub``) keeps the assignment list, which its exchange serves."""
+    (``autograder.maintenance.hub``) keeps the assignment list, which its exchange serves, and with
+    ``assignments_menu`` gives it a menu of its own (``ASSIGNMENTS_MENU``): nbgrader's menu, which held it, also
+    holds the instructor's tools and is turned off."""
     if folder is None:  # the user's own Jupyter data folder: a shared, read-only venv cannot take it
         from jupyter_core.paths import jupyter_data_dir
 
@@ -81,7 +99,12 @@ def student_config(
     (folder / "labconfig").mkdir(parents=True, exist_ok=True)
     page = {"disabledExtensions": dict.fromkeys(plugins, True)}
     (folder / "labconfig" / "page_config.json").write_text(json.dumps(page, indent=1), encoding="utf-8")
-    server = {"ServerApp": {"jpserver_extensions": dict.fromkeys(server_extensions, False)}}
+    server: dict[str, dict] = {"ServerApp": {"jpserver_extensions": dict.fromkeys(server_extensions, False)}}
+    if assignments_menu:
+        settings = folder / "labsettings"
+        settings.mkdir(exist_ok=True)
+        (settings / "overrides.json").write_text(json.dumps(ASSIGNMENTS_MENU, indent=1), encoding="utf-8")
+        server["LabApp"] = {"app_settings_dir": str(settings)}
     (folder / "jupyter_server_config.json").write_text(json.dumps(server, indent=1), encoding="utf-8")
     return folder
 
