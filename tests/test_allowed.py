@@ -324,6 +324,28 @@ def test_the_cost_check_judges_every_graph_the_worker_would_run(bypass: str) -> 
     evidence = derive(exercises_of("M01-3")["replace_op"], recorded, SEED)
     assert set(evidence) == {"refused"}, f"{bypass}: not refused: {json.dumps(evidence)[:300]}"
     assert evidence["refused"].startswith("評分時沒有執行你的答案留下的圖")
+    for internal in ("While executing", "Traceback", "tlparse", "%"):  # torch's notes are not for the student
+        assert internal not in evidence["refused"], evidence["refused"]
+
+
+def test_a_call_that_fails_on_any_data_is_left_to_the_case() -> None:
+    """``hardtanh(0.0, 6.0, x)`` (extra arguments put first) has a tensor where a number goes, but its ``self``
+    is a number: it fails whatever the data, so the case runs it and the feedback names the mistake
+    (``extra_args_misplaced``) instead of a refusal; a tensor where a size goes, on a tensor, is refused."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = torch.empty(2, 3)
+    out = graph.call_function(torch.ops.aten.hardtanh.default, (0.0, 6.0, x))
+    graph.output(out)
+    allowed.check_cost(torch.fx.GraphModule(torch.nn.Module(), graph))
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = torch.empty(2, 3)
+    top = graph.call_function(torch.ops.aten.amax.default, (x, [0, 1]))
+    graph.output(graph.call_function(torch.ops.aten.hardtanh.default, (x, 0.0, top)))
+    with pytest.raises(allowed.Refused, match="是一個 tensor 的值") as refused:
+        allowed.check_cost(torch.fx.GraphModule(torch.nn.Module(), graph))
+    assert "While executing" not in str(refused.value)
 
 
 def test_an_honest_stale_graph_is_still_accepted() -> None:

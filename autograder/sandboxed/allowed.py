@@ -372,7 +372,9 @@ def check_cost(gm: torch.fx.GraphModule, inputs: Sequence[Any] | None = None) ->
 
     try:
         with mode, FlopCounterMode(display=False) as counter:
-            Sizes(gm).run(*examples)
+            sizes = Sizes(gm)
+            sizes.extra_traceback = False  # torch's "While executing ..." in a refusal is not for the student
+            sizes.run(*examples)
     except Refused:
         raise
     except (DynamicOutputShapeException, DataDependentOutputException) as exc:
@@ -402,6 +404,8 @@ def _sizes_from_data(op: Any, args: Any, kwargs: Any) -> None:
     """Refuse a tensor passed where ``op`` takes a number, a size or a dimension: what it would run
     depends on the tensor's values, which fake tensors do not hold (``arange(x.max())``)."""
     schema = op._schema
+    if not _dispatchable(schema, args, kwargs):
+        return  # the call fails when it runs, whatever the values: the case reports it as the student's error
     for position, argument in enumerate(schema.arguments):
         if _holds_tensor(argument.type):
             continue
@@ -414,6 +418,23 @@ def _sizes_from_data(op: Any, args: Any, kwargs: Any) -> None:
                 f"圖上的 {op_name(op)[:60]} 的引數 {argument.name[:30]} 是一個 tensor 的值，"
                 "它決定的大小評分無法事先估算"
             )
+
+
+def _dispatchable(schema: Any, args: Any, kwargs: Any) -> bool:
+    """Whether every argument ``schema`` types as a plain ``Tensor`` gets one: ``hardtanh(0.0, 6.0, x)`` does not
+    (its ``self`` is a number), so it fails on any data and its tensor in a number's place sizes nothing."""
+    for position, argument in enumerate(schema.arguments):
+        if not isinstance(argument.type, torch.TensorType):
+            continue
+        if argument.kwarg_only or position >= len(args):
+            if argument.name not in kwargs:
+                continue
+            value = kwargs[argument.name]
+        else:
+            value = args[position]
+        if not isinstance(value, torch.Tensor):
+            return False
+    return True
 
 
 def _worst_indices(indices: Any) -> Any:
