@@ -173,6 +173,9 @@ def test_every_step_of_the_cycle_succeeds(cycle: Cycle) -> None:
         if name in ("list-inbound", "read-home"):
             continue
         assert result.returncode == 0, f"{name}:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    # an instructor reads these logs: nbgrader's and the course's configuration agree (no option left unread)
+    feedback = cycle.ran("feedback")
+    assert "not recognized" not in feedback.stdout + feedback.stderr, feedback.stderr[-2000:]
 
 
 def test_a_student_cannot_read_the_inbound_or_another_students_work(cycle: Cycle) -> None:

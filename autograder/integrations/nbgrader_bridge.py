@@ -35,7 +35,7 @@ from nbformat.notebooknode import NotebookNode
 from nbformat.v4 import new_code_cell, new_output
 from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Integer, Unicode
+from traitlets import Integer, List, Unicode
 
 SEED_ENV = "PT2E_SEED"
 META_KEY = "pt2e_submission"
@@ -350,6 +350,10 @@ class CleanFeedback(NbGraderPreprocessor):
     which the release never showed) and the ``execute_result`` that holds the points for nbgrader (the
     feedback page shows them in the cell's header already, and a bare ``Out[ ]: 1`` reads as noise).
     """
+
+    # configurable, as in nbgrader's GetGrades: nbconvert's HTML exporter configures it for every step, and an
+    # unconfigurable one logs "Config option `display_data_priority` not recognized" on each generate_feedback
+    display_data_priority = List(NbGraderPreprocessor.class_traits()["display_data_priority"].default(), config=True)
 
     def preprocess_cell(
         self, cell: NotebookNode, resources: ResourcesDict, index: int
