@@ -82,3 +82,13 @@ def notebook_path(folder: Path, notebook: str) -> Path:
 def notebook_id(path: Path) -> str:
     """``source/M03/M03-4.ipynb`` → ``"M03-4"``."""
     return path.stem
+
+
+def venv_tools_on_path() -> None:
+    """Put this Python's ``bin/`` first on PATH: nbgrader's gradebook runs ``alembic`` from PATH the first time it
+    makes ``gradebook.db``, which is found then even when the venv was not activated."""
+    import sys
+
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])

@@ -263,6 +263,8 @@ def test_the_whole_cycle_in_a_browser(released, tmp_path: Path) -> None:
                 row = f"[...document.querySelectorAll('tbody tr')].find(r => r.innerText.includes({student!r}))"
                 score = teacher.wait(f"{row} && {row}.querySelector('.score').innerText.trim()")
                 teacher.shot("07-formgrader")
+                listed = teacher.wait(f"{row} && {row}.innerText")
+                assert "None" not in listed and student.removeprefix("pt2e-").capitalize() in listed, listed  # enrolled
                 # only M03-4 was answered: the student earned its points, out of the module's
                 assert score == f"{formgrader_number(earned)} / {formgrader_number(total)}", score
                 for button, said in (("generate-feedback", "generated"), ("release-feedback", "released")):

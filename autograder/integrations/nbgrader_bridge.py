@@ -37,6 +37,8 @@ from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, List, Unicode
 
+from autograder.course import venv_tools_on_path
+
 SEED_ENV = "PT2E_SEED"
 META_KEY = "pt2e_submission"
 """Notebook metadata where ``RecordSubmission`` leaves its notes for ``SandboxedExecute``."""
@@ -461,11 +463,7 @@ def ensure_assignment(assignment: str, root: Path, db_url: str) -> None:
 
 def configure(c: Any, root: str, db_url: str, argv: list[str] | None = None) -> None:
     """Called by ``nbgrader_config.py``: the sandboxed autograde steps, and the assignment registered."""
-    # nbgrader's gradebook runs `alembic` from PATH the first time it makes gradebook.db: the venv's bin/ first,
-    # so that it is found when nbgrader is started by its full path without the venv activated
-    bin_dir = str(Path(sys.executable).parent)
-    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+    venv_tools_on_path()  # nbgrader started by its full path, the venv not activated, still finds `alembic`
     c.GenerateFeedback.preprocessors = feedback_preprocessors()
     c.Autograde.sanitize_preprocessors = sanitize_preprocessors()
     c.Autograde.autograde_preprocessors = autograde_preprocessors()

@@ -32,7 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autograder.course import ROOT
+from autograder.course import ROOT, venv_tools_on_path
 from autograder.maintenance.workspace import student_config
 
 HUB = ROOT / "hub"
@@ -90,6 +90,20 @@ def make_course(course: Path, owner: str) -> None:
             if not (course / kind / module).exists():
                 shutil.copytree(ROOT / kind / module, course / kind / module)
     subprocess.run(["chown", "-R", f"{owner}:{owner}", str(course)], check=True)
+
+
+def enroll(course: Path, students: tuple[str, ...], owner: str) -> None:
+    """The class list in the course's gradebook: the formgrader then names each student (a student nbgrader
+    first meets at ``collect`` is listed as "None, None"). Kept when present; the gradebook stays the owner's."""
+    from nbgrader.api import Gradebook
+
+    venv_tools_on_path()  # the gradebook's first start runs `alembic`
+    database = course / "gradebook.db"
+    with Gradebook(f"sqlite:///{database}", course_id=COURSE_ID) as gradebook:
+        for student in students:
+            name = student.removeprefix("pt2e-")
+            gradebook.update_or_create_student(student, first_name=name.capitalize(), last_name="示範")
+    shutil.chown(database, owner, owner)
 
 
 def _free_port() -> int:
@@ -202,6 +216,7 @@ def prepare(port: int, hub: Path = HUB, instructor: str = INSTRUCTOR, students: 
         print(f"==> 建立了本機使用者：{'、'.join(made)}")
     proxy = ensure_tools(hub)
     make_course(hub / "course", instructor)
+    enroll(hub / "course", students, instructor)
     return write_config(hub, port, proxy, instructor, students)
 
 
