@@ -251,6 +251,7 @@ def test_patching_the_recorder_costs_only_the_exercise_it_was_recording(graded) 
     assert earned == 0 < points
     messages = {v["message"] for v in found.verdicts if v["exercise"] == "replace_op"}
     assert all("評分時無法記錄這一題的答案" in m and "Recorder.namespace" in m for m in messages), messages
+    assert any("replace_op" in t and "Recorder.namespace" in t for t in found.tampering), found.tampering
     kept, clamp_points = score(found, "insert_clamp")  # recorded after the recorder was put back
     assert kept == clamp_points > 0, [v["message"] for v in found.verdicts if not v["passed"]]
     assert found.operations == [] or all(o["kind"] not in ("crashed", "timeout") for o in found.operations)

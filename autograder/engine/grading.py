@@ -333,6 +333,11 @@ def derive_evidence(
         failed, pending = rest[0], rest[1:]
         reasons[failed] = REPLAY_ENDINGS[run.ended].format(seconds=job.seconds, memory=limits.memory_mb)
         result.operation("replay", reasons[failed], failed)
+    for exercise in reasons:  # the recorder raised because the submission changed what it uses: the instructor sees it
+        account = recorded.get(exercise)
+        unrecorded = account.get("unrecorded") if isinstance(account, dict) else None
+        if isinstance(unrecorded, dict) and unrecorded.get("changed"):
+            result.tampering.append(f"偵測到竄改：{reasons[exercise]}")
     for exercise, data in evidence.items():
         suspected = _suspected_cases(data)
         if suspected:
