@@ -1,11 +1,14 @@
-"""nbgrader's whole exchange cycle, with students who are real local users.
+"""nbgrader's whole exchange cycle, with students who are real local users, on the configuration ``make hub``
+writes (``autograder.maintenance.hub.write_config``: its exchange, its course id, each role's Jupyter
+configuration; nobody passes an option on the command line).
 
-The instructor (this process's user, root in CI) releases M03 through an exchange folder made as
+The instructor (this process's user, root in CI) releases M03 through the hub's exchange folder, made as
 nbgrader's documentation asks (world-writable; nbgrader makes ``inbound`` writable but not listable by
-students). Two students, each a local user of their own, fetch it as themselves: one answers
-correctly, the other hands in the sample class's ``wrong-sharing`` notebooks, then submits twice. The
-instructor collects (the later submission wins), autogrades in the sandbox, generates and releases
-feedback; each student fetches theirs. The points match ``pt2e-course grade`` on the same notebooks.
+students). Three students, each a local user of their own, fetch it as themselves: one answers
+correctly, one hands in the sample class's ``wrong-sharing`` notebooks, then submits twice, and one
+tampers (the sample class's changed locked cells, and a graded cell deleted). The instructor collects
+(the later submission wins), autogrades in the sandbox, generates and releases feedback; each student
+fetches theirs. The points match ``pt2e-course grade`` on the same notebooks, notebook by notebook.
 A student who tries to read the exchange's ``inbound`` or another student's home is refused by the file
 permissions.
 
@@ -34,6 +37,7 @@ from conftest import ROOT, make_course, tool_env
 from submissions import solved, write
 
 from autograder.course import notebook_id, source_notebooks
+from autograder.maintenance import hub
 
 pytestmark = [
     pytest.mark.xdist_group("exchange"),
@@ -41,7 +45,7 @@ pytestmark = [
 ]
 
 MODULE = "M03"
-COURSE_ID = "pt2e-course"
+COURSE_ID = hub.COURSE_ID
 SEED = "5"
 SAMPLE = ROOT / "examples" / "submitted"
 
@@ -60,15 +64,27 @@ class Cycle:
     exchange: Path
     homes: dict[str, Path]
     log: list[tuple[str, subprocess.CompletedProcess[str]]]
+    users: dict[str, str]  # role (right, wrong, tamper) -> user
+    deleted: str  # the grade id of the graded cell the tamperer deleted
 
     def ran(self, step: str) -> subprocess.CompletedProcess[str]:
         return next(result for name, result in self.log if name == step)
 
 
+def configs(base: Path, role: str) -> str:
+    """JUPYTER_CONFIG_PATH of a role on the hub (its own folder, then everyone's), as the hub's spawner sets it."""
+    return f"{base / 'etc' / role}:{base / 'etc' / 'everyone'}"
+
+
 def instructor(course: Path, exchange: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**tool_env(course / "gradebook.db"), "HOME": str(course.parent / "instructor-home"), "PT2E_SEED": SEED}
+    env = {
+        **tool_env(course / "gradebook.db"),
+        "HOME": str(course.parent / "instructor-home"),
+        "PT2E_SEED": SEED,
+        "JUPYTER_CONFIG_PATH": configs(exchange.parent, "instructor"),
+    }
     return subprocess.run(
-        [sys.executable, "-m", "nbgrader", *args, f"--Exchange.root={exchange}"],
+        [sys.executable, "-m", "nbgrader", *args],
         cwd=course,
         env=env,
         capture_output=True,
@@ -77,15 +93,16 @@ def instructor(course: Path, exchange: Path, *args: str) -> subprocess.Completed
     )
 
 
-def student_options(exchange: Path) -> list[str]:
-    return [f"--Exchange.root={exchange}", f"--CourseDirectory.course_id={COURSE_ID}"]
-
-
 def as_student(user: str, home: Path, exchange: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """nbgrader as the student's own user, in their home, with only the course id and the exchange given."""
-    env = {"HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    """nbgrader as the student's own user, in their home, with the hub's student configuration only."""
+    env = {
+        "HOME": str(home),
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "JUPYTER_CONFIG_PATH": configs(exchange.parent, "students"),
+    }
     return subprocess.run(
-        [RUNUSER, "-u", user, "--", sys.executable, "-m", "nbgrader", *args, *student_options(exchange)],
+        [RUNUSER, "-u", user, "--", sys.executable, "-m", "nbgrader", *args],
         cwd=home,
         env=env,
         capture_output=True,
@@ -109,12 +126,23 @@ def hand_in(user: str, home: Path, source: dict[str, Path | None]) -> None:
         shutil.chown(target, user, user)
 
 
+def delete_a_graded_cell(path: Path) -> str:
+    """Remove the first graded test cell of the notebook at ``path`` (as a student who deletes one); its grade id."""
+    import nbformat
+
+    notebook = nbformat.read(path, as_version=4)
+    cell = next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code")
+    notebook.cells.remove(cell)
+    nbformat.write(notebook, path)
+    return cell.metadata["nbgrader"]["grade_id"]
+
+
 @pytest.fixture(scope="module")
 def cycle() -> Iterator[Cycle]:
     base = Path(tempfile.mkdtemp(prefix="pt2e-exchange-"))
     base.chmod(0o755)  # students must reach their homes and the exchange through it
     suffix = str(os.getpid())[-5:]
-    users = {"right": f"pt2e-a{suffix}", "wrong": f"pt2e-b{suffix}"}
+    users = {"right": f"pt2e-a{suffix}", "wrong": f"pt2e-b{suffix}", "tamper": f"pt2e-c{suffix}"}
     homes: dict[str, Path] = {}
     log: list[tuple[str, subprocess.CompletedProcess[str]]] = []
     try:
@@ -124,9 +152,10 @@ def cycle() -> Iterator[Cycle]:
             home.mkdir(mode=0o700)
             shutil.chown(home, user, user)
             homes[role] = home
+        # the hub's own configuration: its exchange (world-writable, as nbgrader's docs ask), course id, roles
+        hub.write_config(base, 0, base / "no-proxy", f"pt2e-t{suffix}", tuple(users.values()))
         exchange = base / "exchange"
-        exchange.mkdir()
-        exchange.chmod(0o777)  # nbgrader's docs: the exchange's root is writable by everyone
+        assert exchange.stat().st_mode & 0o777 == 0o777
         course = base / "course"
         course.mkdir()
         (base / "instructor-home").mkdir()
@@ -138,6 +167,13 @@ def cycle() -> Iterator[Cycle]:
         notebooks = [notebook_id(p) for p in source_notebooks(MODULE)]
         hand_in(users["right"], homes["right"], dict.fromkeys(notebooks))
         log.append(("submit-right", as_student(users["right"], homes["right"], exchange, "submit", MODULE)))
+        hand_in(
+            users["tamper"],
+            homes["tamper"],
+            {nb: SAMPLE / "tampered" / MODULE / f"{nb}.ipynb" for nb in notebooks},
+        )
+        deleted = delete_a_graded_cell(homes["tamper"] / MODULE / "M03-3.ipynb")
+        log.append(("submit-tamper", as_student(users["tamper"], homes["tamper"], exchange, "submit", MODULE)))
         # the deadline passes between the two students: the wrong student's submissions are late
         time.sleep(1.1)
         due = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
@@ -161,7 +197,7 @@ def cycle() -> Iterator[Cycle]:
         for role, user in users.items():
             log.append((f"fetch-feedback-{role}", as_student(user, homes[role], exchange, "fetch_feedback", MODULE)))
         log.append(("export", instructor(course, exchange, "export", "--to", str(course / "grades.csv"))))
-        yield Cycle(course, exchange, {users[r]: h for r, h in homes.items()}, log)
+        yield Cycle(course, exchange, {users[r]: h for r, h in homes.items()}, log, users, deleted)
     finally:
         for user in users.values():
             subprocess.run([sbin("userdel"), user], capture_output=True)
@@ -185,14 +221,21 @@ def test_a_student_cannot_read_the_inbound_or_another_students_work(cycle: Cycle
 
 
 def test_the_later_submission_replaces_the_first(cycle: Cycle) -> None:
-    wrong = next(user for user in cycle.homes if user.startswith("pt2e-b"))
+    wrong = cycle.users["wrong"]
     submitted = cycle.course / "submitted" / wrong / MODULE / "M03-4.ipynb"
     assert submitted.read_bytes() == (SAMPLE / "wrong-sharing" / MODULE / "M03-4.ipynb").read_bytes()
 
 
 def test_each_student_fetches_feedback_that_matches_grade(cycle: Cycle, tmp_path: Path) -> None:
+    from nbgrader.api import Gradebook
+
+    notebooks = [notebook_id(p) for p in source_notebooks(MODULE)]
     with (cycle.course / "grades.csv").open(encoding="utf-8") as handle:
-        nbgrader_scores = {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)}
+        nbgrader_totals = {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)}
+    with Gradebook(f"sqlite:///{cycle.course / 'gradebook.db'}") as gb:
+        nbgrader_scores = {
+            (user, nb): gb.find_submission_notebook(nb, MODULE, user).score for user in cycle.homes for nb in notebooks
+        }
     folders = tmp_path / "submitted"
     for user in cycle.homes:
         shutil.copytree(cycle.course / "submitted" / user / MODULE, folders / user / MODULE)
@@ -215,11 +258,16 @@ def test_each_student_fetches_feedback_that_matches_grade(cycle: Cycle, tmp_path
     )
     assert grade.returncode == 0, grade.stderr[-3000:]
     with (out / f"{MODULE}-grades.csv").open(encoding="utf-8") as handle:
-        graded = {row["student"]: float(row["total"]) for row in csv.DictReader(handle)}
-    assert graded == nbgrader_scores
-    right, wrong = sorted(cycle.homes)
-    assert graded[right] == float(next(iter(csv.DictReader((out / f"{MODULE}-grades.csv").open())))["max"])
-    assert graded[wrong] < graded[right]
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    graded = {(user, nb): float(rows[user][nb]) for user in cycle.homes for nb in notebooks}
+    assert graded == nbgrader_scores, "point for point, notebook by notebook"
+    assert {user: float(row["total"]) for user, row in rows.items()} == nbgrader_totals
+    right, wrong, tamper = (cycle.users[role] for role in ("right", "wrong", "tamper"))
+    assert float(rows[right]["total"]) == float(rows[right]["max"])
+    assert float(rows[wrong]["total"]) < float(rows[right]["total"])
+    # the tamperer earns what the cells they did not touch earn, as the folder flow scores them
+    assert int(rows[tamper]["tampering"]) > 0 and float(rows[tamper]["total"]) < float(rows[right]["total"])
+    assert f"鎖定的儲存格 {cycle.deleted} 被刪除：評分時補回原本的內容" in rows[tamper]["tampering_reason"]
     for user, home in cycle.homes.items():
         pages = sorted((home / MODULE / "feedback").glob("*/*.html"))
         assert [p.stem for p in pages] == sorted(notebook_id(p) for p in source_notebooks(MODULE)), user
@@ -228,12 +276,14 @@ def test_each_student_fetches_feedback_that_matches_grade(cycle: Cycle, tmp_path
         assert "練習「" in page and "BEGIN HIDDEN TESTS" not in page
         if user == wrong:
             assert "SharedQuantizationSpec" in page, "the wrong-sharing student reads the cause"
+        if user == tamper:
+            assert "竄改" in page or "鎖定的儲存格" in page, "the tamperer reads what was put back"
 
 
 def test_a_late_submission_is_recorded_as_late_and_scored_by_the_policy(cycle: Cycle) -> None:
     from nbgrader.api import Gradebook
 
-    right, wrong = sorted(cycle.homes)
+    right, wrong = cycle.users["right"], cycle.users["wrong"]
     with Gradebook(f"sqlite:///{cycle.course / 'gradebook.db'}") as gb:
         late = {s: gb.find_submission(MODULE, s) for s in (right, wrong)}
         assert late[wrong].total_seconds_late > 0 and late[right].total_seconds_late == 0
