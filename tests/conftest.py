@@ -101,6 +101,21 @@ def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return result
 
 
+def processes_of(uid: int) -> list[int]:
+    """The processes this machine runs as ``uid`` (to check a job left none behind)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            line = next((x for x in status.splitlines() if x.startswith("Uid:")), "")
+            if line and int(line.split()[1]) == uid:
+                found.append(int(entry))
+    return found
+
+
 def read_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, processes_of
 
 from autograder.engine import sandbox as sb
 from autograder.engine.grading import RunOutcome, read_outcome
@@ -96,20 +96,6 @@ def work_folders() -> set[str]:
         for p in Path("/tmp").glob("pt2e-submission-*")
         if re.fullmatch(r"pt2e-submission-\d+-[0-9a-f]{16}", p.name)
     }
-
-
-def processes_of(uid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                status = Path(f"/proc/{entry}/status").read_text()
-            except OSError:
-                continue
-            line = next((x for x in status.splitlines() if x.startswith("Uid:")), "")
-            if line and int(line.split()[1]) == uid:
-                found.append(int(entry))
-    return found
 
 
 # --- what a job can see -----------------------------------------------------------------------------
@@ -225,6 +211,20 @@ def listener():
     server = socket.create_server(("127.0.0.1", 0))
     yield server.getsockname()[1]
     server.close()
+
+
+def test_two_grading_runs_at_once_give_their_jobs_other_users(
+    sandbox: sb.Sandbox, without_cgroup: sb.Sandbox, listener: int
+) -> None:
+    """Each server numbers its jobs from 0; their users differ all the same (``confine.SERVER_SLOT``), so a job
+    of one run cannot signal one of the other's, nor be killed with it."""
+    if confine.OWN_USER in sandbox.missing or confine.OWN_USER in without_cgroup.missing:
+        assert os.getuid() != 0, "as root every job gets its own user"
+        return
+    write = [str(ROOT), sys.prefix, "/usr/lib", "/etc"]
+    context = f"GRADER = {os.getpid()}\nPORT = {listener}\nWRITE = {write!r}\n"
+    uids = {box: probes(run(box, REPORT + context + PROBE))["uid"] for box in (sandbox, without_cgroup)}
+    assert uids[sandbox] != uids[without_cgroup]
 
 
 def test_each_measure_is_in_force_or_named(sandbox: sb.Sandbox, listener: int) -> None:

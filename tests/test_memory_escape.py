@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import processes_of
 from submissions import solved, write
 
 from autograder.engine import sandbox as sb
@@ -190,20 +191,6 @@ def shm_files() -> set[str]:
 def sysv_segments() -> set[str]:
     lines = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
     return {line.split()[1] for line in lines}
-
-
-def processes_of(uid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                status = Path(f"/proc/{entry}/status").read_text()
-            except OSError:
-                continue
-            line = next((x for x in status.splitlines() if x.startswith("Uid:")), "")
-            if line and int(line.split()[1]) == uid:
-                found.append(int(entry))
-    return found
 
 
 def probes(result: sb.Run) -> list[dict]:

@@ -55,7 +55,17 @@ OPEN_FILES = 256
 kernel buffers a job can fill without showing them in any resident set (pipes, socket pairs) to tens of MB."""
 
 JOB_UID_BASE = 200_000
-"""Job n runs as user 200000 + n: no two sandboxes share a user, so none can signal another."""
+JOBS_PER_SLOT = 1024
+SERVER_SLOT = int.from_bytes(os.urandom(4), "little") % 30_000
+"""Job n of a sandbox server runs as user 200000 + 1024 × slot + n mod 1024, the slot drawn when the server
+starts: no two jobs of one server that can run at once share a user, nor (but once in 30,000) do the jobs of
+two servers on one machine (two grading runs at once), so no job can signal another."""
+
+
+def job_uid(job: int) -> int:
+    """The user job number ``job`` of this server runs as (``SERVER_SLOT``)."""
+    return JOB_UID_BASE + JOBS_PER_SLOT * SERVER_SLOT + job % JOBS_PER_SLOT
+
 
 # Names of the measures, for the feedback and the command's output.
 BWRAP = "只看得到課程程式的唯讀檔案系統（bubblewrap）"
@@ -443,7 +453,7 @@ def user_namespaces_work() -> bool:
 
 def isolate(job: int, limits: Limits, hide: list[str], *, in_bwrap: bool) -> Isolation:
     """Called in the middle process, before it forks the student: namespaces and private mounts."""
-    iso = Isolation(uid=JOB_UID_BASE + job)
+    iso = Isolation(uid=job_uid(job))
     off = disabled()
     flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
     entered = unshare(flags) == 0
