@@ -226,8 +226,8 @@ def pte_bytes(edge: Any, quant_fusion: bool = False) -> bytes:
 class PteProgram:
     """A ``.pte`` loaded in ExecuTorch's runtime; ``run(*inputs)`` returns the outputs.
 
-    It holds the runtime's ``Program`` as long as its ``Method``: a Method whose Program was
-    freed crashes the process.
+    It holds the runtime's ``Program`` as long as its ``Method``: in ExecuTorch 1.5.1 a ``Method`` keeps
+    no reference to the ``Program`` it was loaded from, so nothing else would keep that alive.
 
     With ``quantized_kernels`` ExecuTorch's quantized kernels (``executorch.kernels.quantized``:
     ``embedding_byte`` and the other ``quantized_decomposed`` kernels and out variants) are
