@@ -76,16 +76,32 @@ def running() -> Iterator[tuple[str, Path]]:
     finally:
         process.terminate()  # kill's SIGTERM stops the hub, its proxy and the servers it started
         process.wait(timeout=60)
-        time.sleep(1)
-        left = subprocess.run(["pgrep", "-f", str(base)], capture_output=True, text=True).stdout.split()
-        for user in STUDENTS:
-            left += subprocess.run(["pgrep", "-u", user], capture_output=True, text=True).stdout.split()
+        deadline = time.monotonic() + 20  # a server shuts its kernels down after the hub has gone: give it time
+        while (left := outliving(base)) and time.monotonic() < deadline:
+            time.sleep(0.5)
         for pid in left:  # never leave a process behind, even when the assertion below fails
-            subprocess.run(["kill", pid], capture_output=True)
+            subprocess.run(["kill", "-KILL", pid], capture_output=True)
         for user in (INSTRUCTOR, *STUDENTS):
             subprocess.run([shutil.which("userdel") or "/usr/sbin/userdel", "--remove", user], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
-        assert not left, f"processes outlived the hub: {left}"
+        assert not left, f"processes outlived the hub by 20 s: {left}"
+
+
+def outliving(base: Path) -> dict[str, str]:
+    """The processes of this hub's folder and of its users, by pid, with their command lines (zombies, which
+    have ended and wait for their parent, left out)."""
+    pids = subprocess.run(["pgrep", "-f", str(base)], capture_output=True, text=True).stdout.split()
+    for user in (INSTRUCTOR, *STUDENTS):
+        pids += subprocess.run(["pgrep", "-u", user], capture_output=True, text=True).stdout.split()
+    found = {}
+    for pid in dict.fromkeys(pids):
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z":
+                continue
+            found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+        except OSError:
+            continue  # ended meanwhile
+    return found
 
 
 def login(url: str, user: str) -> tuple[requests.Session, str]:

@@ -226,6 +226,25 @@ def test_memory_outside_every_resident_set_is_refused_or_stopped(box: sb.Sandbox
     assert not processes_of(steps["start"]["uid"]) or steps["start"]["uid"] == os.getuid()
 
 
+def test_a_job_without_its_own_cgroup_is_held_by_the_sum_and_says_so() -> None:
+    """The run's cgroup is made but one job's is not (a full cgroup tree, a controller taken away): that job is
+    held by the summing fallback, and its notes name the mode it really had, not the run's."""
+    from autograder.engine.grading import RunOutcome, memory_mode_of
+
+    sandbox = sb.Sandbox(disable={"job_cgroup"})
+    sandbox.start()
+    try:
+        assert sandbox.cgroup is not None, "this machine allows a memory cgroup: the grader must use it"
+        code = REPORT + ATTACK + f"hoard('small_files', 'sum', {LIMITS.memory_mb}, {ROUTE_MB})"
+        result = sb.run_job(Job("", (Cell("code", code, "attack"),), 0, LIMITS), sandbox)
+    finally:
+        sandbox.stop()
+    unconfined = result.conversation.start["unconfined"]
+    assert confine.JOB_CGROUP in unconfined, unconfined
+    assert result.how == "memory", f"the sum did not stop it: {probes(result)[-1:]} ended as {result.how!r}"
+    assert memory_mode_of(RunOutcome(unconfined=unconfined)) == memory.MEMORY_SUM
+
+
 def test_the_filter_refuses_with_eperm_and_allows_the_rest() -> None:
     """The filter itself, in a forked child of the test process: each refused call fails with EPERM, a call
     made through the x32 ABI too; an ordinary call and a file in /dev/shm still work."""

@@ -176,6 +176,13 @@ def run_sandboxed(job: Any, limits: Limits) -> RunOutcome:
     return outcome
 
 
+def memory_mode_of(outcome: RunOutcome) -> str:
+    """How this job's memory was limited: the run's mode, unless the job's own cgroup could not be made."""
+    from autograder.sandboxed import confine, memory
+
+    return memory.MEMORY_SUM if confine.JOB_CGROUP in outcome.unconfined else fork_context().memory_mode
+
+
 def grade_notebook(
     notebook: str, path: Path | None, seed: int, limits: Limits, notes: Iterable[str] = ()
 ) -> NotebookResult:
@@ -209,7 +216,7 @@ def grade_notebook(
             result.verdicts += zero_verdicts(notebook, exercise, UNANSWERED)
         return result
     outcome = run_sandboxed(Job(notebook, tuple(prepared.cells), seed, limits), limits)
-    result.instructor_notes.append(f"{fork_context().memory_mode}，上限 {limits.memory_mb} MB")
+    result.instructor_notes.append(f"{memory_mode_of(outcome)}，上限 {limits.memory_mb} MB")
     recorded, reasons = read_outcome(outcome, result, limits)
     reasons.update(reached_for_secrets(result, exercises))
     evidence, refused = derive_evidence(notebook, recorded, seed, limits, result)

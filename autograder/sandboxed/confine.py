@@ -81,6 +81,7 @@ NO_CAPS = "拿掉所有特權（capabilities）"
 NO_NEW_PRIVS = "禁止取得新權限（no_new_privs）"
 DIES_WITH_GRADER = "評分程式結束時作業跟著結束"
 MEMORY = "記憶體上限"
+JOB_CGROUP = "這份作業自己的記憶體 cgroup（建立失敗，這份改用每 0.2 秒加總）"
 LIMITS = "CPU 時間、檔案大小、行程數、開啟檔案數上限"
 UNCOUNTED_MEMORY = "拒絕任何行程的記憶體都不會顯示的配置（memfd、System V IPC、POSIX 訊息佇列；seccomp）"
 
@@ -88,7 +89,8 @@ DISABLE_ENV = "PT2E_SANDBOX_DISABLE"
 """Comma-separated measures to leave out on purpose, to test the fallbacks: ``bwrap`` (run the
 server directly), ``sys_admin`` (the server drops CAP_SYS_ADMIN, as in a container),
 ``userns`` (no unprivileged user namespace), ``setuid`` (the server drops CAP_SETUID), ``seccomp`` (no
-seccomp filter: memfd and System V IPC allowed), ``cgroup`` (no memory cgroup: the summing fallback)."""
+seccomp filter: memfd and System V IPC allowed), ``cgroup`` (no memory cgroup: the summing fallback),
+``job_cgroup`` (the run's cgroup is made, each job's is not: that job falls back to the sum and says so)."""
 
 
 @dataclass

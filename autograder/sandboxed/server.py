@@ -229,13 +229,15 @@ def _middle(
         seconds = job.limits.notebook_seconds
     limit = job.limits.memory_mb * 1024 * 1024
     held = None
-    if cgroup is not None:
+    if cgroup is not None and "job_cgroup" not in confine.disabled():
         try:
             held = memory.JobCgroup(cgroup, number, limit)  # this process moves in: the job is born inside
         except OSError:
             held = None  # the limit is then kept by adding up (``_watch``)
     hide = [*request.get("hide", []), *([str(cgroup.root)] if cgroup is not None else [])]
     iso = confine.isolate(number, job.limits, hide, in_bwrap=in_bwrap)
+    if cgroup is not None and held is None:  # reported by the job, so that its feedback names the mode it had
+        iso.missing.append(confine.JOB_CGROUP)
     proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)  # before the job mounts its own /proc over it
     workdir = f"/tmp/pt2e-submission-{number}-{secrets.token_hex(8)}"
     pid = os.fork()
