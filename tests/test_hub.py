@@ -104,13 +104,19 @@ def outliving(base: Path) -> dict[str, str]:
     return found
 
 
-def login(url: str, user: str) -> tuple[requests.Session, str]:
-    """Log in through the hub's form, wait for the user's own server; returns the session and its xsrf token."""
+def post_login(url: str, user: str, password: str) -> tuple[requests.Session, requests.Response]:
+    """The hub's login form, filled in and sent."""
     session = requests.Session()
     session.get(f"{url}/hub/login", timeout=30)
     xsrf = next(c.value for c in session.cookies if c.name == "_xsrf")
-    form = {"username": user, "password": hub.PASSWORD, "_xsrf": xsrf}
-    assert session.post(f"{url}/hub/login", data=form, timeout=180).status_code == 200
+    form = {"username": user, "password": password, "_xsrf": xsrf}
+    return session, session.post(f"{url}/hub/login", data=form, timeout=180)
+
+
+def login(url: str, user: str) -> tuple[requests.Session, str]:
+    """Log in through the hub's form, wait for the user's own server; returns the session and its xsrf token."""
+    session, answer = post_login(url, user, hub.PASSWORD)
+    assert answer.status_code == 200
     deadline = time.monotonic() + 120
     while True:  # the first visit of the server goes through the hub's OAuth, which sets the server's cookie
         page = session.get(f"{url}/user/{user}/lab", timeout=30)
@@ -180,6 +186,13 @@ def test_a_student_logs_in_fetches_and_submits_through_the_hub(released) -> None
     for target in (inbound, home):
         peek = subprocess.run([runuser, "-u", STUDENTS[1], "--", "ls", str(target)], capture_output=True, text=True)
         assert peek.returncode != 0 and "Permission denied" in peek.stderr, (target, peek.stdout)
+    # the students' shared password does not open the instructor's account, nor can a student read theirs
+    _, refused = post_login(url, INSTRUCTOR, hub.PASSWORD)
+    assert refused.status_code == 403 and "/hub/login" in refused.url, (refused.status_code, refused.url)
+    peek = subprocess.run(
+        [runuser, "-u", student, "--", "cat", str(base / "instructor-password")], capture_output=True, text=True
+    )
+    assert peek.returncode != 0 and "Permission denied" in peek.stderr, peek.stdout
 
 
 SHOTS_KEPT = Path("/tmp/hub-shots")
@@ -272,7 +285,7 @@ def test_the_whole_cycle_in_a_browser(released, tmp_path: Path) -> None:
             assert 0 < earned < total
             with Browser(width=1280, height=800, timeout=60) as instructor_browser:
                 teacher = Lab(instructor_browser, url, shots)
-                teacher.login(INSTRUCTOR, hub.PASSWORD)
+                teacher.login(INSTRUCTOR, hub.instructor_password(base))
                 instructor_browser.open(f"{url}/user/{INSTRUCTOR}/formgrader")
                 teacher.click("td.num-submissions a", "1")  # Manage Assignments: M03's submissions
                 teacher.wait("location.pathname.endsWith('/formgrader/manage_submissions/M03')")

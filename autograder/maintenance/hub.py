@@ -3,9 +3,12 @@
 Who logs in: real local users (``pt2e-teacher``, ``pt2e-alice``, ``pt2e-bob``), made here if missing, because
 JupyterHub's default ``LocalProcessSpawner`` starts each user's server *as that user*: the file permissions
 of nbgrader's exchange and of each home then hold between students, as on a real server. How they log in:
-JupyterHub's ``DummyAuthenticator`` with one shared demo password, limited to those three names: a demo
-needs no passwords set on system accounts (PAM would), and nothing else may log in. A real course replaces
-it (see the README: an OAuth or LDAP authenticator, HTTPS, the course id, where the exchange lives).
+JupyterHub's ``SharedPasswordAuthenticator`` (made for workshops and demos), limited to those three names: the
+students share one demo password, ``pt2e-demo``; the instructor, the hub's admin, has a password of their own
+(random, 32 characters, made on the first run and kept in ``hub/instructor-password``, readable by root only),
+so a student who knows the demo password cannot log in as the instructor. A demo needs no passwords set on
+system accounts (PAM would), and nothing else may log in. A real course replaces it (see the README: an
+OAuth or LDAP authenticator, HTTPS, the course id, where the exchange lives).
 
 Everything else lives in ``hub/`` (ignored by git):
 
@@ -39,6 +42,7 @@ HUB = ROOT / "hub"
 INSTRUCTOR = "pt2e-teacher"
 STUDENTS = ("pt2e-alice", "pt2e-bob")
 PASSWORD = "pt2e-demo"
+"""The students' shared demo password (``SharedPasswordAuthenticator.user_password``: 8 characters or more)."""
 COURSE_ID = "pt2e-course"
 MODULES = ("M03",)
 HUB_STUDENT_PLUGINS = ("@jupyter/nbgrader:menu", "@jupyter/nbgrader:create-assignment", "@jupyter/nbgrader:course-list")
@@ -114,6 +118,19 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def instructor_password(hub: Path = HUB) -> str:
+    """The instructor's own password (the authenticator's admin password: 32 characters or more), made on the
+    first run and kept in ``hub/instructor-password``, which only root reads."""
+    import secrets
+
+    kept = hub / "instructor-password"
+    if not kept.exists():
+        fd = os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_urlsafe(24) + "\n")  # 32 characters
+    return kept.read_text().strip()
+
+
 def write_config(
     hub: Path, port: int, proxy: Path, instructor_name: str = INSTRUCTOR, students_names: tuple[str, ...] = STUDENTS
 ) -> Path:
@@ -142,6 +159,7 @@ def write_config(
     )
     for folder in (hub, etc, everyone, students, instructor, students / "labconfig", students / "labsettings"):
         folder.chmod(0o755)
+    instructor_password(hub)  # made now, read by the hub's configuration when it starts
     settings = {
         "port": port,
         "hub_port": _free_port(),  # the hub's and the proxy's own ports: free ones, not 8081 and 8001
@@ -152,6 +170,7 @@ def write_config(
         "instructor": instructor_name,
         "students": list(students_names),
         "password": PASSWORD,
+        "instructor_password_file": str(hub / "instructor-password"),
         "course": str(course),
         "everyone": str(everyone),
         "students_config": str(students),
@@ -177,9 +196,12 @@ c.JupyterHub.hub_port = settings["hub_port"]
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{settings['proxy_api_port']}"
 c.ConfigurableHTTPProxy.command = [settings["proxy"]]
 c.ConfigurableHTTPProxy.pid_file = settings["pid"]
-# a demo: three local users, one shared password; a real course uses a real authenticator (README)
-c.JupyterHub.authenticator_class = "dummy"
-c.DummyAuthenticator.password = settings["password"]
+# a demo: three local users; the students share one password, the instructor (admin) has their own, which
+# only root reads; a real course uses a real authenticator (README)
+c.JupyterHub.authenticator_class = "shared-password"
+c.SharedPasswordAuthenticator.user_password = settings["password"]
+with open(settings["instructor_password_file"], encoding="utf-8") as kept:
+    c.SharedPasswordAuthenticator.admin_password = kept.read().strip()
 c.Authenticator.allowed_users = {settings["instructor"], *settings["students"]}
 c.Authenticator.admin_users = {settings["instructor"]}
 # each user's server runs as that user (LocalProcessSpawner), from the course's virtual environment
@@ -229,9 +251,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     config = prepare(args.port)
     print(f"JupyterHub：http://127.0.0.1:{args.port}/")
-    print(f"老師：{INSTRUCTOR}（Formgrader、nbgrader 選單；課程在 {HUB / 'course'}）")
-    print(f"學生：{'、'.join(STUDENTS)}（Assignments 分頁）")
-    print(f"密碼（三個帳號都一樣，只供示範）：{PASSWORD}")
+    print(
+        f"老師：{INSTRUCTOR}，密碼 {instructor_password()}（Formgrader、nbgrader 選單；課程在 {HUB / 'course'}；"
+        f"密碼存在 {HUB / 'instructor-password'}，只有 root 讀得到）"
+    )
+    print(f"學生：{'、'.join(STUDENTS)}，共用密碼 {PASSWORD}（只供示範；作業從「作業」選單的 Assignment List 打開）")
     print("停止：Ctrl-C（hub 與每個人的 JupyterLab 一起結束）")
     sys.stdout.flush()
     if args.prepare_only:
