@@ -324,7 +324,7 @@ CatQuantizer.annotate = _hoarding_annotate
 def graded(box: sb.Sandbox, tmp_path_factory: pytest.TempPathFactory):
     mode = box.mode  # type: ignore[attr-defined]
     submitted = tmp_path_factory.mktemp(f"escape-{mode}") / "submitted"
-    students = ["honest", "memfd", "small_files"] if mode == "cgroup" else ["honest", *ROUTES]
+    students = ["honest", *ROUTES]
     for student in students:
         nb = solved("M03-4")
         if student != "honest":
