@@ -148,6 +148,7 @@ def test_add_constants(seen, expected):
             not labelled, f"{where}：模型常數（get_attr）{labelled} 被貼了標籤：常數不是 activation，不該有 observer"
         )
         compare_case(got[case], want[case], where)
+        compare_marks(got[case]["labels"], want[case]["labels"], where)
 
 
 @check("add_quantizer", 1, "add(r, r) 兩個輸入是同一個 node：只貼一條邊，和輸出共用")
@@ -208,7 +209,9 @@ def test_cat_three_way(seen, expected):
 )
 def test_cat_constant_and_repeat(seen, expected):
     got, want = value(seen, "constant_and_repeat"), value(expected, "constant_and_repeat")
-    compare_case(got["mix"], want["mix"], "cat([r, 常數, r])、cat([常數, r * 2, r])、cat([r])")
+    where = "cat([r, 常數, r])、cat([常數, r * 2, r])、cat([r])、cat([r, 參數])、cat([常數, 參數])"
+    compare_case(got["mix"], want["mix"], where)
+    compare_marks(got["mix"]["labels"], want["mix"]["labels"], where)
     compare_paths(
         got["mix"]["converted"], want["mix"]["converted"], "同一個模型 convert 之後", ["cat_1", "cat_2", "cat_3"]
     )
@@ -411,6 +414,20 @@ def add_forgets_annotated(seen: Any, expected: Any) -> bool:
     return any(marks_missing(got, want) for _, got, want in label_pairs(seen, expected))
 
 
+def _claims_unlabelled(seen: Any, expected: Any, cases: tuple[str, ...]) -> bool:
+    """A node without any label marked ``_annotated`` by the student, where the key leaves it unmarked."""
+    for _, got, want in label_pairs(seen, expected, cases=cases):
+        marks, want_marks = got.get("annotated") or {}, want.get("annotated") or {}
+        if any(mark and not want_marks.get(node) and node not in labelled_nodes(got) for node, mark in marks.items()):
+            return True
+    return False
+
+
+@detects("add_quantizer", "claims_unlabelled", explains=("test_add_constants",))
+def add_claims_unlabelled(seen: Any, expected: Any) -> bool:
+    return _claims_unlabelled(seen, expected, ("constants",))
+
+
 @detects("add_quantizer", "other_observer")
 def add_other_observer(seen: Any, expected: Any) -> bool:
     return other_observer_class(seen, expected)
@@ -505,6 +522,11 @@ def cat_skips_unclaimed(seen: Any, expected: Any) -> bool:
 @detects("cat_quantizer", "cat_forgets_annotated", explains=("test_cat_pool",))
 def cat_forgets_annotated(seen: Any, expected: Any) -> bool:
     return any(marks_missing(got, want) for _, got, want in label_pairs(seen, expected))
+
+
+@detects("cat_quantizer", "cat_claims_unlabelled", explains=("test_cat_constant_and_repeat",))
+def cat_claims_unlabelled(seen: Any, expected: Any) -> bool:
+    return _claims_unlabelled(seen, expected, ("constant_and_repeat",))
 
 
 @detects("cat_quantizer", "cat_other_observer")

@@ -15,6 +15,8 @@ from selfcheck import diagnosis
 from selfcheck.public import m05_3 as public
 
 LSB = 1
+BEYOND = 2
+"""How far beyond [-128, 127] the key's unclamped output must lie for its saturated value to be exact."""
 
 WHERE = {
     "typical": "和校準資料相似的輸入",
@@ -51,6 +53,21 @@ def check_close(seen: dict[str, Any], expected: dict[str, Any], case: str) -> No
             f"{where}：第 {index} 個元素應該是 {want[index]}（reference representation），你的是 {got[index]:g}；"
             f"{len(want)} 個元素裡有 {far} 個差超過 1 LSB"
         )
+    check_saturated(got, reference, where)
+
+
+def check_saturated(got: list[float], reference: dict[str, Any], where: str) -> None:
+    """Where the key's unclamped output lies well beyond [-128, 127] and the key saturated, yours is exactly the bound."""
+    unclamped = reference.get("unclamped")
+    if not isinstance(unclamped, list) or len(unclamped) != len(got):
+        return
+    for i, (g, w, u) in enumerate(zip(got, reference["values"], unclamped, strict=True)):
+        saturated = (u < -128 - BEYOND and w == -128) or (u > 127 + BEYOND and w == 127)
+        if saturated and g != w:
+            raise Fail(
+                f"{where}：第 {i} 個元素在 clamp 之前約是 {u:.1f}，遠遠超出 int8 範圍，應該飽和在 {w}，"
+                f"你的是 {g:g}；activation 的輸出範圍是 [-128, 127]"
+            )
 
 
 @check("int8_linear", 1, "回傳 int8 tensor，shape 和 reference representation 相同")
@@ -188,6 +205,29 @@ def returns_not_int8(seen: Any, expected: Any) -> bool:
 def forgets_output_scale(seen: Any, expected: Any) -> bool:
     """acc · s_x s_w (the real value: a few units at most) + out_zp: everything near the output zero point."""
     return _predicts(seen, expected, lambda r, p: _clamp(round((r - p["out_zp"]) * p["out_scale"]) + p["out_zp"]))
+
+
+@detects("int8_linear", "narrow_output_range", explains=VALUE_CHECKS)
+def narrow_output_range(seen: Any, expected: Any) -> bool:
+    """Within 1 LSB everywhere, but where the key saturates well below the range the output stops at -127."""
+    narrowed = False
+    for case in diagnosis.cases(expected):
+        got, want = diagnosis.value(seen, case, "result", "values"), diagnosis.value(expected, case, "reference")
+        if not isinstance(got, list) or not isinstance(want, dict):
+            continue
+        values, unclamped = want.get("values"), want.get("unclamped")
+        if (
+            not isinstance(values, list)
+            or not isinstance(unclamped, list)
+            or not len(got) == len(values) == len(unclamped)
+        ):
+            return False
+        if any(abs(g - w) > LSB for g, w in zip(got, values, strict=True)):
+            return False
+        narrowed = narrowed or any(
+            u < -128 - BEYOND and w == -128 and g == -127 for g, w, u in zip(got, values, unclamped, strict=True)
+        )
+    return narrowed
 
 
 @detects("int8_linear", "inverted_multiplier", explains=VALUE_CHECKS)

@@ -30,6 +30,7 @@ FILTER_WHERE = {
     "names": "跳過名字是另一個 module 名字前綴的 1×1 conv",
     "block": "跳過整個 block（裡面有 conv、nn.ReLU、linear）",
     "inner": "只跳過 block.fc（block 裡的 linear）",
+    "tail": "跳過的名字只是 block 裡某一層路徑的最後一段（沒有路徑完全相同的 module）",
 }
 
 
@@ -91,6 +92,7 @@ def test_parent(seen, expected):
 @check("may_quantize", 1, "module 的路徑要完全相同：跳過 proj 不會動到 proj2；node 的名字不是 module 的名字")
 def test_names(seen, expected):
     compare_filtered(seen, expected, "names")
+    compare_filtered(seen, expected, "parent", "tail")
 
 
 # --- greedy_skip ----------------------------------------------------------------------------------
@@ -193,12 +195,12 @@ def test_model(seen, expected):
 
 # --- what a wrong answer probably believed (the records: selfcheck/public/m06_3.py) ---------------------
 
-FILTERS = (("none",), ("leaf",), ("names",), ("parent", "block"), ("parent", "inner"))
+FILTERS = (("none",), ("leaf",), ("names",), ("parent", "block"), ("parent", "inner"), ("parent", "tail"))
 FILTER_CHECKS = ("test_keep_all", "test_leaf", "test_parent", "test_names")
 
 
 def _relations(seen: Any, expected: Any) -> dict[str, str | None]:
-    """Each filter case's ``fp32_relation``, by its last name (none, leaf, names, block, inner)."""
+    """Each filter case's ``fp32_relation``, by its last name (none, leaf, names, block, inner, tail)."""
     return {place[-1]: fp32_relation(seen, expected, *place) for place in FILTERS}
 
 
@@ -252,6 +254,13 @@ def filter_prefix_match(seen: Any, expected: Any) -> bool:
     """Skipping one of two modules whose names share a prefix also skips the other; nothing else is off."""
     found = _relations(seen, expected)
     return found["names"] == "more" and all(found[key] == "same" for key in ("none", "leaf", "block", "inner"))
+
+
+@detects("may_quantize", "last_segment_match", explains=("test_names",))
+def filter_last_segment_match(seen: Any, expected: Any) -> bool:
+    """A name that is only the last segment of a nested path skips that layer; everything else is right."""
+    found = _relations(seen, expected)
+    return found["tail"] == "more" and all(found[key] == "same" for key in ("none", "leaf", "names", "block", "inner"))
 
 
 @detects("may_quantize", "node_name_match", explains=("test_leaf", "test_names", "test_parent"))

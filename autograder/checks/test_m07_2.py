@@ -70,6 +70,11 @@ def test_others_untouched(seen, expected):
     got, want = _result(seen, "mixed"), _result(expected, "mixed")
     compare_others(got, want, "mixed")
     expect(
+        got.get("bn_arguments") == want.get("bn_arguments"),
+        f"{WHERE['mixed']}：batch_norm 除了 training 以外的引數應該是 {want.get('bn_arguments')}，"
+        f"你的是 {got.get('bn_arguments')}（eps、momentum 要留模型自己的，只改 args[5]）",
+    )
+    expect(
         got["output_shape"] == want["output_shape"],
         f"{WHERE['mixed']}：輸出的形狀應該是 {want['output_shape']}，你的是 {got['output_shape']}",
     )
@@ -146,3 +151,14 @@ def freeze_moves_to_eval(seen: Any, expected: Any) -> bool:
 @detects("freeze_bn_stats", "no_recompile", explains=("test_statistics_frozen", "test_qat_graph"))
 def freeze_no_recompile(seen: Any, expected: Any) -> bool:
     return flags_right_stats_move(seen, expected, "qat", "mixed")
+
+
+@detects("freeze_bn_stats", "rebuilds_defaults", explains=("test_others_untouched",))
+def freeze_rebuilds_defaults(seen: Any, expected: Any) -> bool:
+    """Every flag as the key's, yet some batch_norm's other arguments (eps, momentum) changed."""
+    got, want = frozen(seen, "mixed"), frozen(expected, "mixed")
+    return (
+        flags(seen, "mixed") == flags(expected, "mixed")
+        and isinstance(got.get("bn_arguments"), list)
+        and got.get("bn_arguments") != want.get("bn_arguments")
+    )

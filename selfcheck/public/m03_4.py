@@ -408,6 +408,14 @@ ADD_MISCONCEPTIONS = (
         public=_unmarked,
     ),
     Misconception(
+        "claims_unlabelled",
+        "沒有標籤的 add 也設了 _annotated = True",
+        "像 self.offset + 1.0 這樣一個 activation 都沒有的 add，練習說不標、也不碰。"
+        "你替它放了一張空標籤並設 _annotated=True，等於替它認領，後面的 Quantizer 就會跳過它。"
+        "沒有 activation 輸入的 add 直接跳過，不要建立標籤。",
+        WITH_XNNPACK,
+    ),
+    Misconception(
         "other_observer",
         "observer 換成了別的類別",
         "規格裡的 observer 類別也是答案的一部分：練習要的是 act_spec()（MinMaxObserver）。"
@@ -516,6 +524,14 @@ CAT_MISCONCEPTIONS = (
         "沒有設，下一個 Quantizer 會把你的標籤換掉；貼完標籤要把 node.meta[ANNOTATION_KEY]._annotated 設成 True。",
         WITH_XNNPACK,
         public=_cat_unmarked,
+    ),
+    Misconception(
+        "cat_claims_unlabelled",
+        "沒有標籤的 cat 也設了 _annotated = True",
+        "只接模型常數的 cat 沒有 activation 輸入，練習說不標、也不碰。"
+        "你替它放了一張空標籤並設 _annotated=True，等於替它認領，後面的 Quantizer 就會跳過它。"
+        "沒有 activation 輸入的 cat 直接跳過，不要建立標籤。",
+        WITH_XNNPACK,
     ),
     Misconception(
         "cat_other_observer",

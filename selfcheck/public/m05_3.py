@@ -250,6 +250,13 @@ MISCONCEPTIONS = (
         RULES,
     ),
     Misconception(
+        "narrow_output_range",
+        "把輸出夾在 [-127, 127]",
+        "[-127, 127] 是 weight 的 symmetric 範圍；activation 的輸出是 affine 的 int8，範圍是完整的 [-128, 127]。"
+        "你夾掉了 -128，遠低於範圍的輸出應該飽和在 -128，你的卻停在 -127。轉型之前用 clamp(-128, 127)。",
+        RULES,
+    ),
+    Misconception(
         "int16_accumulator",
         "用 int16 累加",
         "int8 × int8 的一項放得進 int16，但 linear 要把 in_features 項加起來，輸入範圍大的時候總和遠超過 32767，"

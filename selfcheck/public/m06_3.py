@@ -501,6 +501,14 @@ FILTER_MISCONCEPTIONS = (
         FILTER_RULES,
     ),
     Misconception(
+        "last_segment_match",
+        "用路徑的結尾或其中一段比對 module",
+        '跳過 "fc" 只表示路徑剛好是 "fc" 的 module；block 裡的 linear 路徑是 "block.fc"，它不是 fc，也不在 fc 裡面。'
+        "你用 endswith 或把路徑切成一段一段來比，名字只是某個巢狀路徑最後一段時，也把那一層跳過了。"
+        "拿 stack 上每一個完整的路徑和 skipped 完全比對。",
+        FILTER_RULES,
+    ),
+    Misconception(
         "node_name_match",
         "用 node 的名字找 module",
         "node 的名字（conv2d_1、linear…）是 export 取的，不是 module 的名字；get_attr 的名字（proj2_weight）又會讓 "

@@ -245,6 +245,13 @@ MISCONCEPTIONS = (
         RECOMPILE,
         public=lambda seen, expected: flags_right_stats_move(seen, expected, *PUBLIC_CASES),
     ),
+    Misconception(
+        "rebuilds_defaults",
+        "重建引數時換掉了模型自己的 eps、momentum",
+        "batch_norm 的 args[5] 之後還有 momentum 和 eps，它們是模型自己設的，不一定是 F.batch_norm 的預設值 0.1 和 1e-5。"
+        "你重建整組引數時把它們換成了預設值，凍結之後的輸出就和原本的模型不一樣。只換掉 args[5]，其他引數原樣留著。",
+        FREEZE,
+    ),
 )
 
 

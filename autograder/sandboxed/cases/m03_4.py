@@ -83,14 +83,14 @@ class AddAndMul(nn.Module):
 
 
 class ConstantAdds(nn.Module):
-    """Adds whose other operand is a model constant (second or first) or a Python scalar,
-    and one add of a constant and a scalar (nothing to label)."""
+    """Adds whose other operand is a model constant (a buffer second, an ``nn.Parameter`` first) or a
+    Python scalar, and one add of a constant and a scalar (nothing to label)."""
 
     def __init__(self, features: int) -> None:
         super().__init__()
         self.linear = nn.Linear(features, features)
         self.register_buffer("offset", torch.randn(features))
-        self.register_buffer("scale", torch.rand(features) + 0.5)
+        self.scale = nn.Parameter(torch.rand(features) + 0.5)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         y = self.linear(x) + self.offset
@@ -130,18 +130,20 @@ class ThreeWayCat(nn.Module):
 
 
 class CatMix(nn.Module):
-    """An input called ``cat``; cats with a constant (in the middle and first), repeated inputs,
-    and a cat of a single tensor. ``r`` is read by three cats and a mul."""
+    """An input called ``cat``; cats with a constant (a buffer in the middle and first, an
+    ``nn.Parameter`` last), repeated inputs, a cat of a single tensor and a cat of constants only
+    (nothing to label). ``r`` is read by four cats and a mul."""
 
     def __init__(self, features: int) -> None:
         super().__init__()
         self.register_buffer("table", torch.randn(2, features))
+        self.rows = nn.Parameter(torch.randn(1, features))
 
-    def forward(self, cat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(self, cat: torch.Tensor) -> tuple[torch.Tensor, ...]:
         r = torch.relu(cat)
         a = torch.cat([r, self.table, r], dim=0)
         b = torch.cat([self.table, r * 2, r], dim=0)
-        return a, b, torch.cat([r], dim=0)
+        return a, b, torch.cat([r], dim=0), torch.cat([r, self.rows], dim=0), torch.cat([self.table, self.rows], dim=0)
 
 
 class CatAndStack(nn.Module):

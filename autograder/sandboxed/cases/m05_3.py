@@ -116,6 +116,15 @@ def hidden_layers(seed: int) -> dict[str, dict[str, Any]]:
     return layers
 
 
+def unclamped_output(layer: dict[str, Any]) -> list[float]:
+    """The key's output before it is clamped to int8: (x − z_x) · W · s_x s_w + bias, over s_out, + z_out
+    (float64). Where it lies more than an LSB beyond [-128, 127], every correct rounding saturates exactly."""
+    p = layer["params"]
+    x = layer["x_q"].to(torch.float64) - p["x_zp"]
+    acc = x @ layer["w_q"].to(torch.float64).T * (p["x_scale"] * p["w_scale"]) + layer["bias"].to(torch.float64)
+    return [float(v) for v in (acc / p["out_scale"] + p["out_zp"]).flatten()]
+
+
 def describe_tensor(result: Any) -> dict[str, Any]:
     """dtype, shape and values of a tensor returned by student code (exactly a torch.Tensor)."""
     if type(result) is not torch.Tensor:
@@ -133,7 +142,11 @@ def _case(kind: str) -> Any:
         reference = layer["reference"]
         return {
             "result": describe_tensor(out),
-            "reference": {"shape": list(reference.shape), "values": [int(v) for v in reference.flatten()]},
+            "reference": {
+                "shape": list(reference.shape),
+                "values": [int(v) for v in reference.flatten()],
+                "unclamped": unclamped_output(layer),
+            },
             "params": layer["params"],
         }
 

@@ -6,7 +6,7 @@ forward → two 1×1 convs whose module names share a prefix (``proj`` and ``pro
 other seeds) → add → a block (conv → ``nn.ReLU`` → flatten → linear). Node names (``conv2d_1``…) never
 name a module. Each case skips other modules: none, the stem (a conv followed by a relu outside
 it), one of the prefix pair (a conv followed by an add), the whole block, and only the block's
-linear. What the answers did to the graph (observed nodes, fp32 weights, q/dq on every edge) is
+linear, and a name that is only the last segment of a nested path (no module is skipped). What the answers did to the graph (observed nodes, fp32 weights, q/dq on every edge) is
 derived on the trusted side from the recorded answers; each answer must be a bool and leave the
 graph as it was.
 
@@ -100,11 +100,14 @@ def filter_names(ns: Namespace, seed: int) -> Any:
 
 
 def filter_parent(ns: Namespace, seed: int) -> Any:
-    """The block skipped (its conv, nn.ReLU and linear all stay fp32), then only the block's linear."""
+    """The block skipped (its conv, nn.ReLU and linear all stay fp32), then only the block's linear, then a
+    name that is only the last segment of a nested path (``fc``, ``conv``: no module has that path, nothing
+    is skipped; a suffix or segment test skips ``block.fc``)."""
     model, inputs = _pair_net(seed)
     return {
         "block": filtered(ns, model, inputs, ["block"], seed),
         "inner": filtered(ns, model, inputs, ["block.fc"], seed),
+        "tail": filtered(ns, model, inputs, [("fc", "conv")[seed % 2]], seed),
     }
 
 

@@ -11,7 +11,9 @@ running statistics still move, and fingerprints every other node.
 The graphs: a QAT graph (conv → BN twice, prepared with fake-quants), and a training-mode
 export with a conv → BN, a linear → BatchNorm1d, a BN that was already in eval mode (its
 flag must stay False: toggling would unfreeze it), a max_pool2d with ceil_mode=True (a True
-at args[5] that is not BN), dropout (must stay active) and an input named ``batch_norm``.
+at args[5] that is not BN), dropout (must stay active) and an input named ``batch_norm``. The
+BatchNorm1d has its own eps and momentum, and the case records every batch_norm's other arguments:
+rebuilding the arguments with F.batch_norm's defaults loses them.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class Mixed(nn.Module):
         self.conv = nn.Conv2d(3, channels, 3, padding=1)
         self.bn = nn.BatchNorm2d(channels)
         self.fc = nn.Linear(channels * 9, 6)
-        self.bn1d = nn.BatchNorm1d(6)
+        self.bn1d = nn.BatchNorm1d(6, eps=1e-3, momentum=0.3)  # its own eps / momentum: freezing keeps them
         self.side = nn.BatchNorm1d(6)
         self.drop = nn.Dropout(0.5)
 
@@ -92,6 +94,14 @@ def case_qat(ns: Namespace, seed: int) -> Any:
     return describe_frozen(ns, gm, _batches(seed, (4, 3, 4, 4)))
 
 
+def _bn_arguments(gm: GraphModule) -> list[str]:
+    """Every batch_norm's arguments but the training flag (args[5]), as text: eps and momentum stay the model's."""
+    return [
+        ", ".join(a.name if isinstance(a, torch.fx.Node) else repr(a) for i, a in enumerate(node.args) if i != 5)
+        for node in gm.graph.find_nodes(op="call_function", target=torch.ops.aten.batch_norm.default)
+    ]
+
+
 def case_mixed(ns: Namespace, seed: int) -> Any:
     channels = seed_size(seed, 2, 4)
     model = Mixed(channels).train()
@@ -99,6 +109,7 @@ def case_mixed(ns: Namespace, seed: int) -> Any:
     shapes = ((4, 3, 5, 5), (4, 6))
     gm = export_train(model, seeded_inputs(seed, *shapes))
     result = describe_frozen(ns, gm, _batches(seed, *shapes))
+    result["bn_arguments"] = _bn_arguments(gm)
     if result["run_error"] is None:
         with torch.no_grad():  # dropout still active: the same input twice gives different outputs
             x = seeded_inputs(seed + 7, *shapes)
