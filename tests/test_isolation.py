@@ -709,6 +709,65 @@ def test_the_run_cgroup_is_removed_with_the_sandbox() -> None:
     assert folder is None or not folder.exists()
 
 
+def cgroup_like(folder: Path, procs: list[int], controllers: str = "cpu memory pids") -> Path:
+    """A folder with the files ``_enable_memory_below`` reads and writes in a cgroup v2 directory."""
+    folder.mkdir()
+    (folder / "cgroup.controllers").write_text(controllers + "\n")
+    (folder / "cgroup.subtree_control").write_text("\n")
+    (folder / "cgroup.procs").write_text("".join(f"{pid}\n" for pid in procs))
+    return folder
+
+
+def test_a_grader_alone_in_a_delegated_cgroup_moves_into_a_leaf_and_passes_memory_on(tmp_path: Path) -> None:
+    own = cgroup_like(tmp_path / "scope", [os.getpid()])
+    memory._enable_memory_below(own)
+    leaf = own / f"pt2e-grading-{os.getpid()}-grader"
+    assert (leaf / "cgroup.procs").read_text() == str(os.getpid()), "the grader moves into a leaf of its own"
+    assert (own / "cgroup.subtree_control").read_text() == "+memory", "then memory is enabled below its cgroup"
+
+
+@pytest.mark.parametrize("case", ["shared with another process", "memory not offered", "memory already passed on"])
+def test_the_grader_changes_no_cgroup_it_does_not_own_alone(tmp_path: Path, case: str) -> None:
+    procs = [os.getpid(), 1] if case == "shared with another process" else [os.getpid()]
+    own = cgroup_like(tmp_path / "scope", procs, "cpu pids" if case == "memory not offered" else "cpu memory pids")
+    if case == "memory already passed on":
+        (own / "cgroup.subtree_control").write_text("memory\n")
+    before = {path.name: path.read_text() for path in own.iterdir()}
+    memory._enable_memory_below(own)
+    assert {path.name: path.read_text() for path in own.iterdir()} == before, f"{case}: nothing may change"
+
+
+def test_a_grader_that_may_not_pass_memory_on_moves_back(tmp_path: Path, monkeypatch) -> None:
+    own = cgroup_like(tmp_path / "scope", [os.getpid()])
+    writes: list[str] = []
+    write_text = Path.write_text
+
+    def refusing(path: Path, text: str, *args, **kwargs) -> int:
+        writes.append(f"{path.relative_to(own)} <- {text}")
+        if path.name == "cgroup.subtree_control":  # as in a cgroup that was not delegated to us
+            raise PermissionError(13, "Permission denied")
+        return write_text(path, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", refusing)
+    memory._enable_memory_below(own)
+    leaf = f"pt2e-grading-{os.getpid()}-grader"
+    assert writes == [
+        f"{leaf}/cgroup.procs <- {os.getpid()}",
+        "cgroup.subtree_control <- +memory",
+        f"cgroup.procs <- {os.getpid()}",
+    ], "moved into the leaf, refused, moved back"
+    assert (own / "cgroup.subtree_control").read_text() == "\n"
+
+
+def test_without_a_cgroup_the_advice_names_the_command_that_gives_one(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert "systemd-run" not in memory.advice() and "委派" in memory.advice()
+    fake = tmp_path / "systemd-run"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    assert "systemd-run --user --scope -p Delegate=yes pt2e-course grade" in memory.advice()
+
+
 def test_each_replay_starts_from_the_same_torch_state(machine: sb.Sandbox) -> None:
     """A fresh fork per submission: what one job did to torch's global state never reaches the next."""
     from autograder.engine.sandbox import run_replay
