@@ -224,7 +224,7 @@ def formgrader_number(value: float) -> str:
 def test_the_whole_cycle_in_a_browser(released, tmp_path: Path) -> None:
     """A student logs in, fetches M03 from the "作業" menu's Assignment List, types the two answers of M03-4, saves,
     runs every cell, validates and submits; the instructor collects and autogrades, sees the score in the
-    formgrader and releases feedback from it; the student fetches the feedback and reads it."""
+    formgrader, releases feedback from it and opens it; the student fetches the feedback and reads it."""
     url, base = released
     student, notebook = STUDENTS[1], "M03-4"
     typed = answers(ROOT / "examples" / "submitted" / "full" / "M03" / f"{notebook}.ipynb")
@@ -302,18 +302,24 @@ def test_the_whole_cycle_in_a_browser(released, tmp_path: Path) -> None:
                     assert answer.startswith("success-modal") and f"Successfully {said} feedback" in answer, answer
                     teacher.close_modal()
                 teacher.shot("08-feedback-released")
+                # the instructor opens the feedback the student will read (the course is the server's root)
+                instructor_browser.open(f"{url}/user/{INSTRUCTOR}/files/feedback/{student}/M03/{notebook}.html")
+                read_by_teacher = teacher.text()
+                teacher.shot("09-teacher-feedback")
+                assert f"{notebook} (Score: {earned:.1f} / {earned:.1f})" in read_by_teacher, read_by_teacher[:500]
+                assert "BEGIN HIDDEN TESTS" not in read_by_teacher
 
             # the student fetches the feedback from the Assignment List and reads it
             lab.click("#submitted_assignments_list button", "Fetch Feedback")
             lab.wait("document.querySelector('#submitted_assignments_list').innerText.includes('(view feedback)')", 60)
-            lab.shot("09-feedback-fetched")
+            lab.shot("10-feedback-fetched")
             feedback = list(home.glob(f"M03/feedback/*/{notebook}.html"))
             assert len(feedback) == 1, sorted(str(p) for p in home.glob("M03/feedback/**/*"))
             assert pwd.getpwuid(feedback[0].stat().st_uid).pw_name == student, "fetched as the student"
             relative = urllib.parse.quote(str(feedback[0].relative_to(home)))
             browser.open(f"{url}/user/{student}/files/{relative}")
             page = lab.text()
-            lab.shot("10-feedback")
+            lab.shot("11-feedback")
             assert f"{notebook} (Score: {earned:.1f} / {earned:.1f})" in page, page[:500]
             assert "BEGIN HIDDEN TESTS" not in page and "Traceback (most recent call last)" not in page
     finally:
