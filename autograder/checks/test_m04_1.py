@@ -2,8 +2,9 @@
 
 The half-understandings these checks refute are the misconceptions of the exercise's record
 (``selfcheck/public/m04_1.py``); their detectors are at the end of this module.
-(fold_bn receives tensors and a module: the grader replays only what it returns, so a change made
-to its arguments in place is not visible to these checks.)
+Each fold calls fold_bn twice on the very same conv_w, conv_b and BN and records which returned tensor the
+second call changed (``changed``): a fold that changes its arguments in place folds them twice. The caller's
+conv and BN must stay as they were.
 """
 
 from __future__ import annotations
@@ -42,6 +43,13 @@ def compare_one(got: Any, want: dict[str, Any]) -> None:
     conv = want["conv"]
     compare_tensor(got["weight"], want["graph_weight"], f"{conv}：折完的 weight")
     compare_tensor(got["bias"], want["graph_bias"], f"{conv}：折完的 bias")
+    changed = got.get("changed")
+    if changed != want.get("changed", []):
+        names = "、".join(map(str, changed)) if isinstance(changed, list) and changed else "（證據格式不對）"
+        raise Fail(
+            f"{conv}：用同一組 conv_w、conv_b、bn 再呼叫一次 fold_bn，回傳的 {names} 變了："
+            "第一次呼叫就地修改了傳進來的引數。呼叫端的 conv 與 BN 要保持原樣，折完的值要放在新的 tensor 裡"
+        )
 
 
 def compare_fold(seen: dict[str, Any], expected: dict[str, Any], case: str, parts: tuple[str, ...] = ()) -> None:
@@ -192,6 +200,23 @@ def input_factors(got: Any, want: dict[str, Any]) -> bool:
 
 def weights_right(records: list[tuple[str, Any, dict[str, Any]]]) -> bool:
     return all(got is not None and right(got, want, "weight") for _, got, want in records)
+
+
+def changed_in_place(records: list[tuple[str, Any, dict[str, Any]]]) -> bool:
+    """Some fold changed one of fold_bn's arguments (``changed`` not empty)."""
+    return any(got is not None and got.get("changed") for _, got, _ in records)
+
+
+@detects("fold_bn", "mutates_arguments", explains=ALL)
+def mutates_arguments(seen: Any, expected: Any) -> bool:
+    """Every returned weight and bias right, yet some argument (conv_w, conv_b, the BN's state) changed in place."""
+    records = folds(seen, expected)
+    answered = [(got, want) for _, got, want in records if got is not None]
+    return (
+        changed_in_place(records)
+        and bool(answered)
+        and all(right(got, want, "weight") and right(got, want, "bias") for got, want in answered)
+    )
 
 
 def _errors_on_none(seen: Any, cases: tuple[str, ...], errors: tuple[str, ...]) -> bool:

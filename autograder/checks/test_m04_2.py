@@ -44,7 +44,7 @@ def compare_predictions(seen: dict[str, Any], expected: dict[str, Any], case: st
 @check(
     "bn_survives",
     1,
-    "conv 家族（conv1d／2d／3d、數字與字串 padding、conv_transpose1d／2d／3d）後面的 BN；"
+    "conv 家族（conv1d／2d／3d、數字與字串 padding、conv_transpose1d／2d／3d，有沒有 bias 都一樣）後面的 BN；"
     "中間隔著別的 node（圖的順序上不相鄰）也一樣折；而且不改傳進來的圖",
 )
 def test_conv_family(seen, expected):
@@ -54,7 +54,7 @@ def test_conv_family(seen, expected):
             expect_unchanged(value(seen, case).get("changed", {}), "bn_survives")
 
 
-@check("bn_survives", 1, "linear 後面的 BN：看 linear 的輸入是 2-D 還是更高維")
+@check("bn_survives", 1, "linear 後面的 BN：看 linear 的輸入是 2-D 還是更高維（維度數，不是各維的大小）")
 def test_linear_rank(seen, expected):
     compare_predictions(seen, expected, "linear_rank")
 
@@ -62,7 +62,7 @@ def test_linear_rank(seen, expected):
 @check(
     "bn_survives",
     1,
-    "不是直接接在 conv / linear 後面的 BN（輸入、relu、max_pool2d、add、cat、加純量之後）；"
+    "不是直接接在 conv / linear 後面的 BN（輸入、relu、max_pool2d、add、cat、加純量、mm／addmm／matmul 之後）；"
     "名字和 op 對不上的 node（叫 conv、linear 的輸入、參數，以及依 module 改名的 op）",
 )
 def test_not_directly_after(seen, expected):
@@ -100,7 +100,7 @@ def kind_of_name(name: str) -> str:
 
 def batch_norms(seen: Any, expected: Any) -> list[dict[str, Any]]:
     """Every BN of the key's evidence: its case, what prepare_pt2e did, the student's prediction (None when the
-    case raised), and the name and target of its input."""
+    case raised), the name and target of its input, and whether that input (a conv or linear) has a bias."""
     found = []
     for case in diagnosis.cases(expected):
         want, got = diagnosis.value(expected, case), diagnosis.value(seen, case)
@@ -119,6 +119,7 @@ def batch_norms(seen: Any, expected: Any) -> list[dict[str, Any]]:
                     "predicted": mine.get("predicted") if isinstance(mine, dict) else None,
                     "name": name,
                     "target": target,
+                    "bias": record.get("input_has_bias"),
                 }
             )
     return found
@@ -199,6 +200,42 @@ def padding_overload_missed(seen: Any, expected: Any) -> bool:
     wrong, _ = _conv_mistakes(seen, expected)
     return any(bn["target"].endswith(".padding") and bn["predicted"] for bn in wrong) and not any(
         REGULAR_CONV.match(bn["target"]) and bn["target"].endswith(".default") for bn in wrong
+    )
+
+
+@detects("bn_survives", "fold_needs_bias", explains=("test_conv_family", "test_linear_rank"))
+def fold_needs_bias(seen: Any, expected: Any) -> bool:
+    """Every mistake is a BN said to stay after a conv or linear without a bias; the BNs after one with a bias
+    said to fold."""
+    bns = answered(seen, expected)
+    wrong = [bn for bn in bns if bn["predicted"] is not bn["truth"]]
+    return (
+        bool(wrong)
+        and all(bn["truth"] is False and bn["predicted"] is True and bn["bias"] is False for bn in wrong)
+        and any(bn["bias"] is True and bn["truth"] is False and bn["predicted"] is False for bn in bns)
+    )
+
+
+MATMULS = ("aten.mm.default", "aten.addmm.default", "aten.matmul.default")
+
+
+@detects("bn_survives", "matmul_as_linear", explains=("test_not_directly_after",))
+def matmul_as_linear(seen: Any, expected: Any) -> bool:
+    """Every mistake is a BN said to fold after mm, addmm or matmul (a weight multiplied, but not aten.linear)."""
+    wrong = mistakes(seen, expected)
+    return bool(wrong) and all(bn["predicted"] is False and bn["target"] in MATMULS for bn in wrong)
+
+
+@detects("bn_survives", "linear_shape_not_rank", explains=("test_linear_rank",))
+def linear_shape_not_rank(seen: Any, expected: Any) -> bool:
+    """Every mistake is a BN said to fold after a linear on 3-D or more (where dim 1 happens to match the
+    features), while another such BN is said to stay: decided by comparing sizes, not by the rank."""
+    linears = _linear_bns(seen, expected)
+    wrong = mistakes(seen, expected)
+    return (
+        bool(wrong)
+        and all(kind_of_target(bn["target"]) == "linear" and bn["truth"] and bn["predicted"] is False for bn in wrong)
+        and any(bn["truth"] and bn["predicted"] is True for bn in linears)
     )
 
 

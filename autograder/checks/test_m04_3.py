@@ -238,7 +238,7 @@ def test_three_ops(seen, expected):
 @check(
     "fusion_quantizer",
     1,
-    "中間的 node 有別的 consumer 就不能融；最後一個 member 或 pattern 外的 node 有好幾個 consumer 則沒關係",
+    "中間的 node 有別的 consumer（包括模型的輸出）就不能融；最後一個 member 或 pattern 外的 node 有好幾個 consumer 則沒關係",
 )
 def test_shared_output(seen, expected):
     judge_cases(
@@ -246,6 +246,7 @@ def test_shared_output(seen, expected):
         expected,
         {
             "shared_output": "[(CONV, RELU), (CONV,), (ADD,)]，relu(conv(x)) + conv(x)",
+            "graph_output": "[(CONV, RELU), (CONV,)]，y = conv1(x) 給 relu，也是模型的輸出（output node 也讀它）",
             "many_users": "[(CONV, RELU), (CONV,), (ADD,)]，max_pool2d 餵兩個 conv、relu 的輸出給兩個 op",
         },
     )
@@ -319,6 +320,7 @@ CHECK_OF = {
     "three_ops": "test_three_ops",
     "relu_pair": "test_three_ops",
     "shared_output": "test_shared_output",
+    "graph_output": "test_shared_output",
     "many_users": "test_shared_output",
     "priority": "test_priority",
     "claimed_before": "test_priority",
@@ -568,6 +570,13 @@ def first_match_only(seen: Any, expected: Any) -> bool:
         if not earlier:
             return False
     return True
+
+
+@detects("fusion_quantizer", "output_not_a_user", explains=("test_shared_output",))
+def output_not_a_user(seen: Any, expected: Any) -> bool:
+    """Wrong only where the fused-across value's other consumer is the output node (the model returns it)."""
+    found = wrong_places(seen, expected)
+    return only_in(found, ("graph_output",)) and fusion.fused_past_other_users(found)
 
 
 @detects("fusion_quantizer", "no_single_user_check", explains=("test_shared_output",))

@@ -334,6 +334,14 @@ MISCONCEPTIONS = (
         WHAT_IT_FOLDS_TO,
         public=_conv_bias_only,
     ),
+    Misconception(
+        "mutates_arguments",
+        "就地修改了傳進來的 conv_w、conv_b 或 BN",
+        "你可能覺得反正要回傳折完的值，直接在 conv_w、conv_b 或 BN 的統計量上用 mul_、+= 這類就地運算比較省事。"
+        "可是這些引數是呼叫端模型自己的 tensor（.detach() 之後仍然共用同一塊記憶體），改了它們，原模型的 conv 或 BN 也跟著變了，"
+        "之後再跑原模型或再折一次都會算錯。用一般的乘法、加法產生新的 tensor 回傳，傳進來的引數保持原樣。",
+        RULES,
+    ),
 )
 
 

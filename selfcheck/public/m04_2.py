@@ -235,6 +235,14 @@ MISCONCEPTIONS = (
         ONLY_THE_INPUT,
     ),
     Misconception(
+        "fold_needs_bias",
+        "以為要有 bias 才折得進去",
+        "你可能以為 BN 的平移 (β − s·μ) 得放進 conv 原本的 bias，conv 沒有 bias 就折不了。"
+        "torchao 遇到沒有 bias 的 conv（或 linear）會替它新增一個 bias 常數（M04-1 的 conv1_weight_bias），照樣折。"
+        "有沒有 bias 不影響結果，只看 bn.args[0] 的 target。",
+        WHEN,
+    ),
+    Misconception(
         "linear_never_folds",
         "以為 linear 後面的 BN 不會折",
         "linear + BN 也會折，公式和 conv 一樣（weight 的第 0 維乘 s），前提是 linear 的輸入是 2-D 的 (N, C)。"
@@ -250,6 +258,21 @@ MISCONCEPTIONS = (
         '要看 linear 自己的輸入（linear node 的 args[0]）的 .meta["val"].ndim，大於 2 就不折。',
         LINEAR_3D_STAYS,
         public=_linear_ignores_rank,
+    ),
+    Misconception(
+        "linear_shape_not_rank",
+        "比較各維的大小，而不是看維度數",
+        "你用形狀判斷 linear 和 BN 對不對得上（例如第 1 維是不是等於 out_features），可是 3-D 輸入時 BN 正規化第 1 維、"
+        "linear 作用在最後一維，兩者本來就是不同的維度，大小剛好相等也一樣不折（B 段 C = L = 4 的例子）。"
+        '規則只看 linear 輸入（args[0]）的 .meta["val"].ndim：大於 2 就不折。',
+        LINEAR_3D_STAYS,
+    ),
+    Misconception(
+        "matmul_as_linear",
+        "把 mm、addmm、matmul 當成 linear",
+        "mm、addmm、matmul 也是乘上一個 weight，但 torchao 只認得 aten.linear：_fuse_linear_bn_ 只比對 LINEAR 這一個 target，"
+        "其他乘法後面的 BN 不折，也沒有 warning。bn.args[0].target 要正好是 LINEAR 才套用 2-D 的規則。",
+        ONLY_THE_INPUT,
     ),
     Misconception(
         "rank_of_model_input",

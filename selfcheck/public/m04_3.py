@@ -561,6 +561,14 @@ MISCONCEPTIONS = (
         public=_public(same_op_as_previous_unlabelled),
     ),
     Misconception(
+        "output_not_a_user",
+        "以為模型的輸出不算 consumer",
+        "你數 consumer 時把 output node 排除了，所以 conv 的輸出同時是模型的輸出時，你還是把它和 relu 融在一起。"
+        "output node 也是 consumer：那個值要以完整、量化好的 tensor 交出去，中間就不能不量化。"
+        "找下一個 member 時直接數 len(node.users)，不要先把 output node 濾掉。",
+        ARGS,
+    ),
+    Misconception(
         "no_single_user_check",
         "中間的 node 有別的 consumer 也融合了",
         "融合表示中間的值不量化、也不交給 pattern 以外的 op；conv 的輸出還要給 add 用時，它必須是一個完整量化好的 tensor。"

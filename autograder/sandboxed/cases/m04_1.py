@@ -1,4 +1,7 @@
-"""M04-1 BN 折進 conv: fold_bn, judged against the constants prepare_pt2e folds into hidden convs."""
+"""M04-1 BN 折進 conv: fold_bn, judged against the constants prepare_pt2e folds into hidden convs.
+
+Every fold is asked twice on the same arguments: a fold_bn that changes them in place answers differently
+the second time."""
 
 from __future__ import annotations
 
@@ -76,17 +79,32 @@ def tensor_record(value: Any, what: str) -> dict[str, Any]:
     return plain({"shape": list(tensor.shape), "values": tensor.to(torch.float64).flatten().tolist()})
 
 
+def fold_record(result: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The weight and bias records of what ``fold_bn`` returned."""
+    if type(result) not in (tuple, list) or len(result) != 2:
+        raise EvidenceError(f"fold_bn 應該回傳 (weight, bias) 兩個 tensor，收到 {type(result).__name__}")
+    return tensor_record(result[0], "回傳的 weight"), tensor_record(result[1], "回傳的 bias")
+
+
 def run_fold(ns: Namespace, conv: nn.Module, bn: nn.Module, inputs: tuple[torch.Tensor, ...]) -> dict[str, Any]:
-    """The graph's folded constants, then the student's ``fold_bn`` on copies of the same conv and BN."""
+    """The graph's folded constants, then the student's ``fold_bn`` on copies of the same conv and BN, called
+    twice on the very same tensors and module: what the second call returns differently (``changed``) shows
+    that the first changed its arguments in place (the caller's conv and BN must stay as they were). Only the
+    returns leave the sandbox, so the two calls are compared here."""
     graph_weight, graph_bias = folded_constants(ConvBn(copy.deepcopy(conv), copy.deepcopy(bn)), inputs)
     conv_w = conv.weight.detach().clone()
     conv_b = conv.bias.detach().clone() if conv.bias is not None else None
-    result = ns["fold_bn"](conv_w, conv_b, copy.deepcopy(bn))
-    if type(result) not in (tuple, list) or len(result) != 2:
-        raise EvidenceError(f"fold_bn 應該回傳 (weight, bias) 兩個 tensor，收到 {type(result).__name__}")
+    bn_copy = copy.deepcopy(bn)
+    weight, bias = fold_record(ns["fold_bn"](conv_w, conv_b, bn_copy))
+    again = fold_record(ns["fold_bn"](conv_w, conv_b, bn_copy))
     return {
-        "weight": tensor_record(result[0], "回傳的 weight"),
-        "bias": tensor_record(result[1], "回傳的 bias"),
+        "weight": weight,
+        "bias": bias,
+        "changed": [
+            what
+            for what, first, second in zip(("weight", "bias"), (weight, bias), again, strict=True)
+            if first != second
+        ],
         "graph_weight": tensor_record(graph_weight, "graph weight"),
         "graph_bias": tensor_record(graph_bias, "graph bias"),
         "conv": f"{type(conv).__name__}（weight {list(conv.weight.shape)}，"

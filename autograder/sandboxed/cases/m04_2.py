@@ -82,6 +82,38 @@ class ConvZoo(nn.Module):
         )
 
 
+class BiaslessConvs(nn.Module):
+    """Convs built with ``bias=False``, each straight into its BN: a conv2d whose export has no bias argument at
+    all, a conv1d and a conv_transpose2d whose bias argument is None. torchao folds every one (it adds the bias).
+    """
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.plain, self.plain_bn = nn.Conv2d(3, c, 3, bias=False), nn.BatchNorm2d(c)
+        self.seq, self.seq_bn = nn.Conv1d(3, c, 3, padding=1, bias=False), nn.BatchNorm1d(c)
+        self.up, self.up_bn = nn.ConvTranspose2d(3, c, 2, stride=2, bias=False), nn.BatchNorm2d(c)
+
+    def forward(self, image: torch.Tensor, seq: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.plain_bn(self.plain(image)), self.seq_bn(self.seq(seq)), self.up_bn(self.up(image))
+
+
+class MatmulsThenBn(nn.Module):
+    """BNs after the other ways to multiply by a weight on a 2-D input: mm, addmm (with a bias) and matmul (``@``).
+    torchao folds only into aten.linear: all three stay."""
+
+    def __init__(self, features: int, out: int) -> None:
+        super().__init__()
+        self.w, self.b = nn.Parameter(torch.randn(features, out)), nn.Parameter(torch.randn(out))
+        self.mm_bn, self.addmm_bn, self.matmul_bn = nn.BatchNorm1d(out), nn.BatchNorm1d(out), nn.BatchNorm1d(out)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            self.mm_bn(torch.mm(x, self.w)),
+            self.addmm_bn(torch.addmm(self.b, x, self.w)),
+            self.matmul_bn(x @ self.w),
+        )
+
+
 class ModuleNamed(nn.Module):
     """Modules whose attribute names lie about what they are: ``conv`` is a linear on a 3-D input (its BN
     stays), ``linear`` is a Conv2d (its BN folds), ``conv_act`` is a ReLU (its BN stays), ``linear_out`` is
@@ -264,6 +296,15 @@ def _batch_norm_nodes(gm: GraphModule) -> list[Node]:
     return [n for n in gm.graph.nodes if n.op == "call_function" and n.target in BATCH_NORMS]
 
 
+def _has_bias(source: Any) -> bool | None:
+    """Whether a conv or linear ``source`` has a bias argument (None for any other node)."""
+    if not isinstance(source, Node) or source.op != "call_function":
+        return None
+    if not str(source.target).startswith(("aten.conv", "aten.linear")):
+        return None
+    return len(source.args) > 2 and source.args[2] is not None
+
+
 def judge_model(
     ns: Namespace,
     label: str,
@@ -285,7 +326,7 @@ def judge_model(
         source = bn.args[0]
         read = f"{source.name}：{source.target}" if isinstance(source, Node) else repr(source)
         where = f"{label} 的 {bn.name}（輸入是 {read}）"
-        found[bn.name] = {"where": where, "survives": bn.name in kept}
+        found[bn.name] = {"where": where, "survives": bn.name in kept, "input_has_bias": _has_bias(source)}
     before = graph_state(gm)
     for bn in _batch_norm_nodes(gm):
         answer = ns["bn_survives"](bn)
@@ -313,8 +354,15 @@ def conv_family(ns: Namespace, seed: int) -> Any:
     zoo_inputs = seeded_inputs(seed, (2, 3, 8), (2, 3, 6, 6), (1, 3, 4, 4, 4))
     late = _stats(ConvThenBn(nn.Conv2d(3, c, 3, padding=1), nn.BatchNorm2d, c), seed + 1)
     later = _stats(ConvBnLater(c), seed + 7)
+    biasless = _stats(BiaslessConvs(c), seed + 8)
     return merge(
         judge_model(ns, "九種 conv（1d/2d/3d、數字與字串 padding、transpose）各接一個 BN", zoo, zoo_inputs),
+        judge_model(
+            ns,
+            "沒有 bias 的 conv2d、conv1d、conv_transpose2d 各接一個 BN",
+            biasless,
+            seeded_inputs(seed + 8, (2, 3, 6, 6), (2, 3, 8)),
+        ),
         judge_model(ns, "conv → BN → relu → BN", late, seeded_inputs(seed + 1, (2, 3, 6, 6))),
         judge_model(
             ns,
@@ -333,6 +381,7 @@ def linear_rank(ns: Namespace, seed: int) -> Any:
         ("2-D linear（沒有 bias）", LinearThenBn(f, o, o, nn.BatchNorm1d, bias=False), (4, f)),
         ("flatten → linear", FlattenLinearBn(3 * 2 * 2, o), (4, 3, 2, 2)),
         ("3-D linear", LinearThenBn(f, o, length, nn.BatchNorm1d), (2, length, f)),
+        ("3-D linear（dim 1、in_features、out_features 一樣大）", LinearThenBn(o, o, o, nn.BatchNorm1d), (2, o, o)),
         ("4-D linear", LinearThenBn(f, o, 3, nn.BatchNorm2d), (2, 3, length, f)),
     ]
     return merge(
@@ -365,6 +414,12 @@ def not_directly_after(ns: Namespace, seed: int) -> Any:
             seeded_inputs(seed, (2, 3, 4, 4), (5, f)),
         ),
         judge_model(ns, "cat([conv, conv]) → BN", _stats(CatOfConvs(c), seed + 4), seeded_inputs(seed, (2, 3, 6, 6))),
+        judge_model(
+            ns,
+            "2-D 輸入的 mm、addmm、matmul（@）之後的 BN",
+            _stats(MatmulsThenBn(f, c + 1), seed + 6),
+            seeded_inputs(seed + 6, (4, f)),
+        ),
         judge_model(
             ns,
             "op 依 module 改名的圖（叫 conv_90 的是 3-D 輸入的 linear、叫 linear_91 的是 conv、叫 conv_act_92 的是 relu）",

@@ -169,6 +169,20 @@ class SharedConvOutput(nn.Module):
         return torch.relu(y) + y
 
 
+class ConvOutputReturned(nn.Module):
+    """y = conv1(x) feeds a relu and is also a model output (the output node reads it): conv1 → relu cannot be
+    fused; relu(conv2(x)) beside it can."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, channels, 3, padding=1)
+        self.conv2 = nn.Conv2d(3, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        y = self.conv1(x)
+        return torch.relu(y), y, torch.relu(self.conv2(x))
+
+
 class ManyUsers(nn.Module):
     """An unlabelled max_pool2d feeds two convs; the fused relu at the end of a pattern has two users."""
 
@@ -338,6 +352,11 @@ def shared_output(ns: Namespace, seed: int) -> Any:
     return fuse(ns, [(CONV, RELU), (CONV,), (ADD,)], model, _image(seed), seed)
 
 
+def graph_output(ns: Namespace, seed: int) -> Any:
+    model = ConvOutputReturned(seed_size(seed + 2, 2, 4))
+    return fuse(ns, [(CONV, RELU), (CONV,)], model, _image(seed), seed)
+
+
 def many_users(ns: Namespace, seed: int) -> Any:
     model = ManyUsers(seed_size(seed + 1, 2, 4))
     return fuse(ns, [(CONV, RELU), (CONV,), (ADD,)], model, _image(seed, 8), seed)
@@ -379,6 +398,7 @@ CASES = {
     "three_ops": three_ops,
     "relu_pair": relu_pair,
     "shared_output": shared_output,
+    "graph_output": graph_output,
     "many_users": many_users,
     "priority": priority,
     "claimed_before": claimed_before,
