@@ -24,6 +24,7 @@ from selfcheck.public.m06_1 import (
     layer_formula,
     list_lengths_differ,
     missing_layers,
+    named_like_qdq,
     not_decibels,
     same_db,
     sign_flipped,
@@ -106,7 +107,7 @@ def test_sqnr_exact(seen, expected):
         expected,
         "exact",
         "完全相同的 tensor",
-        {"copy": "sqnr(x, x.clone())", "per_channel": "只有一個 channel 完全相同，dim=0"},
+        {"copy": "sqnr(x, x.clone())", "per_channel": "一個 channel 完全相同、一個 channel 兩邊都全是 0，dim=0"},
     )
 
 
@@ -256,6 +257,15 @@ def sqnr_python_division(seen: Any, expected: Any) -> bool:
     return divided_by_zero(seen, expected)
 
 
+@detects("sqnr", "zero_over_zero", explains=("test_sqnr_exact",))
+def sqnr_zero_over_zero(seen: Any, expected: Any) -> bool:
+    """nan where the key has inf (an all-zero slice: 0 / 0), every other SQNR right."""
+    pairs = db_pairs(seen, expected)
+    return any(got == "nan" and want == "inf" for _, got, want in pairs) and all(
+        same_db(got, want) for _, got, want in pairs if not (got == "nan" and want == "inf")
+    )
+
+
 @detects("sqnr", "finite_when_identical", explains=("test_sqnr_exact",))
 def sqnr_finite_when_identical(seen: Any, expected: Any) -> bool:
     return inf_made_finite(seen, expected, "exact")
@@ -392,6 +402,11 @@ def layers_python_division(seen: Any, expected: Any) -> bool:
 @detects("layer_sqnr", "lists_non_ops", explains=LAYER_TABLES)
 def layers_lists_non_ops(seen: Any, expected: Any) -> bool:
     return extra_layers(seen, expected)
+
+
+@detects("layer_sqnr", "qdq_by_name", explains=LAYER_TABLES)
+def layers_qdq_by_name(seen: Any, expected: Any) -> bool:
+    return named_like_qdq(seen, expected)
 
 
 @detects("layer_sqnr", "weighted_layers_only", explains=LAYER_TABLES)

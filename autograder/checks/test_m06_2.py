@@ -17,8 +17,9 @@ WHERE = {
     "branches": "兩個分支相加的模型（壞掉的 conv 是 add 的第二個輸入）",
     "split": "split 之後接 conv 的模型（split 的輸出是 list，不在表裡）",
     "activation": "禍首沒有 weight 的模型（add 的輸出只用 4 bit）",
+    "rise": "乾淨的分支加上一條很小、有誤差的支路的模型（add 之後 SQNR 大幅回升，掉幅是負的）",
 }
-CASES = ("chain", "branches", "split", "activation")
+CASES = ("chain", "branches", "split", "activation", "rise")
 
 
 def _text(number: Any) -> str:
@@ -53,6 +54,7 @@ def test_worst_chain(seen, expected):
 @check("worst_layer", 1, "兩個分支相加：add 的上游取 SQNR 較低的那一個")
 def test_worst_branches(seen, expected):
     compare_worst(seen, expected, "branches")
+    compare_worst(seen, expected, "rise")
 
 
 @check("worst_layer", 1, "上游要穿過不在表裡的 node（observer、輸出是 list 的 split）")
@@ -122,6 +124,21 @@ def changes_graph(seen: Any, expected: Any) -> bool:
 @detects("worst_layer", "rise_not_drop", explains=DROP_CHECKS)
 def rise_not_drop(seen: Any, expected: Any) -> bool:
     return public.rise_not_drop(seen, expected)
+
+
+@detects("worst_layer", "abs_drop", explains=WORST_CHECKS)
+def abs_drop(seen: Any, expected: Any) -> bool:
+    """The drops are right; the answer is the largest drop in size (a large rise, a negative drop, wins), and
+    somewhere that is not the culprit."""
+    found = False
+    for _, got, want in public.drop_pairs(seen, expected):
+        if not _same_drops(got, want):
+            return False
+        sizes = {n: abs(d) for n, d in want["drops"].items() if isinstance(d, float)}
+        if not sizes or got.get("worst") != max(sizes, key=sizes.get):
+            return False
+        found = found or got.get("worst") != want.get("worst")
+    return found
 
 
 @detects("worst_layer", "sources_counted", explains=DROP_CHECKS)

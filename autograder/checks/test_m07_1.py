@@ -14,7 +14,10 @@ from selfcheck.public.m07_1 import answers, flipped, graph_changed, role_flips
 WHERE = {
     "conv_bn": "conv → BN → relu 兩次的模型（QAT 圖裡 conv 的 weight 先乘上 BN 的 γ/σ 才進 fake-quant）",
     "computed": "兩個輸入、add 共用一個 fake-quant、forward 裡算出來的 weight（2·w）、activation 加上 buffer",
-    "inserted": "手動插了 nn.Identity（名字像 observer）、一個 observer（不是 fake-quant）、名字特別的 fake-quant",
+    "inserted": (
+        "手動插了 nn.Identity（名字像 observer）、一個 observer（不是 fake-quant）、名字特別的 fake-quant、"
+        "一個 LearnableFakeQuantize（FakeQuantizeBase，但不是 FakeQuantize）"
+    ),
     "operands": (
         "activation 是 addcmul 的第三個運算元、sub 的 keyword 引數（other=），weight 經過轉置與 cat，"
         "linear 的 weight 位置放的是模型的第二個輸入"
@@ -124,6 +127,13 @@ def roles_found_by_name(seen: Any, expected: Any) -> bool:
     lookalike = any("Observer" not in modules.get(name, "Observer") for name in extra)
     renamed = any(not name.startswith("activation_post_process") for name in missing)
     return lookalike or renamed
+
+
+@detects("fake_quant_roles", "fake_quantize_class", explains=("test_only_fake_quants", "test_instances"))
+def roles_fake_quantize_class(seen: Any, expected: Any) -> bool:
+    """Only the fake-quants that are no FakeQuantize (a LearnableFakeQuantize) left out, nothing extra."""
+    extra, missing, modules = _listed(seen, expected, "inserted")
+    return bool(missing) and not extra and all(modules.get(name) == "LearnableFakeQuantize" for name in missing)
 
 
 @detects("fake_quant_roles", "observers_too", explains=("test_only_fake_quants", "test_instances"))

@@ -16,9 +16,12 @@ from selfcheck.public import m07_3 as record
 from selfcheck.public.m07_3 import claimed, extra_edges, labels, returned_a_copy, unmarked, weight_pairs, weights_differ
 
 WHERE = {
-    "stack": "conv（有 bias）→ relu → conv（沒有 bias）→ flatten → linear",
+    "stack": "conv（有 bias）→ relu → conv_transpose2d → conv（沒有 bias）→ flatten → linear",
     "lookalike": "輸入叫 linear、linear → relu → 加上純量 → linear",
-    "between": "三個 Quantizer 依序執行：先有人認領了最後的 linear、替第一個 conv 貼了標籤但沒認領，你的之後還有一個",
+    "between": (
+        "三個 Quantizer 依序執行（模型有 conv_transpose2d）：先有人認領了最後的 linear、"
+        "替第一個 conv 貼了標籤但沒認領，你的之後還有一個"
+    ),
 }
 
 
@@ -164,6 +167,22 @@ def int4_found_by_name(seen: Any, expected: Any) -> bool:
     """The model with an input named linear raised; the one without went through."""
     return diagnosis.error(seen, "lookalike") in ("IndexError", "AttributeError", "TypeError", "KeyError") and bool(
         labels(seen, "stack")
+    )
+
+
+@detects(
+    "int4_quantizer",
+    "target_substring",
+    explains=("test_weight_specs", "test_activation_specs", "test_converted", *BETWEEN_CHECKS),
+)
+def int4_target_substring(seen: Any, expected: Any) -> bool:
+    """Alone, every node the key labels is labelled as the key does, plus other ops whose target also says conv
+    (conv_transpose2d) or linear."""
+    extra = [node for case in OWN for node in labels(seen, case) if node not in labels(expected, case)]
+    return (
+        bool(extra)
+        and all("conv" in node or "linear" in node for node in extra)
+        and all(got == want for _, got, want in weight_pairs(seen, expected, *OWN))
     )
 
 

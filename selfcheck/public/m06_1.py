@@ -452,6 +452,14 @@ SQNR_MISCONCEPTIONS = (
         public=divided_by_zero,
     ),
     Misconception(
+        "zero_over_zero",
+        "靠 torch 的除法得到 inf，全是 0 的 slice 變成 nan",
+        "torch 的 x / 0 是 inf，但 0 / 0 是 nan：一個全是 0 的 slice（例如 relu 之後死掉的 channel）訊號和雜訊都是 0，"
+        "你的 SQNR 就成了 nan，而不是 inf。雜訊是 0 表示完全相同，不管訊號是多少都是 inf："
+        '先判斷雜訊是不是 0，是就回傳 float("inf")，不要靠除法。',
+        SQNR_RULES,
+    ),
+    Misconception(
         "finite_when_identical",
         "完全相同時回傳有限的數字，不是 inf",
         "你可能在雜訊上加了一個很小的數（eps）來避免除以 0。這樣完全相同的 tensor 會得到一個很大但有限的 SQNR，"
@@ -602,6 +610,19 @@ def missing_layers(seen: Any, expected: Any) -> bool:
     )
 
 
+def named_like_qdq(seen: Any, expected: Any) -> bool:
+    """Some table lists q/dq nodes (by target) whose names do not say quantize (a model's own
+    ``fake_quant_per_channel``, on both graphs), and nothing else is extra or missing: q/dq told apart by name,
+    or only by having no namesake on ``prepared``."""
+    pairs = tables(seen, expected)
+    extra = [(name, kinds) for _, got, want, kinds in pairs for name in got if name not in want]
+    return (
+        bool(extra)
+        and all(kinds.get(name) == "q/dq" and "quantize" not in name for name, kinds in extra)
+        and all(set(want) <= set(got) for _, got, want, _ in pairs)
+    )
+
+
 def swap_bound(want: float) -> tuple[float, float]:
     """How far an SQNR can move when reference and test swap places: the signal becomes Σ test² with
     ‖test‖ = ‖reference‖ ± ‖noise‖ (Cauchy–Schwarz), so at most ±20·log10(1 ± 10^(−SQNR/20)) dB."""
@@ -683,6 +704,14 @@ LAYER_MISCONCEPTIONS = (
         '用練習 1 的 sqnr（在 torch 裡相除，或雜訊是 0 時回傳 float("inf")）。',
         SQNR_RULES,
         public=divided_by_zero,
+    ),
+    Misconception(
+        "qdq_by_name",
+        "沒有用 target 認 quantize / dequantize",
+        "q/dq 是 target 在 torch.ops.quantized_decomposed 底下的 op，名字不一定有 quantize："
+        "模型自己呼叫的 fake_quant_per_channel 就是一個，而且 prepared 與 converted 上都有同名的 node。"
+        "你看名字（或只看 prepared 上有沒有同名的 node）認 q/dq，它就被放進表裡了。改用 node.target 判斷。",
+        LAYER_RULES,
     ),
     Misconception(
         "lists_non_ops",

@@ -279,6 +279,14 @@ MISCONCEPTIONS = (
         public=rise_not_drop,
     ),
     Misconception(
+        "abs_drop",
+        "用掉幅的絕對值挑禍首",
+        "掉幅是負的，表示 SQNR 比上游回升了，那不是壞事：一個乾淨的大訊號加上一條有誤差的小支路，add 之後的 SQNR "
+        "會比上游高很多。你用絕對值比大小，回升最多的那一層就被當成了禍首。"
+        "worst_layer 要找的是「上游 − 自己」最大的那一個，直接比帶正負號的掉幅。",
+        RULES,
+    ),
+    Misconception(
         "sources_counted",
         "沒有上游的 node 也列進來了",
         "第一層這類 node 的輸入只有模型的輸入與常數，沒有上游可以比，也就沒有「掉了幾 dB」。"

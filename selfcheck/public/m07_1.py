@@ -246,6 +246,14 @@ MISCONCEPTIONS = (
         FAKE_QUANT,
     ),
     Misconception(
+        "fake_quantize_class",
+        "用 FakeQuantize 認 fake-quant，漏了其他子類別",
+        "FakeQuantize 只是 fake-quant 的一種：LearnableFakeQuantize（scale 也跟著訓練的 LSQ）這類 fake-quant "
+        "直接繼承 FakeQuantizeBase，不是 FakeQuantize 的子類別。你用 isinstance(..., FakeQuantize) 判斷，它就被漏掉了，"
+        "實例也少算。題目要的是所有 FakeQuantizeBase。",
+        RULES,
+    ),
+    Misconception(
         "observers_too",
         "observer 也當成 fake-quant",
         "observer 只看資料、記下範圍，不改數值；fake-quant 會把數值量化再反量化，訓練時模型看得見誤差。"

@@ -273,6 +273,14 @@ MISCONCEPTIONS = (
         BY_TARGET,
     ),
     Misconception(
+        "target_substring",
+        "用子字串比對 target 找 conv",
+        "conv_transpose2d 的 target 裡也有 conv 這幾個字，但它不是 conv2d：它的 weight 第 0 維是輸入 channel，"
+        "這個練習也只標 conv2d 與 linear。你用子字串比對 str(node.target)，它也被貼上了 4-bit 的標籤。"
+        "直接比較 node.target 是不是 CONV 或 LINEAR 這兩個 op。",
+        BY_TARGET,
+    ),
+    Misconception(
         "int4_dtype",
         "4 bit 用了 torch.int4",
         "torch.int4 雖然存在，卻幾乎只是名字：沒有運算的 kernel，torchao 的 observer 也不收它，prepare 就出錯了。"

@@ -2,12 +2,15 @@
 
 ``sqnr`` gets tensors the student has not seen: noise at several levels, a signal with a large
 mean (power, not variance), a test tensor scaled down (the signal is the reference's), exact
-copies (``inf``), an outlier channel read per slice along dims 0, 1 and -1, mixed dtypes, two
+copies (``inf``, also for a channel that is all zeros on both sides: 0 / 0), an outlier channel
+read per slice along dims 0, 1 and -1, mixed dtypes, two
 float64 tensors near 1000 that differ by about 1e-5 (float32 arithmetic cannot see the
 difference), and a look at the types it returns (a Python float; a list of them per slice).
 ``layer_sqnr`` gets prepared / converted pairs of hidden models: two inputs, an add, a split
-whose output is a list (not a tensor), a cat, a planted outlier channel quantized per-tensor
-and per-channel, and a model whose first layers are left in fp32 (their SQNR is ``inf``); each
+whose output is a list (not a tensor), a cat, the model's own
+``quantized_decomposed.fake_quant_per_channel`` (a q/dq op by its target, on both graphs, its
+name without "quantize": only the target tells it apart), a planted outlier channel quantized
+per-tensor and per-channel, and a model whose first layers are left in fp32 (their SQNR is ``inf``); each
 case also notes whether the call left the two graphs as they were.
 Every model and tensor kind appears on every seed; seeds change sizes, values and the place
 of the outlier. The student's functions are only called; their results are read as numbers.
@@ -71,12 +74,16 @@ def sqnr_scaled(ns: Namespace, seed: int) -> Any:
 
 
 def sqnr_exact(ns: Namespace, seed: int) -> Any:
-    """An exact copy (``inf``), and per channel a tensor whose channel ``c`` is exact and the rest are not."""
+    """An exact copy (``inf``), and per channel a tensor whose channel ``c`` is exact, whose next channel is all
+    zeros on both sides (a dead channel: no signal and no noise, 0 / 0 in torch is nan, the SQNR is ``inf``) and
+    the rest are not exact."""
     g = _generator(seed, 4)
     channels = seed_size(seed, 3, 6)
     reference = torch.randn(channels, 5, generator=g)
     test = reference + 0.01 * torch.randn(channels, 5, generator=g)
     test[seed % channels] = reference[seed % channels]
+    reference[(seed + 1) % channels] = 0.0
+    test[(seed + 1) % channels] = 0.0
     return {
         "copy": db(ns["sqnr"](reference, reference.clone()), "sqnr(x, x.clone()) "),
         "per_channel": db_list(ns["sqnr"](reference, test, dim=0), "sqnr(reference, test, dim=0) "),
@@ -137,7 +144,9 @@ def sqnr_types(ns: Namespace, seed: int) -> Any:
 
 
 class Branches(nn.Module):
-    """Two inputs; relu(conv(x)) + conv(y) → split (a list) → cat of the pieces swapped → pool → linear."""
+    """Two inputs; relu(conv(x)) + conv(y) → split (a list) → cat of the pieces swapped → pool → a
+    ``quantized_decomposed.fake_quant_per_channel`` of the model's own (a q/dq op by its target, on both graphs,
+    its name without "quantize") → linear."""
 
     def __init__(self, channels: int, first: int) -> None:
         super().__init__()
@@ -145,11 +154,14 @@ class Branches(nn.Module):
         self.conv_y = nn.Conv2d(2, channels, 1, bias=False)
         self.head = nn.Linear(channels * 4 * 4, 3)
         self.sizes = [first, channels - first]
+        self.register_buffer("scales", torch.full((channels,), 0.05))
+        self.register_buffer("zero_points", torch.zeros(channels, dtype=torch.int32))
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         s = torch.relu(self.conv_x(x)) + self.conv_y(y)
         low, high = torch.split(s, self.sizes, dim=1)
         t = torch.max_pool2d(torch.cat([high, low], dim=1), 2)
+        t = torch.ops.quantized_decomposed.fake_quant_per_channel(t, self.scales, self.zero_points, 1, -128, 127)
         return self.head(torch.flatten(t, 1))
 
 

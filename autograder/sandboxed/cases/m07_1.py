@@ -5,8 +5,9 @@ BN's γ/σ before its fake-quant, so that fake-quant does not read a parameter d
 model with two inputs, a weight computed in ``forward`` (a parameter times 2), an activation
 plus a buffer, and an add that shares one fake-quant instance among three nodes; a graph
 into which the case inserted an ``nn.Identity`` named like an observer, a real observer (not a
-fake-quant) on a weight, a fake-quant with an unusual name on the input, and a fake-quant module
-that is registered but never called; and a graph whose operands are not where the digits
+fake-quant) on a weight, a fake-quant with an unusual name on the input, a ``LearnableFakeQuantize``
+(a FakeQuantizeBase that is no FakeQuantize) on a computed weight, and a fake-quant module that is
+registered but never called; and a graph whose operands are not where the digits
 graph has them: an activation that is the third operand of ``addcmul`` (the first two are
 parameters), an activation that reaches its op only as a keyword argument (``sub(offset,
 other=h)``, the constant first), weights that reach their fake-quant through a transpose and
@@ -107,8 +108,13 @@ def case_computed(ns: Namespace, seed: int) -> Any:
 
 
 def case_inserted(ns: Namespace, seed: int) -> Any:
-    """The graph of ``case_computed`` plus three call_module nodes the case inserted by hand."""
-    from torchao.quantization.pt2e import FakeQuantize, MinMaxObserver
+    """The graph of ``case_computed`` plus four call_module nodes the case inserted by hand."""
+    from torchao.quantization.pt2e import (
+        FakeQuantize,
+        LearnableFakeQuantize,
+        MinMaxObserver,
+        MovingAverageMinMaxObserver,
+    )
 
     gm = _computed_graph(seed)
     nodes = {n.name: n for n in gm.graph.nodes}
@@ -116,6 +122,8 @@ def case_inserted(ns: Namespace, seed: int) -> Any:
         ("activation_post_process_99", nn.Identity(), "add"),  # looks like an observer, is not one
         ("activation_post_process_100", MinMaxObserver(), "w"),  # an observer, not a fake-quant, on a weight
         ("clip_input", FakeQuantize(), "x"),  # a fake-quant named like nothing in particular
+        # a fake-quant that is a FakeQuantizeBase but no FakeQuantize (LSQ), on the computed weight 2·w
+        ("activation_post_process_101", LearnableFakeQuantize(observer=MovingAverageMinMaxObserver), "mul"),
     ]
     for name, module, after in inserted:
         gm.add_submodule(name, module)

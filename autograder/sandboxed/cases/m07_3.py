@@ -2,7 +2,8 @@
 
 The student's Quantizer is only constructed and called (annotate, validate); its labels are
 recorded as data and the grader prepares, calibrates and converts on its own side. The models:
-a conv with bias → relu → a conv without bias → flatten → linear, a linear whose input is
+a conv with bias → relu → a conv_transpose2d (a target that also says conv, and no conv2d: it
+gets no label) → a conv without bias → flatten → linear, a linear whose input is
 called ``linear`` (a placeholder named like the op) and an add with a scalar; and a model run
 through three Quantizers in a row: one that claims a linear first (``_annotated=True``) and
 labels a conv without claiming it (``_annotated=False``: a spec on its bias edge, its output,
@@ -29,18 +30,20 @@ WEIGHTED = (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
 
 
 class ConvStack(nn.Module):
-    """conv (bias) → relu → conv (no bias) → flatten → linear; the weights differ a lot between channels."""
+    """conv (bias) → relu → conv_transpose2d (not conv2d: no label) → conv (no bias) → flatten → linear; the
+    weights differ a lot between channels."""
 
     def __init__(self, channels: int) -> None:
         super().__init__()
         self.first = nn.Conv2d(3, channels, 3, padding=1)
+        self.up = nn.ConvTranspose2d(channels, channels, 3, padding=1)  # its target also says "conv"
         self.second = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
         self.head = nn.Linear(channels * 16, 5)
         with torch.no_grad():
             self.second.weight.mul_(torch.linspace(0.2, 3.0, channels).view(-1, 1, 1, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(torch.flatten(self.second(torch.relu(self.first(x))), 1))
+        return self.head(torch.flatten(self.second(self.up(torch.relu(self.first(x)))), 1))
 
 
 class Lookalike(nn.Module):
