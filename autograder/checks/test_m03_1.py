@@ -96,6 +96,9 @@ def test_label_edge(seen, expected):
     _labelled(
         got["fan_out_cat"], want["fan_out_cat"], "標邊 x → mul、relu → cat（在 cat 的 list 裡）、first_weight → linear"
     )
+    compare_labels(
+        got["keyword"]["labels"], want["keyword"]["labels"], "mul 用 keyword 接 x（mul(relu, other=x)），標邊 x → mul"
+    )
 
 
 @check("add_label", 1, "同一個 node 上的好幾張標籤都留著：不覆蓋自己或別人先貼的標籤，也不改別人標籤的其他欄位")
@@ -107,6 +110,11 @@ def test_label_stacked(seen, expected):
     _labelled(got["two_labels"], want["two_labels"], "linear、mul 上已經有別人貼的標籤")
     compare_labels(
         got["no_sharing"], want["no_sharing"], "linear_1 上已經有別人貼的標籤（allow_implicit_sharing=False）"
+    )
+    _labelled(
+        got["relabel"],
+        want["relabel"],
+        "同一個位置再貼一次、換一份 spec（relu 的輸出、邊 relu → mul，以及別人標籤上的 relu → linear 與 linear 的輸出）",
     )
 
 
@@ -247,6 +255,22 @@ def rebuilds_annotation(seen: Any, expected: Any) -> bool:
 @detects("add_label", "respects_claims", explains=("test_label_stacked",))
 def respects_claims(seen: Any, expected: Any) -> bool:
     return evidence.skips_claimed(seen, expected)
+
+
+RELABEL = ("keeps_existing", "relabel")
+"""The case that labels positions again with another spec."""
+
+
+@detects("add_label", "keeps_old_spec", explains=("test_label_stacked",))
+def keeps_old_spec(seen: Any, expected: Any) -> bool:
+    """Specs differ from the ones passed in only where a position was labelled again."""
+    differences = [
+        place
+        for place, got, want, _, _ in evidence.label_pairs(seen, expected)
+        for position, spec in want.positions.items()
+        if position in got.positions and got.positions[position] != spec
+    ]
+    return bool(differences) and all(place[: len(RELABEL)] == RELABEL for place in differences)
 
 
 @detects("add_label", "own_spec", explains=LABEL_CHECKS)

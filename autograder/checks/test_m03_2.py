@@ -48,7 +48,7 @@ def _unchanged(seen, cases: tuple[str, ...], function: str) -> None:
                 expect_unchanged({TABLE if model == "table_net" else model: record.get("changed", [])}, function)
 
 
-TABLE = "手貼標籤的模型（有沒人認領的標籤、None 規格、共用規格、模型輸入上的標籤、圖上已有一個 observer）"
+TABLE = "手貼標籤的模型（有沒人認領的標籤、None 規格、共用規格、模型輸入與常數上的輸出標籤、圖上已有一個 observer）"
 
 
 def _item_text(item: Any) -> str:
@@ -131,7 +131,10 @@ def test_fused_add_linear(seen, expected):
         seen,
         expected,
         "add_linear_relu",
-        {"fused_by_labels": "手貼標籤的模型（conv → sigmoid 中間隔著別的 node、mul → hardtanh 的邊標成 None）"},
+        {
+            "fused_by_labels": "手貼標籤的模型（conv → sigmoid 中間隔著別的 node、mul → hardtanh 的邊標成 None）",
+            "two_input_last": "手貼標籤的模型（conv 是 add 的第二個輸入、add 的另一條輸入邊有量化；hardtanh 的輸出是共用規格）",
+        },
     )
 
 
@@ -145,7 +148,10 @@ def test_fused_nothing(seen, expected):
         seen,
         expected,
         "nothing_fused",
-        {"not_fused": "手貼標籤的模型（conv → relu 的邊有量化、輸入規格全是 None、add 有兩個 consumer）"},
+        {
+            "not_fused": "手貼標籤的模型（conv → relu 的邊有量化、輸入規格全是 None、add 有兩個 consumer）",
+            "second_input_quantized": "手貼標籤的模型（conv 是 mul 的第二個輸入、這條邊有量化；cat 的輸出是共用規格）",
+        },
     )
     expect_same(
         value(seen, "half_labelled")["pairs"],
@@ -219,9 +225,20 @@ def positions_claimed_only(seen: Any, expected: Any) -> bool:
     return missing_within(seen, expected, "table_net", lambda p: owner(p) in TABLE_UNCLAIMED)
 
 
+TABLE_CONSTANTS = {"kernel"}
+"""The constants (get_attr) with an output label on the table's graph."""
+
+
+@detects("label_positions", "skips_constants", explains=("test_positions_outputs",))
+def positions_skips_constants(seen: Any, expected: Any) -> bool:
+    return missing_within(seen, expected, "table_net", lambda p: p[0] == "out" and p[1] in TABLE_CONSTANTS)
+
+
 @detects("label_positions", "ops_only", explains=("test_positions_outputs",))
 def positions_ops_only(seen: Any, expected: Any) -> bool:
-    return missing_within(seen, expected, "table_net", lambda p: p[0] == "out" and p[1] in PLACEHOLDERS)
+    """Outputs missing on the table's graph only where a node is not an op: the model input, constants."""
+    others = PLACEHOLDERS | TABLE_CONSTANTS
+    return missing_within(seen, expected, "table_net", lambda p: p[0] == "out" and p[1] in others)
 
 
 # What the hidden graphs of fused_patterns are built to show (autograder/sandboxed/cases/m03_2.py): the pairs
@@ -234,6 +251,12 @@ HIDDEN_TRAPS: dict[tuple[str, Pair], set[str]] = {
     ("not_fused", ("conv2d", "relu")): {"edge_quantized"},  # the edge conv2d → relu is quantized
     ("not_fused", ("conv2d_1", "relu_1")): {"inputs_unquantized"},  # every input spec of conv2d_1 is None
     ("half_labelled", ("conv2d", "relu")): {"last_unlabelled"},  # relu carries no label at all
+    # add reads sigmoid (labelled) and then conv2d (not): fused though add has a quantized input
+    ("two_input_last", ("conv2d", "add")): {"apart", "other_input"},
+    ("two_input_last", ("mul", "hardtanh")): {"shared_output"},  # hardtanh's output label is a shared spec
+    # mul reads tanh (edge None) and then conv2d (edge quantized): not fused
+    ("second_input_quantized", ("conv2d", "mul")): {"edge_quantized", "second_argument"},
+    ("second_input_quantized", ("cat", "relu")): {"shared_output"},  # cat's output label is a shared spec
 }
 
 
@@ -249,6 +272,33 @@ def fused_change_graph(seen: Any, expected: Any) -> bool:
 @detects("fused_patterns", "pairs_reversed")
 def fused_reversed(seen: Any, expected: Any) -> bool:
     return pairs_reversed(seen, expected)
+
+
+@detects("fused_patterns", "last_any_input", explains=("test_fused_add_linear",))
+def fused_last_any_input(seen: Any, expected: Any) -> bool:
+    """Only the pairs whose last op has another, quantized input are missing."""
+    return missing_only(seen, expected, trap("other_input"))
+
+
+def _only(seen: Any, expected: Any, lost: str, found: str, *, both: bool = False) -> bool:
+    """Pairs are wrong, each missing one tagged ``lost`` and each extra one ``found`` (``both``: some of each)."""
+    missing, extra = lost_and_found(seen, expected)
+    if both and not (missing and extra):
+        return False
+    return bool(extra) and all(trap(lost)(*m) for m in missing) and all(trap(found)(*e) for e in extra)
+
+
+@detects("fused_patterns", "wrong_edge", explains=("test_fused_add_linear", "test_fused_nothing"))
+def fused_wrong_edge(seen: Any, expected: Any) -> bool:
+    """A pair whose quantized edge is the last op's second input is listed (maybe the fused one with a
+    quantized first input missing); nothing else wrong."""
+    return _only(seen, expected, "other_input", "second_argument")
+
+
+@detects("fused_patterns", "fused_plain_specs", explains=("test_fused_add_linear", "test_fused_nothing"))
+def fused_plain_specs(seen: Any, expected: Any) -> bool:
+    """Only pairs around a shared output spec are wrong, some missing and some extra."""
+    return _only(seen, expected, "shared_output", "shared_output", both=True)
 
 
 @detects("fused_patterns", "by_op_kind")

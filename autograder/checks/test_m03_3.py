@@ -203,6 +203,7 @@ def test_rule_weights(seen, expected):
         "mlp": (["linear", "linear_1"], ["linear", "linear_1"]),
         "conv_relu_pool": (["conv2d", "conv2d_1"], ["conv2d", "conv2d_1"]),
         "look_alikes": (look_alikes, look_alikes),
+        "linear_add": (["linear", "linear_1", "linear_2"], ["linear", "linear_1", "linear_2"]),  # linear_2: no bias
     }
     _rule(seen, expected, "weights", models, outputs=False, weights=True)
 
@@ -283,6 +284,7 @@ def test_validate_not_an_input(seen, expected):
         seen,
         "not_an_input",
         {
+            "none_spec": ("relu 的標籤裡有 x → relu，規格是 None（x 是 conv2d 的輸入，不是 relu 的）", "relu"),
             "ancestor": ("conv2d_1 的標籤裡有一條不存在的邊 x → conv2d_1（x 是上上游）", "conv2d_1"),
             "user": ("conv2d 的標籤裡有 relu → conv2d（relu 是 conv2d 的 consumer）", "conv2d"),
             "not_in_list": ("cat 的標籤裡有 conv2d_1 → cat（cat 的 list 裡是 leaky_relu）", "cat"),
@@ -311,6 +313,7 @@ def test_validate_inside_fused(seen, expected):
         seen,
         "inside_fused",
         {
+            "relu_unlabelled": ("conv2d 只接 relu，relu 沒有標籤，conv2d 的輸出卻有標籤", "conv2d"),
             "adjacent": ("conv2d 只接 relu，輸出卻有標籤", "conv2d"),
             "far": ("conv2d 唯一的 consumer 是圖上隔了好幾個 node 的 relu_1，輸出卻有標籤", "conv2d"),
             "renamed": ("名字被 pass 改成 linear_90 的 conv 只接 relu，輸出卻有標籤（認 op 要看 target）", "linear_90"),
@@ -324,6 +327,7 @@ def test_validate_bad_range(seen, expected):
         seen,
         "bad_range",
         {
+            "channel_weight": ("conv2d 的 weight 用 per-channel symmetric int8 [-127, 128]", "conv2d"),
             "too_wide": ("add 的輸出用 int8 [0, 255]", "add"),
             "empty": ("conv2d 的輸入用 int8 [10, 10]", "conv2d"),
             "uint8_negative": ("conv2d_1 的輸入用 uint8 [-1, 255]", "conv2d_1"),
@@ -392,6 +396,12 @@ def rule_found_by_name(seen: Any, expected: Any) -> bool:
     renamed = [got for model, got, want in records if model == "renamed" and _differ(got, want)]
     others = [_differ(got, want) for model, got, want in records if model not in ("renamed", "look_alikes")]
     return bool(renamed) and bool(others) and not any(others)
+
+
+@detects("rule_quantizer", "bias_assumed")
+def rule_bias_assumed(seen: Any, expected: Any) -> bool:
+    """Reading ``node.args[2]`` stopped a case: a linear (or conv) without a bias has no third argument."""
+    return any(error == "IndexError" and "args[2]" in message for error, message in _errors(seen))
 
 
 @detects("rule_quantizer", "target_substring", explains=RULE_CHECKS[1:])
@@ -829,3 +839,23 @@ def validate_order_only(seen: Any, expected: Any) -> bool:
 @detects("validate", "call_function_only", explains=("test_validate_bad_range",))
 def validate_call_function_only(seen: Any, expected: Any) -> bool:
     return _range_quiet(seen, expected) == {"placeholder"}
+
+
+def _quiet_only(seen: Any, expected: Any, *spoiled: tuple[str, str]) -> bool:
+    """Of the spoiled labels, exactly ``spoiled`` are let through, and no correct one is refused."""
+    return _quiet(seen, expected) == set(spoiled) and not any(_accepting(seen, expected).values())
+
+
+@detects("validate", "skips_none_keys", explains=("test_validate_not_an_input",))
+def validate_skips_none_keys(seen: Any, expected: Any) -> bool:
+    return _quiet_only(seen, expected, ("not_an_input", "none_spec"))
+
+
+@detects("validate", "fusion_from_relu", explains=("test_validate_inside_fused",))
+def validate_fusion_from_relu(seen: Any, expected: Any) -> bool:
+    return _quiet_only(seen, expected, ("inside_fused", "relu_unlabelled"))
+
+
+@detects("validate", "range_skips_weights", explains=("test_validate_bad_range",))
+def validate_range_skips_weights(seen: Any, expected: Any) -> bool:
+    return _quiet_only(seen, expected, ("bad_range", "channel_weight"))

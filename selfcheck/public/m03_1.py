@@ -693,6 +693,14 @@ ADD_LABEL_MISCONCEPTIONS = (
         ADD_LABEL_RULES,
     ),
     Misconception(
+        "keeps_old_spec",
+        "同一個位置再貼一次時，留著舊的 spec",
+        "不換掉整張標籤，是指別的位置的標籤都要留著；同一個位置被要求再貼一次時，呼叫的人要的是這次傳進來的 spec。"
+        "你只在位置還空著時才寫入（或合併時讓舊的值優先），這個位置就一直用第一次的規格。"
+        "輸出直接設 output_qspec = spec，邊直接設 input_qspec_map[producer] = spec。",
+        ADD_LABEL_RULES,
+    ),
+    Misconception(
         "own_spec",
         "沒有用傳進來的 spec",
         "spec 引數就是這個位置要用的量化規格：dtype、整數範圍、方案與 observer 都由呼叫的人決定。"

@@ -338,6 +338,13 @@ POSITIONS_MISCONCEPTIONS = (
         public=_public_unclaimed,
     ),
     Misconception(
+        "skips_constants",
+        "常數（get_attr）上的標籤一律跳過",
+        "XNNPACKQuantizer 在 weight、bias 上留的空標籤不列，是因為它們的 output_qspec 是 None，不是因為它們是常數。"
+        "別的 Quantizer 可以在常數的輸出貼標籤，這時它就該列進 outputs。不要用 node.op 過濾，照 output_qspec 是不是 None 判斷。",
+        POSITIONS_RULES,
+    ),
+    Misconception(
         "ops_only",
         "只看 call_function node，模型輸入上的標籤沒列",
         "標籤不只貼在 op 上：模型輸入（placeholder）x 也可以有輸出標籤，讓讀 x 的每個 consumer 都吃量化後的值。"
@@ -523,6 +530,28 @@ FUSED_MISCONCEPTIONS = (
         "你把兩個名字對調了，每個 pair 都反過來；照 (node.name, last.name) 的順序寫。",
         FUSED_RULES,
         public=pairs_reversed,
+    ),
+    Misconception(
+        "last_any_input",
+        "最後一個 op 有任何量化的輸入就不算融合",
+        "第 3 點只問「第一個 op → 最後一個 op」這一條邊有沒有量化。最後一個 op 可以有好幾個輸入（例如 add），"
+        "別的輸入邊有標籤，不影響中間這條邊有沒有量化點。只看 input_qspec_map 裡名字是第一個 op 的那一條邊。",
+        FUSED_RULES,
+    ),
+    Misconception(
+        "wrong_edge",
+        "查的不是第一個 op 過來的那條邊",
+        "最後一個 op 有兩個輸入時，第一個 op 不一定是它的第一個引數，也不一定是 input_qspec_map 裡的第一條。"
+        "你只看了 args[0] 或第一條邊，中間真正的那條邊有量化也沒發現。要在 input_qspec_map 裡找名字等於第一個 op 的那一條，看它的規格是不是 None。",
+        FUSED_RULES,
+    ),
+    Misconception(
+        "fused_plain_specs",
+        "只把 QuantizationSpec 當成有標籤",
+        "SharedQuantizationSpec 也是規格：輸出標籤是共用規格的 op，輸出一樣會被量化，只是和別的位置共用 observer。"
+        "你只認 QuantizationSpec，共用輸出的最後一個 op 被當成沒有輸出標籤，共用輸出的 op 反而被當成 pattern 的開頭。"
+        "有沒有標籤，看規格是不是 None，不是看它的類別。",
+        FUSED_RULES,
     ),
     Misconception(
         "by_op_kind",

@@ -383,6 +383,13 @@ RULE_MISCONCEPTIONS = (
         public=_public_axis,
     ),
     Misconception(
+        "bias_assumed",
+        "以為 conv、linear 一定有 bias",
+        "nn.Linear(..., bias=False) export 出來是 linear(x, weight)，根本沒有 node.args[2]；沒有 bias 的 conv 也可能只有兩個引數。"
+        "直接讀 node.args[2]，遇到沒有 bias 的模型就出錯。先確認 len(node.args) > 2 而且 node.args[2] 是 Node，才替 bias 設 None。",
+        RULES,
+    ),
+    Misconception(
         "quantizes_bias",
         "bias 也貼了量化規格",
         "規則表的 bias 規格是 None：bias 保持 fp32，不插 observer。你給 bias 一份 int8 規格，它就被量化了。"
@@ -621,6 +628,28 @@ VALIDATE_MISCONCEPTIONS = (
         "node.args 不一定直接放著輸入：cat 的輸入在 node.args[0] 這個 list 裡，所以 cat 的正確標籤也被擋了。"
         "要用 node.all_input_nodes，它把 list 裡的輸入也攤開。",
         ADD_LABEL,
+    ),
+    Misconception(
+        "skips_none_keys",
+        "規格是 None 的 key 就不檢查",
+        "規則 1 問的是 input_qspec_map 的每個 key，規格是 None 的也一樣：None 只表示這條邊不量化，"
+        "key 仍然說這條邊存在，不存在的邊出現在標籤裡就是 Quantizer 貼錯了。先檢查 key 在不在 node.all_input_nodes，再看規格。",
+        CHECKS,
+    ),
+    Misconception(
+        "fusion_from_relu",
+        "從 relu 的標籤回頭檢查融合",
+        "規則 3 管的是 conv 的標籤：conv 唯一的 consumer 是 relu 時，conv 不能有輸出標籤，不管 relu 有沒有標籤。"
+        "你只在看到有標籤的 relu 時才回頭查 conv，輸出標籤從 relu 搬回 conv、relu 沒有標籤時就漏掉了。"
+        "在 conv 的標籤上檢查它的 users。",
+        CHECKS,
+    ),
+    Misconception(
+        "range_skips_weights",
+        "weight 的規格沒檢查整數範圍",
+        "規則 4 管每一份 QuantizationSpec，weight（per-channel 的也一樣）並不例外：規則 2 只看 qscheme，"
+        "int8 放不下的 quant_max 仍然要擋。輸入邊、weight 與輸出的規格都要照 torch.iinfo(spec.dtype) 檢查範圍。",
+        CHECKS,
     ),
     Misconception(
         "allows_equal",

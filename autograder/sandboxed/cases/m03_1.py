@@ -149,10 +149,25 @@ def label_output_many_users(ns: Namespace, seed: int) -> Any:
     return _labelled(ns, _fan_out(seed), [(("out", "relu"), spec()), (("out", "x"), uint8_spec())])
 
 
+def _keyword_edge(ns: Namespace, seed: int) -> dict[str, Any]:
+    """FanOutCat with mul's second tensor passed by keyword (``mul(relu, other=x)``): the edge x → mul
+    exists (x is in ``mul.all_input_nodes``, only not in its ``args``). Labels only: prepare_pt2e
+    refuses a labelled node with a tensor keyword argument."""
+    gm = _fan_out_cat(seed)
+    nodes = by_name(gm)
+    mul = nodes["mul"]
+    mul.args, mul.kwargs = (nodes["relu"],), {"other": nodes["x"]}
+    gm.recompile()
+    ns["add_label"]((nodes["x"], mul), spec())
+    return {"labels": normalized_labels(gm, {})}
+
+
 def label_edge_one_user(ns: Namespace, seed: int) -> Any:
     """Edge labels: relu → linear_1 (one of four users); on FanOutCat x → mul (mul's second tensor
-    argument), relu → cat (an input inside cat's list) and first_weight → linear (a constant)."""
+    argument), relu → cat (an input inside cat's list) and first_weight → linear (a constant); and
+    x → mul where mul takes x by keyword."""
     return {
+        "keyword": _keyword_edge(ns, seed),
         "fan_out": _labelled(ns, _fan_out(seed), [(("edge", "relu", "linear_1"), spec())]),
         "fan_out_cat": _labelled(
             ns,
@@ -223,8 +238,32 @@ def _keeps_existing_no_sharing(ns: Namespace, seed: int) -> Any:
     return normalized_labels(gm, {"linear_1": True})
 
 
+def _relabel(ns: Namespace, seed: int) -> Any:
+    """Positions labelled again with another spec: linear carries someone else's claimed label (edge
+    relu → linear and its output, both spec(100)) that the student labels anew; the student labels
+    relu's output and the edge relu → mul twice. The last spec asked for is the one each position keeps."""
+    existing = {"linear": Label({"relu": spec(100)}, spec(100), annotated=True)}
+    return _labelled(
+        ns,
+        _fan_out(seed),
+        [
+            (("edge", "relu", "linear"), spec()),
+            (("out", "linear"), moving_spec()),
+            (("out", "relu"), spec(100)),
+            (("edge", "relu", "mul"), moving_spec()),
+            (("out", "relu"), uint8_spec()),
+            (("edge", "relu", "mul"), spec()),
+        ],
+        existing,
+    )
+
+
 def label_keeps_existing_all(ns: Namespace, seed: int) -> Any:
-    return {"two_labels": label_keeps_existing(ns, seed), "no_sharing": _keeps_existing_no_sharing(ns, seed)}
+    return {
+        "two_labels": label_keeps_existing(ns, seed),
+        "no_sharing": _keeps_existing_no_sharing(ns, seed),
+        "relabel": _relabel(ns, seed),
+    }
 
 
 WORD = "A-Za-z0-9_"

@@ -19,7 +19,7 @@ from torch.fx import GraphModule
 
 from autograder.sandboxed.cases import m03_3
 from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
-from autograder.sandboxed.cases.probes import Label, insert_module, put_labels
+from autograder.sandboxed.cases.probes import Label, Shared, insert_module, put_labels
 from common.pt2e import (
     ANNOTATION_KEY,
     MinMaxObserver,
@@ -88,6 +88,56 @@ class NotFused(nn.Module):
         return -e, e
 
 
+class TwoInputLast(nn.Module):
+    """For table labels where the last op of a fused pattern has another input: conv → add with
+    sigmoid → add labelled (the conv is add's second argument), and mul → hardtanh whose output
+    label is a ``SharedQuantizationSpec``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = self.conv(x)
+        s = torch.sigmoid(x)
+        y = s + a
+        m = x * 3
+        return y, F.hardtanh(m)
+
+
+class SecondInputQuantized(nn.Module):
+    """For table labels where nothing fuses: conv → mul with the edge labelled (the conv is mul's
+    second argument, the first one's edge is ``None``), and a cat whose output label is shared,
+    read only by a relu."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        c = self.conv(x)
+        t = torch.tanh(x)
+        u = t * c
+        r = torch.abs(x)
+        return u, torch.relu(torch.cat([x, r], 1))
+
+
+TWO_INPUT_LAST = {
+    "conv2d": Label({"x": act_spec(), "conv_weight": weight_spec(), "conv_bias": None}),
+    "sigmoid": Label(output=act_spec()),
+    "add": Label({"sigmoid": act_spec()}, act_spec()),
+    "mul": Label({"x": act_spec()}),
+    "hardtanh": Label(output=Shared(("x", "mul"))),
+}
+
+SECOND_INPUT_QUANTIZED = {
+    "conv2d": Label({"x": act_spec(), "conv_weight": weight_spec()}),
+    "tanh": Label(output=act_spec()),
+    "mul": Label({"tanh": None, "conv2d": act_spec()}, act_spec()),
+    "cat": Label({"x": act_spec(), "abs_1": Shared(("x", "cat"))}, Shared(("x", "cat"))),
+    "relu": Label(output=act_spec()),
+}
+
 FUSED_BY_LABELS = {
     "conv2d": Label({"x": act_spec(), "conv_weight": weight_spec(), "conv_bias": None}, annotated=False),
     "mul": Label({"x": act_spec()}),
@@ -117,6 +167,8 @@ def _model(name: str, seed: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         "conv_two_users": lambda: (m03_3.ConvTwoUsers(features), image),
         "fused_by_labels": lambda: (FusedByLabels(features), image),
         "not_fused": lambda: (NotFused(features), image),
+        "two_input_last": lambda: (TwoInputLast(), image),
+        "second_input_quantized": lambda: (SecondInputQuantized(), image),
     }
     return builders[name]() if name in builders else (get_model(name), example_inputs(2, name))
 
@@ -134,6 +186,14 @@ def labelled(name: str, seed: int, quantizer: Quantizer | None = None) -> GraphM
     return capture.annotated
 
 
+TABLES = {
+    "fused_by_labels": FUSED_BY_LABELS,
+    "not_fused": NOT_FUSED,
+    "two_input_last": TWO_INPUT_LAST,
+    "second_input_quantized": SECOND_INPUT_QUANTIZED,
+}
+
+
 def table_labelled(name: str, seed: int) -> GraphModule:
     """A graph labelled from a table (see the models' docstrings), copied like ``labelled``."""
     if name == "table_net":
@@ -142,12 +202,13 @@ def table_labelled(name: str, seed: int) -> GraphModule:
             "leaky_relu": Label(annotated=False),  # an empty label: nothing to list
             "mean": Label({"cat": None}),  # only a None spec: nothing to list
         }
+        labels["kernel"] = Label(output=weight_spec(per_channel=False))  # a constant (get_attr) with an output label
         put_labels(gm, labels)
         insert_module(gm, "add", MinMaxObserver(), "observer_by_hand")  # an observer nobody labelled
     else:
         model, inputs = _model(name, seed)
         gm = export_module(model.eval(), inputs)
-        put_labels(gm, FUSED_BY_LABELS if name == "fused_by_labels" else NOT_FUSED)
+        put_labels(gm, TABLES[name])
     return copy.deepcopy(gm)
 
 
@@ -212,8 +273,14 @@ EXERCISES = with_hidden_cases(
     },
     fused_patterns={
         "conv_relu": _over(("small_cnn", "conv_bn_relu", "far_relu", "claimed"), _pairs),
-        "add_linear_relu": _over(("residual", "mlp", "linear_add_relu", "constant_adds"), _pairs, ("fused_by_labels",)),
-        "nothing_fused": _over(("cat_pool", "sigmoid_mlp", "conv_two_users", "look_alikes"), _pairs, ("not_fused",)),
+        "add_linear_relu": _over(
+            ("residual", "mlp", "linear_add_relu", "constant_adds"), _pairs, ("fused_by_labels", "two_input_last")
+        ),
+        "nothing_fused": _over(
+            ("cat_pool", "sigmoid_mlp", "conv_two_users", "look_alikes"),
+            _pairs,
+            ("not_fused", "second_input_quantized"),
+        ),
         "half_labelled": lambda ns, seed: _pairs(ns, labelled("conv_relu", seed, HalfLabelled())),
     },
 )

@@ -63,13 +63,13 @@ class ConvReluPool(nn.Module):
 
 
 class LinearAdd(nn.Module):
-    """Two linears added, then a third linear."""
+    """Two linears added, then a third linear without a bias (``linear(x, weight)``: no ``args[2]``)."""
 
     def __init__(self, features: int) -> None:
         super().__init__()
         self.a = nn.Linear(features, features)
         self.b = nn.Linear(features, features)
-        self.c = nn.Linear(features, 2)
+        self.c = nn.Linear(features, 2, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.c(self.a(x) + self.b(x))
@@ -399,7 +399,11 @@ def validate_not_an_input(ns: Namespace, seed: int) -> Any:
     def sibling(nodes: dict[str, Node]) -> None:  # conv2d_1 feeds leaky_relu, which feeds cat
         _ann(nodes["cat"]).input_qspec_map[nodes["conv2d_1"]] = act_spec()
 
+    def none_spec(nodes: dict[str, Node]) -> None:  # x feeds conv2d, not relu; a None spec is still a key
+        _ann(nodes["relu"]).input_qspec_map[nodes["x"]] = None
+
     return {
+        "none_spec": _verdict(ns, xnnpack("conv_relu", seed, none_spec), "relu"),
         "ancestor": _verdict(ns, xnnpack("small_cnn", seed, ancestor), "conv2d_1"),
         "user": _verdict(ns, table_net(seed, user), "conv2d"),
         "not_in_list": _verdict(ns, table_net(seed, sibling), "cat"),
@@ -437,7 +441,12 @@ def validate_inside_fused(ns: Namespace, seed: int) -> Any:
     def renamed(nodes: dict[str, Node]) -> None:  # the conv is called linear_90 (RENAMED)
         _ann(nodes["linear_90"]).output_qspec = act_spec()
 
+    def relu_unlabelled(nodes: dict[str, Node]) -> None:  # the output label moved from relu back to conv2d
+        del nodes["relu"].meta[ANNOTATION_KEY]
+        _ann(nodes["conv2d"]).output_qspec = act_spec()
+
     return {
+        "relu_unlabelled": _verdict(ns, xnnpack("conv_relu", seed, relu_unlabelled), "conv2d"),
         "adjacent": _verdict(ns, xnnpack("conv_relu_pool", seed, adjacent), "conv2d"),
         "far": _verdict(ns, xnnpack("far_relu", seed, far), "conv2d"),
         "renamed": _verdict(ns, xnnpack("renamed", seed, renamed), "linear_90"),
@@ -460,7 +469,13 @@ def validate_bad_range(ns: Namespace, seed: int) -> Any:
     def shared_base(nodes: dict[str, Node]) -> None:  # the spec the other cat inputs share
         _ann(nodes["cat"]).input_qspec_map[nodes["relu"]] = spec(qmin=-128, qmax=128)
 
+    def channel_weight(nodes: dict[str, Node]) -> None:  # a per-channel weight spec up to 128
+        _ann(nodes["conv2d"]).input_qspec_map[nodes["conv_weight"]] = spec(
+            qmin=-127, qmax=128, qscheme=torch.per_channel_symmetric
+        )
+
     return {
+        "channel_weight": _verdict(ns, xnnpack("conv_relu", seed, channel_weight), "conv2d"),
         "too_wide": _verdict(ns, xnnpack("linear_add", seed, too_wide), "add"),
         "empty": _verdict(ns, xnnpack("conv_relu", seed, empty), "conv2d"),
         "uint8_negative": _verdict(ns, table_net(seed, uint8_negative), "conv2d_1"),
@@ -474,7 +489,7 @@ EXERCISES = with_hidden_cases(
     rule_quantizer={
         "conv_relu": _over(("conv_relu", "conv_bn_relu", "far_relu", "renamed")),
         "conv_alone": _over(("conv_two_users", "cat_pool", "far_relu", "look_alikes")),
-        "weights": _over(("conv_relu", "mlp", "conv_relu_pool", "look_alikes")),
+        "weights": _over(("conv_relu", "mlp", "conv_relu_pool", "look_alikes", "linear_add")),
         "linear_add": _over(("mlp", "linear_add", "residual", "constant_adds", "look_alikes")),
         "max_pool": _over(("conv_relu_pool", "cat_pool", "look_alikes")),
         "claimed": rule_claimed,
