@@ -1,8 +1,9 @@
 """Hidden checks of M01-2: find_nodes by node.target on graphs the student has not seen.
 
 Each check compares the nodes the student's function found on hidden graphs (two overloads of one op,
-ops of another namespace, names that look like ops, a node a pass retargeted, a chain of more than ten
-identical ops) with the answer key's, and that the graph handed in comes back unchanged.
+ops of another namespace, two overloads of the same name in two namespaces, names that look like ops, a
+node a pass retargeted, a chain of more than ten identical ops, one of them left without consumers) with
+the answer key's, and that the graph handed in comes back unchanged.
 
 The half-understandings these checks refute are the misconceptions of the exercise's record
 (``selfcheck/public/m01_2.py``); their detectors are at the end of this module.
@@ -24,13 +25,19 @@ GRAPHS = {
     "chain": "十幾個 relu → add 串起來、最後 addmm 的圖",
     "qdq": "有 quantized_decomposed 的 quantize / dequantize（.default 與 .tensor 兩種 overload）的圖",
     "renamed": "輸入叫 relu、sigmoid，而且 relu_1 被 pass 改成 hardtanh（名字沒變）的圖",
+    "namespaces": "同時有 aten.quantize_per_tensor.default 與 quantized_decomposed.quantize_per_tensor.default"
+    "（__name__ 都是 quantize_per_tensor.default）的圖",
+    "leftover": "十幾個 relu → add 串起來，其中一個 relu 被 pass 換成 hardtanh、consumer 改接了，"
+    "舊的 relu 還沒刪（沒有 consumer，但還在圖上）的圖",
 }
+NOT_GRAPHS = ("changed", "unused")
+"""Entries of a case's value that are no graph's answers: how the calls changed the graphs, the unused nodes."""
 
 
 def _compare(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
     got_case, want_case = value(seen, case), value(expected, case)
     for graph, queries in want_case.items():
-        if graph == "changed":
+        if graph in NOT_GRAPHS:
             continue
         got_queries = got_case.get(graph, {})
         for query, want in queries.items():
@@ -140,6 +147,22 @@ def find_by_target_string(seen: Any, expected: Any) -> bool:
 @detects("find_nodes", "ignores_namespace", explains=("test_find_similar",))
 def find_ignores_namespace(seen: Any, expected: Any) -> bool:
     return public._same_name_other_namespace(seen, expected)
+
+
+@detects("find_nodes", "skips_unused", explains=("test_find_order",))
+def find_skips_unused(seen: Any, expected: Any) -> bool:
+    """Every answer is the key's without the nodes no one reads (a relu a pass left behind), and one misses it."""
+    unused = diagnosis.value(expected, "order", "unused")
+    if not isinstance(unused, list):
+        return False
+    missed = False
+    for _, _, got, want in public.pairs(seen, expected):
+        if got == want:
+            continue
+        if got != [node for node in want if node not in unused]:
+            return False
+        missed = True
+    return missed
 
 
 @detects("find_nodes", "sorted_by_name")

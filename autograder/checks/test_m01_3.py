@@ -3,7 +3,8 @@
 Each check describes the graph after the student's pass (how many nodes of each op, what every node
 that was there before reads, whether it passes lint and was recompiled) and runs it, against the answer
 key's, on hidden graphs: several consumers, a list and the output reading the node, a graph whose node
-names no longer match their ops.
+names no longer match their ops, a node of another overload of the op asked for (left alone), an old op
+with two arguments and one extra argument.
 
 The half-understandings these checks refute are the misconceptions of each exercise's record
 (``selfcheck/public/m01_3.py``); their detectors are at the end of this module.
@@ -23,13 +24,16 @@ CASES = {
     "relu6": "relu → hardtanh(0, 6)（一個 relu 有三個 consumer、其中一個在 cat 的 list 裡；一個 relu 是輸出）",
     "sigmoid": "sigmoid → hardsigmoid（沒有額外引數；一個 sigmoid 是輸出之一）",
     "add": "add.Tensor → mul.Tensor（兩個 tensor 相加、加上純量 0.5；都被 cat 的 list 讀，一個是輸出）",
+    "clamp": "clamp(x, 0) → hardtanh，extra_args 只有 6（old 本來就有兩個引數）",
+    "mean": "mean.dim → amax（圖上還有一個 mean.default：同一個 op 的另一個 overload，不是 old）",
     "retargeted": "relu → hardtanh(0, 6)，圖先被別的 pass 原地改過 target（叫 sigmoid 的 node 是 relu，叫 relu 的是 tanh）",
-    "fan_out": "在 conv2d 後面插 clamp（第一個 conv 的輸出有兩個 consumer）",
+    "fan_out": "在 conv2d.default 後面插 clamp（第一個 conv 的輸出有兩個 consumer；"
+    'padding="same" 的 conv 是 conv2d.padding，不是 target）',
     "output": "在 linear 後面插 clamp（linear 的輸出直接回傳）",
     "chain": "在 linear 後面插 clamp（linear 接 linear，兩個都被 cat 的 list 讀，第二個也是輸出）",
     "module_names": "在 linear 後面插 clamp，op 依 module 改過名（linear 叫 proj_90、head_92，叫 linear_act_91 的是 relu）",
 }
-REPLACE = ("relu6", "sigmoid", "add", "retargeted")
+REPLACE = ("relu6", "sigmoid", "add", "clamp", "mean", "retargeted")
 CLAMP = ("fan_out", "output", "chain", "module_names")
 
 
@@ -133,15 +137,16 @@ CLAMP_WIRING = ("test_clamp_fan_out", "test_clamp_output", "test_clamp_numerics"
 
 
 def _only_where_names_lie(seen: Any, expected: Any, trap: str) -> bool:
-    """The graph whose node names no longer match their ops is the only one edited wrong."""
+    """The graph whose node names no longer match their ops is edited wrong, and no other graph is but those with a
+    node of another overload of the op (named like it: a name test takes it too)."""
     if diagnosis.errors(seen):
         return False
+    records = public.passes(seen, expected)
     wrong = {
-        place[0]
-        for place, got, want in public.passes(seen, expected)
-        if got["counts"] != want["counts"] or got["wiring"] != want["wiring"]
+        place[0] for place, got, want in records if got["counts"] != want["counts"] or got["wiring"] != want["wiring"]
     }
-    return wrong == {trap}
+    overloads = {place[0] for place, _, want in records if want.get("other_overloads")}
+    return trap in wrong and wrong <= {trap} | overloads
 
 
 @detects("replace_op", "returns_copy")
@@ -168,6 +173,11 @@ def replace_at_end(seen: Any, expected: Any) -> bool:
 @detects("replace_op", "by_name", explains=REPLACE_CHECKS)
 def replace_by_name(seen: Any, expected: Any) -> bool:
     return _only_where_names_lie(seen, expected, "retargeted")
+
+
+@detects("replace_op", "other_overloads", explains=REPLACE_CHECKS)
+def replace_other_overloads(seen: Any, expected: Any) -> bool:
+    return public._other_overloads_touched(seen, expected)
 
 
 @detects("replace_op", "first_argument_only", explains=("test_replace_wiring", "test_replace_numerics"))
@@ -223,6 +233,11 @@ def clamp_reads_itself(seen: Any, expected: Any) -> bool:
 @detects("insert_clamp", "by_name")
 def clamp_by_name(seen: Any, expected: Any) -> bool:
     return _only_where_names_lie(seen, expected, "module_names")
+
+
+@detects("insert_clamp", "other_overloads", explains=("test_clamp_counts", *CLAMP_WIRING))
+def clamp_other_overloads(seen: Any, expected: Any) -> bool:
+    return public._other_overloads_touched(seen, expected)
 
 
 @detects("insert_clamp", "packet_target")

@@ -12,6 +12,8 @@ from typing import Any
 from autograder.checks.support import Fail, check, detects, expect, value
 from selfcheck.public import m02_2 as evidence
 
+KEYWORDS = "兩個 mul 被別的 pass 改成用 keyword 引數讀第二個 tensor（mul(a, other=b)）的圖"
+
 
 def _instance_text(records: list[dict[str, Any]], index: int) -> str:
     if not 0 <= index < len(records):
@@ -108,6 +110,7 @@ def test_xnnpack_linear_relu(seen, expected):
 )
 def test_edge_one_consumer(seen, expected):
     compare_case(value(seen, "edges"), value(expected, "edges"), "x 有三個 consumer、conv 接 cat 與 add 的模型")
+    compare_case(value(seen, "keywords")["edge"], value(expected, "keywords")["edge"], KEYWORDS)
 
 
 @check("insert_observer", 1, "node：所有 consumer（包含圖的輸出）都改讀 observer")
@@ -115,6 +118,7 @@ def test_node_all_users(seen, expected):
     got, want = value(seen, "nodes"), value(expected, "nodes")
     compare_case(got["branches"], want["branches"], "x 有三個 consumer、conv 接 mean、cat 與 add 的模型")
     compare_case(got["two_outputs"], want["two_outputs"], "relu 同時是輸出與 sigmoid 的輸入")
+    compare_case(value(seen, "keywords")["node"], value(expected, "keywords")["node"], KEYWORDS)
 
 
 @check("insert_observer", 1, "同一個 consumer 讀兩次同一個 producer（r * r）：兩個引數都經過同一個 observer node")
@@ -190,6 +194,11 @@ def edge_replaces_all_uses(seen: Any, expected: Any) -> bool:
 @detects("insert_observer", "rebuilds_args", explains=("test_edge_one_consumer", *NODE_CHECKS))
 def rebuilds_args(seen: Any, expected: Any) -> bool:
     return evidence.rebuilds_args(seen, expected)
+
+
+@detects("insert_observer", "misses_kwargs", explains=("test_edge_one_consumer", "test_node_all_users"))
+def misses_kwargs(seen: Any, expected: Any) -> bool:
+    return evidence.keyword_reads_missed(seen, expected)
 
 
 @detects("insert_observer", "node_first_user_only", explains=NODE_CHECKS)

@@ -188,6 +188,11 @@ def range_without_zero(seen: Any, expected: Any) -> bool:
     return evidence.narrower_range(seen, expected)
 
 
+@detects("calculate_qparams", "rounds_after_quant_min", explains=ZERO_POINTS)
+def rounds_after_quant_min(seen: Any, expected: Any) -> bool:
+    return evidence.rounds_after_quant_min(seen, expected)
+
+
 @detects("calculate_qparams", "round_half_away", explains=ZERO_POINTS)
 def round_half_away(seen: Any, expected: Any) -> bool:
     return evidence.rounds_half_away(seen, expected)
@@ -226,6 +231,11 @@ def quantize_clamps_to_dtype(seen: Any, expected: Any) -> bool:
 @detects("quantize_dequantize", "quantize_zero_point_before_round", explains=QUANTIZE)
 def quantize_zero_point_before_round(seen: Any, expected: Any) -> bool:
     return evidence.zero_point_before_rounding(seen, expected)
+
+
+@detects("quantize_dequantize", "quantize_float32_reciprocal", explains=QUANTIZE)
+def quantize_float32_reciprocal(seen: Any, expected: Any) -> bool:
+    return evidence.reciprocal_in_float32(seen, expected)
 
 
 @detects("quantize_dequantize", "quantize_divides", explains=QUANTIZE)

@@ -213,12 +213,13 @@ def _packet_finds_some(seen: Any, expected: Any) -> bool:
 
 
 def _aten_only(seen: Any, expected: Any) -> bool:
-    """Nothing found outside the aten namespace (where the key finds nodes); every aten query right."""
+    """No node found outside the aten namespace (where the key finds nodes: at most the aten op of the same
+    name, which a query rebuilt on torch.ops.aten finds); every aten query right."""
     found = pairs(seen, expected)
-    others = [got for _, query, got, want in found if query_parts(query)[0] != "aten" and want]
+    others = [(got, want) for _, query, got, want in found if query_parts(query)[0] != "aten" and want]
     return (
         bool(others)
-        and all(not got for got in others)
+        and all(not set(got) & set(want) for got, want in others)
         and all(got == want for _, query, got, want in found if query_parts(query)[0] == "aten")
     )
 
@@ -348,10 +349,19 @@ MISCONCEPTIONS = (
     Misconception(
         "ignores_namespace",
         "只比 op 的名字，不比命名空間",
-        "aten.quantize_per_tensor 與 quantized_decomposed.quantize_per_tensor 名字一樣，卻是兩個不同的 op。"
-        "比名字字串會把它們混在一起；比 node.target.overloadpacket is op 這個物件，命名空間自然就分開了。",
+        "aten.quantize_per_tensor 與 quantized_decomposed.quantize_per_tensor 名字一樣，卻是兩個不同的 op；"
+        "__name__ 只有 op 和 overload 的名字（quantize_per_tensor.default），沒有命名空間。"
+        "比名字字串會把它們混在一起；比物件本身（node.target == op，或 node.target.overloadpacket is op），命名空間自然就分開了。",
         RULES,
         public=_same_name_other_namespace,
+    ),
+    Misconception(
+        "skips_unused",
+        "以為沒有 consumer 的 node 不算",
+        "pass 改接了 consumer 卻還沒刪掉的舊 node、還沒跑 eliminate_dead_code 的 node，都還在圖上，target 也還是那個 op。"
+        "你跳過了沒有 users 的 node（或只從 output 往回找），它們就被漏掉了。"
+        "依 gm.graph.nodes 走過每一個 call_function node，只看 node.target，不看有沒有人讀它。",
+        DELETING,
     ),
     Misconception(
         "sorted_by_name",

@@ -379,6 +379,27 @@ def _old_left(seen: Any, expected: Any) -> bool:
     return False
 
 
+def _other_overloads_touched(seen: Any, expected: Any) -> bool:
+    """A node of another overload of the op asked for (``other_overloads``, hidden cases only) was replaced (gone
+    from the wiring) or clamped (a consumer reads a new node that reads it) where the key leaves it alone."""
+    for _, got, want in passes(seen, expected):
+        others = want.get("other_overloads")
+        if not isinstance(others, list):
+            continue
+        for name in others:
+            if name in want["wiring"] and name not in got["wiring"]:
+                return True
+            for consumer, inputs in want["wiring"].items():
+                mine = got["wiring"].get(consumer)
+                if not isinstance(mine, list):
+                    continue
+                for label in mine:
+                    parts = _label_parts(str(label))
+                    if parts and name in parts[1] and label not in inputs:
+                        return True
+    return False
+
+
 def _packet_target(seen: Any, expected: Any) -> bool:
     """The new nodes' target is the packet of the op the key uses (``aten.clamp`` for ``aten.clamp.default``)."""
     for _, got, want in passes(seen, expected):
@@ -506,6 +527,14 @@ REPLACE_MISCONCEPTIONS = (
         BY_TARGET,
     ),
     Misconception(
+        "other_overloads",
+        "比 overloadpacket，換掉了同一個 op 的其他 overload",
+        "old 是一個 OpOverload（例如 aten.clamp.default），只有 node.target == old 的 node 要換。"
+        "比 node.target.overloadpacket 會把同一個 op 的其他 overload（x.mean() 是 mean.default，不是 mean.dim）也一起換掉，"
+        "它們的引數和 old 不同，換了就錯。直接比 node.target == old。",
+        OVERLOADS,
+    ),
+    Misconception(
         "first_argument_only",
         "新 node 只讀 node.args[0]",
         "relu、sigmoid 只有一個輸入，但 add(a, b) 有兩個：只取 node.args[0]，新 node 就少了一個輸入。"
@@ -516,8 +545,9 @@ REPLACE_MISCONCEPTIONS = (
     Misconception(
         "extra_args_misplaced",
         "extra_args 沒接在原本的引數後面",
-        "hardtanh(x, 0, 6) 的 0 與 6 是 extra_args，要接在原本的引數之後：(*node.args, *extra_args)。"
-        "漏掉它們，hardtanh 用預設的 (-1, 1)；放在前面，x 的位置就錯了。",
+        "hardtanh(x, 0, 6) 的 0 與 6 是 extra_args，要接在原本的每一個引數之後：(*node.args, *extra_args)。"
+        "漏掉它們，hardtanh 用預設的 (-1, 1)；放在前面或插在第一個引數後面，old 有兩個以上引數時（clamp(x, 0)）位置就錯了；"
+        "自己寫成 min_val=…、max_val=… 也一樣會和原本的引數對不上。",
         REPLACE_RULES,
         public=_only_numbers_wrong,
     ),
@@ -587,6 +617,14 @@ CLAMP_MISCONCEPTIONS = (
         "node 的名字只是標籤：op 依 module 改過名之後，叫 proj 的是 linear，名字以 linear 開頭的卻可能是 relu。"
         "要找的是 node.target == target 的 node，名字不能用來認 op。",
         BY_TARGET,
+    ),
+    Misconception(
+        "other_overloads",
+        "比 overloadpacket，其他 overload 也插了 clamp",
+        "target 是一個 OpOverload（例如 aten.conv2d.default），只有 node.target == target 的 node 後面要插 clamp。"
+        '比 node.target.overloadpacket 會把同一個 op 的其他 overload（padding="same" 的 conv 是 conv2d.padding）也算進去。'
+        "直接比 node.target == target。",
+        OVERLOADS,
     ),
     Misconception(
         "packet_target",

@@ -349,6 +349,22 @@ def rebuilds_args(seen: Any, expected: Any) -> bool:
     return False
 
 
+def keyword_reads_missed(seen: Any, expected: Any) -> bool:
+    """Every read that skips an observer prepare_pt2e's graph goes through is one the consumer makes through a
+    keyword argument (``keyword_reads``, hidden cases only), and there is one: only ``args`` were rewired."""
+    found = False
+    for _, got, want in diagnosis.aligned(seen, expected, "positions"):
+        mine, theirs = got.get("mine"), want.get("prepare_pt2e")
+        if not isinstance(mine, dict) or not isinstance(theirs, dict):
+            continue
+        lost = missed(mine, theirs)
+        keywords = {tuple(pair) for pair in want.get("keyword_reads") or []}
+        if not lost <= keywords:
+            return False
+        found = found or bool(lost)
+    return found
+
+
 def one_user(seen: Any, expected: Any) -> bool:
     """A node's observer reaches at most one of its consumers, and a plain one (not a list holder) is left out."""
     for _, positions, got, want, _returned in graph_pairs(seen, expected):
@@ -473,6 +489,14 @@ MISCONCEPTIONS = (
         "交給 replace_input_with（邊）或 replace_all_uses_with（node），它們會找遍巢狀的引數。",
         BY_HAND,
         public=rebuilds_args,
+    ),
+    Misconception(
+        "misses_kwargs",
+        "只改了 args，沒改 kwargs 裡的輸入",
+        "consumer 讀 producer 不一定寫在 args 裡：別的 pass 建的 node 可能寫成 mul(a, other=b)，b 在 node.kwargs。"
+        "你只換了 args 裡的 producer，用 keyword 讀它的 consumer 仍讀原值，沒有經過 observer。"
+        "交給 replace_input_with（邊）或 replace_all_uses_with（node），它們 args 與 kwargs 都會換。",
+        BY_HAND,
     ),
     Misconception(
         "node_first_user_only",

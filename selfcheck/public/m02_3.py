@@ -366,6 +366,28 @@ def _tie_shifts(seen: Any, expected: Any) -> set[int]:
     }
 
 
+def _rounded_after_quant_min(r: QparamsRow, channel: int, scale: float) -> int | None:
+    """The zero point round(quant_min − min_neg / scale), in float32 and clamped (None without a range)."""
+    if r.qmin is None or r.qmax is None or not r.min_val or channel >= len(r.min_val):
+        return None
+    min_neg = torch.clamp(torch.tensor(r.min_val[channel], dtype=torch.float32), max=0.0)
+    rounded = torch.round(r.qmin - min_neg / torch.tensor(scale, dtype=torch.float32))
+    return int(torch.clamp(rounded, r.qmin, r.qmax))
+
+
+def rounds_after_quant_min(seen: Any, expected: Any) -> bool:
+    """Affine zero points off where the scale is right, each one round(quant_min − min / scale): the tie turned
+    by an odd quant_min."""
+    wrong = [
+        (r, channel, ms, mz)
+        for r in qparams_rows(seen, expected)
+        if r.symmetric is False
+        for ms, mz, ws, wz, channel in r.channels()
+        if ms == ws and mz != wz
+    ]
+    return bool(wrong) and all(_rounded_after_quant_min(r, channel, ms) == mz for r, channel, ms, mz in wrong)
+
+
 def rounds_half_away(seen: Any, expected: Any) -> bool:
     """min / scale on .5 rounded away from 0 (one more step below 0): zero points one too high, never too low."""
     return _tie_shifts(seen, expected) == {1}
@@ -434,6 +456,7 @@ def values_rows(seen: Any, expected: Any) -> list[ValuesRow]:
                 if not (isinstance(g, dict) and isinstance(w, dict) and isinstance(g.get("mine"), list)):
                     continue
                 label = str(w.get("label"))
+                exact = w.get("scale")
                 scale = re.search(r"scale=([-+.0-9e]+)", label)
                 zero_point = re.search(r"zero_point=(-?\d+)", label)
                 qmin, qmax, _ = _range_of(label)
@@ -441,7 +464,7 @@ def values_rows(seen: Any, expected: Any) -> list[ValuesRow]:
                     ValuesRow(
                         "dequantize" if case == "dequantize" else "quantize",
                         w.get("x"),
-                        _float32_printed_as(scale.group(1)) if scale else (),
+                        (exact,) if isinstance(exact, float) else _float32_printed_as(scale.group(1)) if scale else (),
                         int(zero_point.group(1)) if zero_point else None,
                         qmin,
                         qmax,
@@ -514,11 +537,15 @@ def _rounded(t: torch.Tensor, rounding: str) -> torch.Tensor:
     return torch.round(t)
 
 
-def quantized(x: torch.Tensor, scale: float, zero_point: int, qmin: int, qmax: int, way: tuple[bool, bool, bool, str]):
-    """quantize written one way: ``(divides, float64, zero point before rounding, rounding)``."""
-    divides, float64, zero_point_first, rounding = way
+def quantized(
+    x: torch.Tensor, scale: float, zero_point: int, qmin: int, qmax: int, way: tuple[bool, bool, bool, str, bool]
+):
+    """quantize written one way: ``(divides, float64, zero point before rounding, rounding, reciprocal taken in
+    float32)``."""
+    divides, float64, zero_point_first, rounding, reciprocal32 = way
     v = x.double() if float64 else x
-    t = v / scale if divides else v * (1.0 / scale)
+    inverse: Any = 1 / torch.tensor(scale, dtype=torch.float32) if reciprocal32 else 1.0 / scale
+    t = v / scale if divides else v * inverse
     if zero_point_first:
         q = _rounded(t + zero_point, rounding)
     else:
@@ -526,11 +553,18 @@ def quantized(x: torch.Tensor, scale: float, zero_point: int, qmin: int, qmax: i
     return torch.clamp(q, qmin, qmax).to(torch.int64).tolist()
 
 
-KEY_WAY = (False, False, False, "even")
-WAYS = [(d, f, z, r) for d in (False, True) for f in (False, True) for z in (False, True) for r in ROUNDINGS]
+KEY_WAY = (False, False, False, "even", False)
+WAYS = [
+    (d, f, z, r, i)
+    for d in (False, True)
+    for f in (False, True)
+    for z in (False, True)
+    for r in ROUNDINGS
+    for i in (False, True)
+]
 
 
-def quantize_ways(seen: Any, expected: Any) -> set[tuple[bool, bool, bool, str]]:
+def quantize_ways(seen: Any, expected: Any) -> set[tuple[bool, bool, bool, str, bool]]:
     """The ways of writing quantize that give the student's values on every call whose input is known
     (empty when none does, or when no call differs from torchao's)."""
     rows = [
@@ -564,6 +598,10 @@ def rounds_in_float64(seen: Any, expected: Any) -> bool:
 
 def zero_point_before_rounding(seen: Any, expected: Any) -> bool:
     return _every_way(seen, expected, lambda way: way[2])
+
+
+def reciprocal_in_float32(seen: Any, expected: Any) -> bool:
+    return _every_way(seen, expected, lambda way: way[4] and not way[0] and way[3] == "even")
 
 
 def quantize_rounds_half_up(seen: Any, expected: Any) -> bool:
@@ -696,6 +734,14 @@ QPARAMS_MISCONCEPTIONS = (
         public=narrower_range,
     ),
     Misconception(
+        "rounds_after_quant_min",
+        "zero point 加上 quant_min 之後才 round",
+        "observer 先 round(min_neg / scale)，再拿 quant_min 去減：zero_point = qmin − round(min_neg / scale)。"
+        "你先算 qmin − min_neg / scale 才 round；四捨六入五成雙看的是捨入那一刻的數，quant_min 是奇數（例如 -127）時，"
+        "剛好 .5 的值就捨入到另一邊，差 1。照 observer 的順序：先 round，再和 quant_min 相減。",
+        AFFINE,
+    ),
+    Misconception(
         "round_half_away",
         "zero point 的 .5 捨入成遠離 0",
         "torch.round 是四捨六入五成雙：-2.5 捨入成 -2，不是 -3。你用了遠離 0 的四捨五入（像 C 的 round），"
@@ -762,6 +808,15 @@ QDQ_MISCONCEPTIONS = (
         "你先加 zero point 再 round，加法在 float32 裡多捨入一次，剛好在兩個整數中間附近的值就差 1。照 op 的順序寫。",
         QDQ,
         public=zero_point_before_rounding,
+    ),
+    Misconception(
+        "quantize_float32_reciprocal",
+        "scale 的倒數在 float32 裡算",
+        "op 的 1.0 / scale 是 Python float（float64）的除法，乘進 float32 tensor 時才捨入成 float32。"
+        "你先把 scale 變成 float32 tensor 再取倒數；scale 是 float32 算出來的值時結果一樣，"
+        "但手寫的 scale（例如 0.0123）float32 存不下，兩種倒數會差最後一位，剛好在兩個整數中間附近的值就差 1。"
+        "照抄 op：x * (1.0 / scale)，scale 保持 Python float。",
+        QDQ,
     ),
     Misconception(
         "quantize_divides",

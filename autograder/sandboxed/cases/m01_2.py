@@ -3,8 +3,11 @@
 Every graph appears on every seed: two overloads of conv2d, of mean and of the
 quantized_decomposed ops, names that look like ops (a parameter ``relu_scale``, inputs
 called ``relu`` and ``sigmoid``, a node named ``relu_1`` whose target a pass changed to
-hardtanh), a ``dequantize_per_tensor`` whose name contains ``quantize_per_tensor``, and a
-chain of more than ten relus. The seed changes sizes, weights and the chain's length.
+hardtanh), a ``dequantize_per_tensor`` whose name contains ``quantize_per_tensor``, an
+``aten.quantize_per_tensor.default`` beside ``quantized_decomposed.quantize_per_tensor.default`` (the
+same ``__name__``: only the namespace tells them apart), and a chain of more than ten relus, once
+more with a relu a pass left behind without consumers (still on the graph, so still found). The seed
+changes sizes, weights, the chain's length and which relu is left behind.
 """
 
 from __future__ import annotations
@@ -74,6 +77,17 @@ class QuantDequant(nn.Module):
         return torch.relu(y)
 
 
+class TwoNamespaces(nn.Module):
+    """``torch.quantize_per_tensor`` (``aten.quantize_per_tensor.default`` → ``aten.dequantize.self``) beside
+    ``quantized_decomposed.quantize_per_tensor.default``: both overloads are called ``quantize_per_tensor.default``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        qd = torch.ops.quantized_decomposed
+        y = aten.dequantize.self(aten.quantize_per_tensor.default(x, 0.05, 0, torch.qint8))
+        q = qd.quantize_per_tensor.default(x, 0.02, -1, -128, 127, torch.int8)
+        return y + qd.dequantize_per_tensor.default(q, 0.02, -1, -128, 127, torch.int8)
+
+
 class NamedLikeOps(nn.Module):
     """Inputs called ``relu`` and ``sigmoid``: the ops become ``sigmoid_1`` and ``relu_1``."""
 
@@ -93,6 +107,24 @@ def _chain(seed: int) -> GraphModule:
 
 def _qdq(seed: int) -> GraphModule:
     return export(QuantDequant(seed_size(seed, 2, 4)), seeded_inputs(seed, (2, 3, 4, 4)))
+
+
+def _namespaces(seed: int) -> GraphModule:
+    return export(TwoNamespaces(), seeded_inputs(seed, (2, seed_size(seed, 3, 6))))
+
+
+def _leftover(seed: int) -> tuple[GraphModule, list[str]]:
+    """The chain after a pass replaced one relu (which one depends on the seed) by hardtanh(0, 6) and rewired
+    its consumer, but has not erased it yet: that relu is still on the graph, without consumers. Also its name."""
+    gm = _chain(seed)
+    relus = [n for n in gm.graph.nodes if n.op == "call_function" and n.target == aten.relu.default]
+    old = relus[2 + seed % (len(relus) - 4)]
+    with gm.graph.inserting_after(old):
+        new = gm.graph.call_function(aten.hardtanh.default, (old.args[0], 0.0, 6.0))
+    old.replace_all_uses_with(new)
+    gm.graph.lint()
+    gm.recompile()
+    return gm, [old.name]
 
 
 def _renamed(seed: int) -> GraphModule:
@@ -178,13 +210,37 @@ def similar(ns: Namespace, seed: int) -> Any:
         "aten.quantize_per_tensor": aten.quantize_per_tensor,
         "quantized_decomposed.quantize_per_tensor.default": torch.ops.quantized_decomposed.quantize_per_tensor.default,
     }
+    namespaces = {
+        "aten.quantize_per_tensor.default": aten.quantize_per_tensor.default,
+        "quantized_decomposed.quantize_per_tensor.default": torch.ops.quantized_decomposed.quantize_per_tensor.default,
+        "aten.dequantize": aten.dequantize,
+        "quantized_decomposed.dequantize_per_tensor.default": (
+            torch.ops.quantized_decomposed.dequantize_per_tensor.default
+        ),
+    }
     return searched(
-        ns, {"mixed": (_mixed(seed), mixed), "renamed": (_renamed(seed), renamed), "qdq": (_qdq(seed), qdq)}
+        ns,
+        {
+            "mixed": (_mixed(seed), mixed),
+            "renamed": (_renamed(seed), renamed),
+            "qdq": (_qdq(seed), qdq),
+            "namespaces": (_namespaces(seed), namespaces),
+        },
     )
 
 
 def order(ns: Namespace, seed: int) -> Any:
-    return searched(ns, {"chain": (_chain(seed), {"aten.relu.default": aten.relu.default})})
+    """The chain, then the chain with a relu left without consumers (``unused``: its name)."""
+    leftover, unused = _leftover(seed)
+    found = searched(
+        ns,
+        {
+            "chain": (_chain(seed), {"aten.relu.default": aten.relu.default}),
+            "leftover": (leftover, {"aten.relu.default": aten.relu.default, "aten.relu": aten.relu}),
+        },
+    )
+    found["unused"] = unused
+    return found
 
 
 EXERCISES = with_hidden_cases(

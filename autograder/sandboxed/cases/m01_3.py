@@ -4,14 +4,21 @@ Each case exports a hidden model, runs the student's pass on it and describes th
 after the call (``selfcheck.public.m01_3.describe_pass``): target counts, wiring of the
 nodes that were there before, lint, whether the code was regenerated, and the outputs.
 Every model appears on every seed; the seed changes sizes, weights, inputs and bounds.
+
+Two graphs also hold a node of another overload of the op asked for (``aten.mean.default`` beside
+``aten.mean.dim``, a ``padding="same"`` conv: ``aten.conv2d.padding`` beside ``aten.conv2d.default``):
+it must be left alone. Their names are under ``other_overloads``. One replacement has an old op with two
+arguments and one extra argument (``clamp(x, 0)`` → ``hardtanh(x, 0, 6)``): the extra one goes last.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
+from torch._ops import OpOverload
 from torch.fx import GraphModule
 
 from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
@@ -65,17 +72,46 @@ class AddMix(nn.Module):
         return torch.cat([s, t * y], dim=1), t
 
 
+class ClampReLUs(nn.Module):
+    """ReLUs written as ``clamp(min=0)`` (``aten.clamp.default`` with two arguments, the input and the min): one
+    read by an add and returned, one after the add."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(features, features)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.fc(x).clamp(min=0.0)
+        return (y - x).clamp(min=0.0), y
+
+
+class MeanPools(nn.Module):
+    """A mean over the channels (``aten.mean.dim``) read by a sub and returned, and a mean of everything
+    (``aten.mean.default``: another overload of the same op)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.conv(x)
+        m = y.mean(dim=1, keepdim=True)
+        return y - m + y.mean(), m
+
+
 class ConvFanOut(nn.Module):
-    """The first conv's output has two readers; the second conv feeds an add."""
+    """The first conv's output has two readers; the second conv feeds an add, and so does a conv with
+    ``padding="same"`` (``aten.conv2d.padding``: not the ``aten.conv2d.default`` asked for)."""
 
     def __init__(self, channels: int) -> None:
         super().__init__()
         self.first = nn.Conv2d(3, channels, 3, padding=1)
         self.second = nn.Conv2d(channels, channels, 3, padding=1)
+        self.same = nn.Conv2d(3, channels, 3, padding="same")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.first(x)
-        return self.second(torch.relu(y)) + y
+        return self.second(torch.relu(y)) + y + self.same(x)
 
 
 class LinearOut(nn.Module):
@@ -168,6 +204,31 @@ def swap_names(gm: GraphModule, mapping: dict[str, str]) -> None:
     gm.recompile()
 
 
+def noting_overloads(op: OpOverload, found: list[str]) -> Callable[[GraphModule], None]:
+    """An ``edit`` that changes nothing: it puts in ``found`` the names of the nodes of another overload of ``op``."""
+
+    def note(gm: GraphModule) -> None:
+        found.extend(
+            n.name
+            for n in gm.graph.nodes
+            if n.op == "call_function"
+            and isinstance(n.target, OpOverload)
+            and n.target.overloadpacket is op.overloadpacket
+            and n.target != op
+        )
+
+    return note
+
+
+def with_overloads(ns: Namespace, name: str, model: nn.Module, inputs: tuple[torch.Tensor, ...], op: Any, *args: Any):
+    """``describe_pass`` of ``ns[name](gm, op, *args)``, and under ``other_overloads`` the names of the nodes of
+    another overload of ``op`` (they must be left alone)."""
+    others: list[str] = []
+    result = describe_pass(ns, name, model, inputs, op, *args, edit=noting_overloads(op, others))
+    result["other_overloads"] = others
+    return result
+
+
 # --- replace_op -----------------------------------------------------------------------------------
 
 
@@ -189,6 +250,21 @@ def replace_add(ns: Namespace, seed: int) -> Any:
     features = seed_size(seed, 3, 6)
     inputs = seeded_inputs(seed, (3, features), (3, features))
     return describe_pass(ns, "replace_op", AddMix(features), inputs, aten.add.Tensor, aten.mul.Tensor)
+
+
+def replace_clamp(ns: Namespace, seed: int) -> Any:
+    """clamp(x, 0) → hardtanh(x, 0, 6): the old op has two arguments, the extra one goes after both."""
+    features = seed_size(seed, 3, 6)
+    inputs = seeded_inputs(seed, (3, features), scales=(8.0,))
+    return describe_pass(
+        ns, "replace_op", ClampReLUs(features), inputs, aten.clamp.default, aten.hardtanh.default, (6.0,)
+    )
+
+
+def replace_mean(ns: Namespace, seed: int) -> Any:
+    """mean.dim → amax: the mean of everything (mean.default, another overload) stays."""
+    inputs = seeded_inputs(seed, (2, 3, 4, 4))
+    return with_overloads(ns, "replace_op", MeanPools(seed_size(seed, 2, 4)), inputs, aten.mean.dim, aten.amax.default)
 
 
 def replace_renamed(ns: Namespace, seed: int) -> Any:
@@ -219,7 +295,7 @@ def _bounds(seed: int, salt: int) -> tuple[float, float]:
 def clamp_fan_out(ns: Namespace, seed: int) -> Any:
     inputs = seeded_inputs(seed, (2, 3, 8, 8))
     low, high = _bounds(seed, 1)
-    return describe_pass(ns, "insert_clamp", ConvFanOut(seed_size(seed, 2, 4)), inputs, aten.conv2d.default, low, high)
+    return with_overloads(ns, "insert_clamp", ConvFanOut(seed_size(seed, 2, 4)), inputs, aten.conv2d.default, low, high)
 
 
 def clamp_output(ns: Namespace, seed: int) -> Any:
@@ -247,7 +323,14 @@ def clamp_renamed(ns: Namespace, seed: int) -> Any:
 
 EXERCISES = with_hidden_cases(
     PUBLIC,
-    replace_op={"relu6": replace_relu6, "sigmoid": replace_sigmoid, "add": replace_add, "retargeted": replace_renamed},
+    replace_op={
+        "relu6": replace_relu6,
+        "sigmoid": replace_sigmoid,
+        "add": replace_add,
+        "clamp": replace_clamp,
+        "mean": replace_mean,
+        "retargeted": replace_renamed,
+    },
     insert_clamp={
         "fan_out": clamp_fan_out,
         "output": clamp_output,

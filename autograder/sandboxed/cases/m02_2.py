@@ -7,6 +7,10 @@ XNNPACKQuantizer itself, whose positions the first cases copy). Both graphs are 
 on the same batches and described by what they do (``selfcheck.public.m02_2.describe_observed``).
 One case starts from a graph ``prepare_pt2e`` already filled with observers (one instance
 shared by two nodes): the student's observers must go in beside them without replacing any.
+Another starts from a graph an earlier pass edited so that two muls read their second tensor as the
+keyword argument ``other`` (export itself puts every tensor in ``args``): an observer on that edge or
+node must reach them too. ``prepare_pt2e`` refuses a labelled node with a tensor keyword, so its copy
+is prepared first and edited the same way after.
 Every model appears on every seed; the seed changes sizes, weights and calibration data.
 """
 
@@ -82,6 +86,33 @@ class Branches(nn.Module):
         return torch.max_pool2d(y, 2), a + 1.0
 
 
+class KeywordGates(nn.Module):
+    """linear → tanh and sigmoid; mul(tanh, sigmoid) and mul(linear, tanh) (``keyword_reads`` then moves each
+    mul's second tensor into ``kwargs``). Node names: x, linear, tanh, sigmoid, mul, mul_1, output."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.linear(x)
+        t = torch.tanh(y)
+        return t * torch.sigmoid(y), y * t
+
+
+KEYWORD_READERS = ("mul", "mul_1")
+
+
+def keyword_reads(gm: GraphModule) -> None:
+    """An earlier pass rebuilt both muls as ``mul(a, other=b)``: their second tensor is a keyword argument."""
+    for node in gm.graph.nodes:
+        if node.name in KEYWORD_READERS:
+            first, second = node.args
+            node.args, node.kwargs = (first,), {"other": second}
+    gm.graph.lint()
+    gm.recompile()
+
+
 class TwoStage(nn.Module):
     """a + b → tanh; tanh * c → sigmoid; tanh is also returned."""
 
@@ -142,16 +173,21 @@ def run_positions(
     specs: dict[str, Any],
     reference_quantizer: Callable[[], Any] | None = None,
     prepared_first: list[tuple[Position, str]] | None = None,
+    edit: Callable[[GraphModule], None] | None = None,
 ) -> dict[str, Any]:
     """Insert observers with the student's function and with prepare_pt2e; calibrate; describe both.
 
     With ``prepared_first``, the student's copy is first prepared by prepare_pt2e on those
     positions, then the student inserts ``positions``; the reference labels both at once.
+    With ``edit`` (an earlier pass), the student's copy is edited before the observers go in, and
+    prepare_pt2e's after (``edit`` must read the same on both).
     """
     from common.pt2e import export_module, prepare_pt2e
 
     gm = export_module(model.eval(), inputs)
     reference = copy.deepcopy(gm)
+    if edit is not None:
+        edit(gm)
     if prepared_first:
         gm = prepare_pt2e(gm, PositionQuantizer(prepared_first, specs))
     returned = insert_all(ns, gm, _observers(positions, specs))
@@ -160,6 +196,8 @@ def run_positions(
     else:
         quantizer = PositionQuantizer([*(prepared_first or []), *positions], specs)
     prepared = prepare_pt2e(reference, quantizer)
+    if edit is not None:
+        edit(prepared)
     shapes = [tuple(t.shape) for t in inputs]
     calibrate(gm, shapes, seed)
     calibrate(prepared, shapes, seed)
@@ -275,6 +313,34 @@ def case_shared(ns: Namespace, seed: int) -> Any:
     return run_positions(ns, seed, AddTwo(), inputs, positions, {"s": _minmax()})
 
 
+def case_keywords(ns: Namespace, seed: int) -> Any:
+    """KeywordGates after a pass moved each mul's second tensor into ``kwargs`` (``other``): an edge tanh → mul_1
+    (mul reads tanh too, in ``args``) and the nodes linear and sigmoid (mul reads the sigmoid as ``other``).
+    ``keyword_reads``: the (consumer, producer) pairs read through a keyword."""
+    features = seed_size(seed, 4, 12)
+    inputs = seeded_inputs(seed, (4, features), scales=(2.0,))
+    reads = [["mul", "sigmoid"], ["mul_1", "tanh"]]
+    edge = run_positions(
+        ns,
+        seed,
+        KeywordGates(features),
+        inputs,
+        [(("edge", "x", "linear"), "a"), (("edge", "tanh", "mul_1"), "b")],
+        {"a": _minmax(), "b": _moving(0.5)},
+        edit=keyword_reads,
+    )
+    node = run_positions(
+        ns,
+        seed,
+        KeywordGates(features),
+        inputs,
+        [(("node", "linear"), "a"), (("node", "sigmoid"), "b")],
+        {"a": _minmax(), "b": _symmetric_minmax()},
+        edit=keyword_reads,
+    )
+    return {"edge": {**edge, "keyword_reads": reads}, "node": {**node, "keyword_reads": reads}}
+
+
 def case_prepared(ns: Namespace, seed: int) -> Any:
     """TwoStage prepared by prepare_pt2e first (a → add and b → add share one instance, registered under
     two names; add has its own output observer); then the student adds c → mul and the node tanh."""
@@ -296,5 +362,6 @@ EXERCISES = with_hidden_cases(
         "repeated_input": case_repeated_input,
         "shared": case_shared,
         "prepared": case_prepared,
+        "keywords": case_keywords,
     },
 )

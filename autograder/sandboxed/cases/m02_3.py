@@ -5,6 +5,12 @@ what torchao gave on the same input (``torchao``: the observer's ``calculate_qpa
 ``quantized_decomposed`` op that ``convert_pt2e`` puts in the graph). The checks compare the
 student's values with the ``torchao`` values of the answer key's evidence, computed in the
 judge's own process, for exact equality.
+
+The ``.5`` ties run on an odd ``quant_min`` too (int8 [-127, 127] affine): rounding after adding
+``quant_min`` turns a tie the other way there. One near-ties row has a hand-written scale (four
+decimals) that float32 cannot hold, chosen so that its reciprocal in float32 differs from the op's
+``1.0 / scale`` (float64, then float32) by the last bit; every other scale is a float32 value, where
+the two reciprocals are always equal. Quantize rows keep their exact ``scale``.
 """
 
 from __future__ import annotations
@@ -126,14 +132,21 @@ def qparams_one_sided(ns: Namespace, seed: int) -> Any:
     ]
 
 
+ODD_AFFINE = ("int8 [-127,127] affine", torch.int8, -127, 127, False)
+"""An affine range whose quant_min is odd: round(quant_min − min / scale) turns its ties the other way."""
+
+
 def qparams_ties(ns: Namespace, seed: int) -> Any:
-    """min / scale lands exactly on .5: the zero point needs torch.round (half to even)."""
+    """min / scale lands exactly on .5: the zero point needs torch.round (half to even), on an even and an odd
+    quant_min."""
     rows = []
     step = 2.0 ** -(seed % 3)  # scale = step, exactly representable
-    for half in (-0.5, -1.5, -2.5, -3.5, -6.5):
-        low = half * step
-        high = low + 255 * step
-        rows.append(_qparams_case(ns, f"min={low:g}, max={high:g}", [torch.tensor([low, high])], AFFINE_RANGES[0]))
+    for config, halves in ((AFFINE_RANGES[0], (-0.5, -1.5, -2.5, -3.5, -6.5)), (ODD_AFFINE, (-0.5, -2.5, -5.5))):
+        _, _, qmin, qmax, _ = config
+        for half in halves:
+            low = half * step
+            high = low + (qmax - qmin) * step
+            rows.append(_qparams_case(ns, f"min={low:g}, max={high:g}", [torch.tensor([low, high])], config))
     return rows
 
 
@@ -187,6 +200,7 @@ def _quantize_case(
         "x": [float(v) for v in x.flatten()],
         "mine": tensor_values(got, "quantize 的結果", integer=True, dtype=dtype),
         "torchao": [int(v) for v in expected.flatten()],
+        "scale": float(scale),
     }
 
 
@@ -221,6 +235,16 @@ def near_ties(scale: float, low: int, high: int) -> torch.Tensor:
     return torch.cat(values)
 
 
+def hand_written_scale(g: torch.Generator) -> float:
+    """A scale written with four decimals (0.0123) that float32 cannot hold, whose reciprocal taken in float32
+    (1 / float32(scale)) is not the op's (1.0 / scale in float64, rounded to float32 when it multiplies)."""
+    while True:
+        scale = int(torch.randint(30, 800, (1,), generator=g)) / 10_000
+        inverse = torch.tensor(1.0 / scale, dtype=torch.float32)
+        if float(torch.tensor(scale, dtype=torch.float32)) != scale and inverse != 1 / torch.tensor(scale):
+            return scale
+
+
 def quantize_near_ties(ns: Namespace, seed: int) -> Any:
     g = _generator(seed, 700)
     rows = []
@@ -229,6 +253,11 @@ def quantize_near_ties(ns: Namespace, seed: int) -> Any:
         zero_point = int(torch.randint(qmin + 20, qmax - 20, (1,), generator=g))
         x = near_ties(scale, qmin - zero_point - 2, qmax - zero_point + 2)
         rows.append(_quantize_case(ns, "剛好在兩個整數中間附近的值", x, scale, zero_point, qmin, qmax, dtype))
+    scale = hand_written_scale(g)
+    zero_point = int(torch.randint(-100, 100, (1,), generator=g))
+    x = near_ties(scale, -128 - zero_point - 2, 127 - zero_point + 2)
+    label = "手寫的 scale（float32 存不下的 Python float），剛好在兩個整數中間附近的值"
+    rows.append(_quantize_case(ns, label, x, scale, zero_point, -128, 127, torch.int8))
     return rows
 
 
