@@ -103,7 +103,8 @@ def test_unannotated_specs(seen, expected):
         expected,
         "kept",
         "unannotated",
-        "BN 折進 conv；cat（每條邊都是 None）與一個 conv 貼了沒有規格的標籤；sigmoid 的標籤沒設 _annotated",
+        "BN 折進 conv；cat（每條邊都是 None）與一個 conv 貼了沒有規格的標籤；另一個 conv 的標籤只有 weight 的規格；"
+        "sigmoid 的標籤沒設 _annotated",
     )
 
 
@@ -138,7 +139,8 @@ last op's output)."""
 KEPT_CLAIMED = "cat"
 """In ``kept``, cat and one conv carry claimed labels without a spec; cat's names each input edge with None."""
 KEPT_UNCLAIMED = "sigmoid"
-"""In ``kept``, sigmoid's label has an output spec and ``_annotated`` left False."""
+"""In ``kept``, sigmoid's label has an output spec and ``_annotated`` left False; another conv's claimed label
+has one spec, its weight's (weight-only quantization: labelled)."""
 PRODUCERS = ("abs", "sigmoid")
 """In ``nobody``, abs and sigmoid have no label; the edges from them are labelled on their consumers."""
 
@@ -212,6 +214,21 @@ def none_spec_counts(seen: Any, expected: Any) -> bool:
     """cat, whose label names each edge with None, is not listed; the conv whose label is empty is."""
     _, missing = _kept(seen, expected)
     return KEPT_CLAIMED in missing and not _convs(missing)
+
+
+@detects("quantizer_report", "weight_spec_ignored", explains=("test_unannotated_specs",))
+def weight_spec_ignored(seen: Any, expected: Any) -> bool:
+    """Only a conv is listed too many in ``kept`` (the weight-only one), nothing is missed, and every other
+    case's ``unannotated`` is the key's: the weight's spec did not count."""
+    extra, missing = _kept(seen, expected)
+    others = _diffs(seen, expected, ("cat_inputs", *PATTERNS, "nobody"))
+    return (
+        bool(extra)
+        and extra == _convs(extra)
+        and not missing
+        and bool(others)
+        and all(not more and not fewer for more, fewer in others)
+    )
 
 
 @detects(

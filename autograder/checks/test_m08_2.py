@@ -30,7 +30,7 @@ from selfcheck.public.m08_2 import (
 
 CASES = {
     "convs": "conv 模型（depthwise、groups=2、殘差 add → relu、被讀兩次的 conv、conv + conv、broadcast 的 add）",
-    "linears": "linear 模型（3-D 輸入、f + linear(f)、被讀兩次的 relu、linear + h → relu）",
+    "linears": "linear 模型（3-D 輸入、f + linear(f)、被讀兩次的 relu、linear + h → relu、最後加上 broadcast 的 tensor）",
     "dynamic": "dynamic 設定量化的模型（conv → relu → linear → relu → linear + h → relu → linear）",
     "skipped": "用名字跳過一個 conv、用型別跳過 linear，有 Conv1d 與 ConvTranspose2d 的模型（輸入叫 add）",
     "per_tensor": "conv 用 per-channel weight、linear 用 per-tensor weight 量化的模型",
@@ -300,6 +300,14 @@ def detect_non_int8_fuses(seen: Any, expected: Any) -> bool:
 @detects("predict_kernels", "conv_add_any_operand", explains=FUSES)
 def detect_conv_add(seen: Any, expected: Any) -> bool:
     return _fused(seen, expected, "conv", lambda extra, missing: "add" in extra)
+
+
+@detects("predict_kernels", "linear_add_any_shape", explains=FUSES)
+def detect_linear_add_any_shape(seen: Any, expected: Any) -> bool:
+    """A linear takes an add the key's does not (a broadcast operand), while no conv takes an extra add."""
+    return _fused(seen, expected, "linear", lambda extra, missing: "add" in extra) and not _fused(
+        seen, expected, "conv", lambda extra, missing: "add" in extra
+    )
 
 
 @detects("predict_kernels", "any_consumer_fuses", explains=FUSES)

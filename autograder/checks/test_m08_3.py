@@ -34,7 +34,8 @@ from selfcheck import diagnosis
 
 WHERE = {
     "lowered": "隱藏的 backbone（conv → relu、add、sigmoid、cat、max_pool2d、flatten、linear → relu、linear）",
-    "crowded": "滿是陷阱的模型（輸入叫 cat、讀兩次的 conv、常數與純量、重複的 cat 輸入、ConvTranspose2d、折進 BN 的 conv）",
+    "crowded": "滿是陷阱的模型（輸入叫 cat、讀兩次的 conv、寫在前面或後面的常數與純量、重複的 cat 輸入、z + z、"
+    "ConvTranspose2d、折進 BN 的 conv）",
     "claimed": "add、cat 與 stem 的 relu 已被別人認領、另一個 add 有沒認領的標籤的模型",
 }
 

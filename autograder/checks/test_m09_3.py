@@ -74,6 +74,10 @@ INPUT_WORDS = {
 }
 
 
+def _range_text(limits: Any) -> str:
+    return f"[{limits[0]}, {limits[1]}]" if isinstance(limits, list) and len(limits) == 2 else "沒有（沒量化）"
+
+
 @check("llm_quantizer", 1, "每個 linear 的輸入是動態量化（choose_qparams），不是校準出來的固定 qparams")
 def test_linear_input_dynamic(seen, expected):
     for case, where in QUANTIZER_CASES.items():
@@ -84,6 +88,12 @@ def test_linear_input_dynamic(seen, expected):
                 raise Fail(
                     f"{where}的 {name}：輸入應該是{INPUT_WORDS.get(ours, ours)}，"
                     f"你的是{INPUT_WORDS.get(mine['input'], mine['input'])}"
+                )
+            ours_range, mine_range = want["linears"][name].get("input_range"), mine.get("input_range")
+            if mine_range != ours_range:
+                raise Fail(
+                    f"{where}的 {name}：輸入量化的整數範圍應該是 {_range_text(ours_range)}，"
+                    f"你的是 {_range_text(mine_range)}（4-bit 只改 weight，activation 仍是完整的 int8）"
                 )
 
 
@@ -129,7 +139,7 @@ def test_others_float(seen, expected):
 BYTES_CASES = {
     "int8_dynamic": "int8 動態量化的隱藏 TinyLM",
     "int4_embedding": "4-bit + embedding 量化的隱藏 TinyLM",
-    "float": "沒有量化的隱藏 TinyLM（export 後）",
+    "float": "沒有量化的隱藏 TinyLM（export 後；float32 常數都是同一塊 storage 的 view）",
     "shared_reads": "LayerNorm 共用一個模組、同一個常數被好幾個 get_attr node 讀的隱藏 TinyLM",
 }
 
@@ -188,6 +198,11 @@ def static_config(seen: Any, expected: Any) -> bool:
     return public.static_inputs(seen, expected)
 
 
+@detects("llm_quantizer", "activation_range", explains=("test_linear_input_dynamic",))
+def activation_range(seen: Any, expected: Any) -> bool:
+    return public.activation_range(seen, expected)
+
+
 @detects("llm_quantizer", "embedding_float", explains=("test_embedding_weight",))
 def embedding_float(seen: Any, expected: Any) -> bool:
     return public.embeddings_float(seen, expected)
@@ -241,6 +256,28 @@ def counts_every_read(seen: Any, expected: Any) -> bool:
 @detects("graph_bytes", "state_dict_size")
 def state_dict_size(seen: Any, expected: Any) -> bool:
     return public.state_dict_bytes(seen, expected)
+
+
+FLAT_CASE = "float"
+"""The graph_bytes case whose float32 constants are views into one flat, padded storage."""
+
+
+@detects("graph_bytes", "storage_bytes", explains=("test_bytes_by_dtype",))
+def storage_bytes(seen: Any, expected: Any) -> bool:
+    """Every graph right but the one whose constants are views: there, more float32 bytes (each view counted
+    as its whole storage), every other dtype right."""
+    found = public.byte_pairs(seen, expected)
+    others = [got == want for case, got, want in found if case != FLAT_CASE]
+    flat = [(got, want) for case, got, want in found if case == FLAT_CASE]
+    return (
+        bool(others)
+        and all(others)
+        and any(
+            got.get("float32", 0) > want.get("float32", 0)
+            and {k: v for k, v in got.items() if k != "float32"} == {k: v for k, v in want.items() if k != "float32"}
+            for got, want in flat
+        )
+    )
 
 
 @detects("graph_bytes", "module_tensors")

@@ -276,6 +276,14 @@ MISCONCEPTIONS = (
         EMPTY_LABEL,
     ),
     Misconception(
+        "weight_spec_ignored",
+        "weight 的規格不算標到",
+        "你可能以為只有 activation 的邊（或輸出）有規格才算標到，跳過了 input_qspec_map 裡 weight 那條邊。"
+        "只量化 weight 的標籤（weight-only）也是一份不是 None 的規格，prepare_pt2e 會替 weight 插 observer，那個 op 算標到。"
+        "input_qspec_map 的每一個值都要看，不管那條邊來自哪種 node。",
+        RULES,
+    ),
+    Misconception(
         "observed_means_labelled",
         "輸出後面有 observer 就算標到",
         "observer 插在哪裡，和哪個 op 有標籤不是同一件事：abs → conv 的 abs 沒有規格，它的輸出卻因為 conv 的輸入邊標籤而被觀察；"

@@ -386,6 +386,14 @@ MISCONCEPTIONS = (
         FROM_THE_GRAPH,
     ),
     Misconception(
+        "linear_add_any_shape",
+        "linear 後面的 add 不看 shape",
+        "「linear 不挑」說的是另一個運算元的來源（dequantize 或 fp32 都可以），不是它的形狀。"
+        "oneDNN 的 linear 把 add 做在 kernel 裡，兩邊要是同樣 shape 的 tensor；加上一個會 broadcast 的值（像 (batch, 1)）形狀不同，"
+        "add 不會被吃掉。linear 也要用 value_shape 比兩邊的 shape。",
+        FROM_THE_GRAPH,
+    ),
+    Misconception(
         "any_consumer_fuses",
         "consumer 裡有 relu 就吃掉，不管是不是唯一的",
         "kernel 要把後面的 node 吃進去，那個 node 必須是前一個 node 唯一的 consumer：conv 的輸出還有別人要讀時，"

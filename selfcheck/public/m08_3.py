@@ -703,16 +703,17 @@ MISCONCEPTIONS = (
     ),
     Misconception(
         "repeated_input_twice",
-        "cat 重複的輸入貼了兩次",
-        "cat([r, s, r]) 裡 r 出現兩次，但 r → cat 只是一條邊：貼第二次時把它改成「和自己共用」，prepare_pt2e 找共用的源頭時繞不出來。"
-        "同一個 node 只算一次，例如 list(dict.fromkeys(...))。",
+        "add / cat 重複的輸入貼了兩次",
+        "cat([r, s, r]) 裡 r 出現兩次、y + y 的兩個運算元是同一個 node，但那只是一條邊：貼第二次時把它改成「和自己共用」，"
+        "prepare_pt2e 找共用的源頭時繞不出來。add 與 cat 都一樣，同一個 node 只算一次，例如 list(dict.fromkeys(...))。",
         LIMITS,
     ),
     Misconception(
         "non_activation_operand",
         "add / cat 的每個運算元都當成 activation",
-        "模型常數（op 是 get_attr 的 buffer）不是 activation，+ 0.5 的 0.5 是 Python 純量，連 Node 都不是。"
-        "只有是 Node、而且不是 get_attr 的輸入才貼標籤、參與共用。",
+        "模型常數（op 是 get_attr 的 buffer）不是 activation，+ 0.5 的 0.5 是 Python 純量，連 Node 都不是；"
+        "常數也可能寫在前面（self.offset + y、cat 串列的第一個），第一個運算元不一定是 activation。"
+        "add 與 cat 的每個輸入都先篩過：只有是 Node、而且不是 get_attr 的才貼標籤、參與共用。",
         LIMITS,
     ),
     Misconception(

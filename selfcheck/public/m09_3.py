@@ -133,10 +133,20 @@ def input_kind(node: Any) -> str:
     return op
 
 
+def input_range(node: Any) -> list[int] | None:
+    """The integer range ``[qmin, qmax]`` an activation is quantized to on its way into a linear (the
+    arguments of its per-tensor dequantize), or None when it is not quantized per tensor."""
+    if not _is_qdq(node) or not _op(node).startswith("dequantize_per_tensor") or len(node.args) < 5:
+        return None
+    qmin, qmax = node.args[3:5]
+    return [int(qmin), int(qmax)] if isinstance(qmin, int) and isinstance(qmax, int) else None
+
+
 def structure(gm: GraphModule) -> dict[str, Any]:
     """A converted graph's quantization, node by node (plain data, no floats).
 
-    ``linears``: weight (``weight_record``) and input (``input_kind``) of each linear;
+    ``linears``: weight (``weight_record``), input (``input_kind``) and the input's range (``input_range``) of
+    each linear;
     ``embeddings``: the weight of each embedding; ``others``: for each op of ``OTHER_OPS``, the
     q / dq ops on its inputs and among its consumers (an op computed in float has none of its own).
     """
@@ -147,7 +157,11 @@ def structure(gm: GraphModule) -> dict[str, Any]:
         if node.op != "call_function":
             continue
         if node.target == LINEAR:
-            linears[node.name] = {"weight": weight_record(gm, node.args[1]), "input": input_kind(node.args[0])}
+            linears[node.name] = {
+                "weight": weight_record(gm, node.args[1]),
+                "input": input_kind(node.args[0]),
+                "input_range": input_range(node.args[0]),
+            }
         elif node.target == EMBEDDING:
             embeddings[node.name] = {"weight": weight_record(gm, node.args[0])}
         elif node.target in OTHER_OPS:
@@ -273,6 +287,15 @@ def _quantized_weights(seen: Any, expected: Any, group: str = "linears") -> list
 def static_inputs(seen: Any, expected: Any) -> bool:
     """A linear's input quantized with constant (calibrated) qparams, where the key's are chosen at run time."""
     return any(got == "static" and want == "dynamic" for got, want in parts(seen, expected, "linears", "input"))
+
+
+def activation_range(seen: Any, expected: Any) -> bool:
+    """A linear's input quantized as the key's (dynamic, or static alike) but to another integer range."""
+    kinds = parts(seen, expected, "linears", "input")
+    ranges = parts(seen, expected, "linears", "input_range")
+    return all(got == want for got, want in kinds) and any(
+        isinstance(got, list) and isinstance(want, list) and got != want for got, want in ranges
+    )
 
 
 def embeddings_float(seen: Any, expected: Any) -> bool:
@@ -459,6 +482,15 @@ QUANTIZER_MISCONCEPTIONS = (
         public=static_inputs,
     ),
     Misconception(
+        "activation_range",
+        "activation 的範圍也改了",
+        "4-bit 說的只是 weight：出貨的 recipe 只傳 weight_qmin=-8、weight_qmax=7，linear 的輸入仍在執行時動態量化成完整的 int8 [−128, 127]。"
+        "你另外改了 act_qmin、act_qmax（例如也寫成 4-bit，或對稱的 [−127, 127]），activation 的格子變粗或少了一格。"
+        "activation 的範圍用 config 的預設值，不要動。",
+        FOUR_BIT_CONFIG,
+        public=activation_range,
+    ),
+    Misconception(
         "embedding_float",
         "以為 XNNPACKQuantizer 也會量化 embedding",
         "XNNPACKQuantizer 只標 linear（動態 config 下也只有 linear 與 conv 的 pattern），embedding 的表留在 float。"
@@ -551,6 +583,14 @@ BYTES_MISCONCEPTIONS = (
         "真正的大小是圖在執行時讀的東西：每個 get_attr node 指向的 tensor。",
         SIZE,
         public=state_dict_bytes,
+    ),
+    Misconception(
+        "storage_bytes",
+        "用 storage 的大小當成 tensor 的大小",
+        "untyped_storage().nbytes() 是整塊 storage 的大小；一個 view 的常數（例如攤平在同一塊記憶體裡的 parameter）只占其中一段，"
+        "好幾個 tensor 共用一塊 storage 時，每個都算整塊就重複算了，連沒有人用的那一段也算進去。"
+        "一個 tensor 的 byte 數是它自己的 numel() * element_size()。",
+        BYTES_RULES,
     ),
     Misconception(
         "module_tensors",

@@ -8,10 +8,10 @@ max_pool2d; conv → relu → max_pool2d → conv → reshape / flatten → tran
 softmax and tanh (nobody annotates abs, sigmoid, softmax and tanh; abs and sigmoid feed a conv and a
 linear, whose labels quantize the edge from them); adds (add → relu, a residual add, linear →
 relu, a scalar add); and a conv → BN → relu model whose cat and one conv are kept in fp32 by claimed
-labels without a spec (cat's names each input edge with ``None``) while sigmoid gets a label with
-``_annotated`` left False. Every model is built on
-every seed; seeds change sizes, the order of cat's inputs and which conv is kept. ExecuTorch is
-imported only when a case runs.
+labels without a spec (cat's names each input edge with ``None``), another conv gets a claimed label
+with only its weight's spec (weight-only: labelled), and sigmoid gets a label with ``_annotated`` left
+False. Every model is built on every seed; seeds change sizes, the order of cat's inputs and which
+conv is kept (and which is weight-only). ExecuTorch is imported only when a case runs.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from torch.fx import GraphModule
 
 from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer
-from common.qspecs import act_spec
+from common.qspecs import act_spec, weight_spec
 from selfcheck.public.m08_1 import PUBLIC, KeepFp32, both, make_quantizer, report
 
 # --- hidden models ------------------------------------------------------------------------------
@@ -113,7 +113,13 @@ class BnCat(nn.Module):
 
 
 class KeepSpelledOut(KeepFp32):
-    """Like ``KeepFp32``, but the label on ``cat`` names each input edge with a ``None`` spec ("not quantized")."""
+    """Like ``KeepFp32``, but the label on ``cat`` names each input edge with a ``None`` spec ("not quantized"),
+    and the ``weight_only`` convs get a claimed label whose one spec is their weight's (weight-only quantization:
+    labelled, though no activation edge and no output is)."""
+
+    def __init__(self, inner: Quantizer, keep: Iterable[str], weight_only: Iterable[str] = ()) -> None:
+        super().__init__(inner, keep)
+        self.weight_only = set(weight_only)
 
     def annotate(self, model: GraphModule) -> GraphModule:
         self.inner.annotate(self._claim(model))
@@ -123,6 +129,9 @@ class KeepSpelledOut(KeepFp32):
         for node in model.graph.nodes:
             if node.name in self.keep:
                 edges = dict.fromkeys(node.all_input_nodes) if node.name == "cat" else {}
+                node.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map=edges, _annotated=True)
+            elif node.name in self.weight_only:
+                edges = {node.args[1]: weight_spec()}
                 node.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map=edges, _annotated=True)
         return model
 
@@ -178,8 +187,11 @@ def adds(ns: Namespace, seed: int) -> Any:
 def kept(ns: Namespace, seed: int) -> Any:
     model, inputs = BnCat(seed_size(seed, 3, 6)), seeded_inputs(seed, (2, 3, 6, 6))
     keep = ["cat", KEPT_CONVS[seed % len(KEPT_CONVS)]]
+    weight_only = [KEPT_CONVS[(seed + 1) % len(KEPT_CONVS)]]
     return {
-        which: report(ns, model, inputs, LabelAfter(KeepSpelledOut(make_quantizer(which), keep), ["sigmoid"]))
+        which: report(
+            ns, model, inputs, LabelAfter(KeepSpelledOut(make_quantizer(which), keep, weight_only), ["sigmoid"])
+        )
         for which in ("torchao", "executorch")
     }
 

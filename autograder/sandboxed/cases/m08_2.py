@@ -13,7 +13,8 @@ the answer key predicts what the lowering does.
   the add); relu(conv7(v) + offset) with a (C, 1, 1) buffer (shapes differ: no add fused).
 - ``linears``: linears on a 3-D input (with and without bias), a flattened map f + linear(f)
   (the other operand is a dequantize: a linear takes it all the same), h = relu(linear(·))
-  read twice (relu fused, no quantize), relu(linear(h) + h), a last linear (fp32 output).
+  read twice (relu fused, no quantize), relu(linear(h) + h), a last linear (fp32 output) whose only
+  consumer adds a (batch, 1) tensor computed from the input (a broadcast: shapes differ, no add fused).
 - ``dynamic``: the dynamic config: conv → relu stays an fp32 conv on a dequantized weight,
   the linears become int8 kernels with relu and add fused (dynamic activations have no static
   quantize to take in).
@@ -74,7 +75,7 @@ class ConvNet(nn.Module):
 
 class Linears(nn.Module):
     """(batch, steps, features) → linear → relu → linear without bias (3-D) → flatten f; f + linear(f);
-    h = relu(linear(·)); relu(linear(h) + h) → linear."""
+    h = relu(linear(·)); relu(linear(h) + h) → linear, plus a (batch, 1) mean of the input (broadcast)."""
 
     def __init__(self, steps: int, features: int, hidden: int) -> None:
         super().__init__()
@@ -89,7 +90,8 @@ class Linears(nn.Module):
         f = torch.flatten(self.fc_b(torch.relu(self.fc_a(x))), 1)
         k = f + self.fc_k(f)
         h = torch.relu(self.fc1(k))
-        return self.fc3(torch.relu(self.fc2(h) + h))
+        # the last linear's only consumer adds a (batch, 1) mean of the input: a broadcast, not fused
+        return self.fc3(torch.relu(self.fc2(h) + h)) + x.flatten(1).mean(-1, keepdim=True)
 
 
 class ConvHead(nn.Module):

@@ -8,8 +8,9 @@
 - ``reference``: ExecuTorch's own XNNPACKQuantizer on the same backbone, the same way (no student
   code; kept per seed, so the grader pays for it once).
 - ``crowded``: what is not one of the backend's ops, or not where it looks (an input called
-  ``cat``, a conv read twice, constants and scalars, a repeated cat input, a ConvTranspose2d, a
-  folded BN, a linear without bias): labels, observers, paths and biases; no lowering.
+  ``cat``, a conv read twice, constants and scalars (a buffer first in an add and in a cat), a
+  repeated cat input, ``z + z``, a ConvTranspose2d, a folded BN, a linear without bias): labels,
+  observers, paths and biases; no lowering.
 - ``claimed``: an add, a cat and the stem's relu claimed before the student's Quantizer, and an add
   labelled but not claimed; the labels right after the student's ``annotate`` (the stem conv, whose
   only consumer is the claimed relu, must label its own output: no fusion over a claimed relu).
@@ -86,16 +87,18 @@ class Crowded(nn.Module):
     """Everything around the backend's ops that is not one, or not where it looks.
 
     The input is called ``cat``. ``a`` (a conv) is read by a relu and an add, so it cannot be
-    fused; the add's other operand is a buffer; the cat reads ``r`` twice; a ConvTranspose2d
-    (not a conv2d) and a conv → BN → relu (BN folds into a conv without bias) follow; then
-    max_pool2d, flatten, linear → relu, an add with a Python scalar, a linear without bias
-    into a sigmoid, and a linear with bias.
+    fused; the add's other operand is a buffer, written first; the cat reads ``r`` twice; a
+    ConvTranspose2d (not a conv2d) and a conv → BN → relu (BN folds into a conv without bias)
+    follow; then max_pool2d, flatten, linear → relu, an add with a Python scalar, ``z + z`` (one
+    operand, one edge) into a linear without bias and a sigmoid, and a cat of a buffer (first) and
+    ``z`` into a linear with bias.
     """
 
     def __init__(self, channels: int) -> None:
         super().__init__()
         self.conv = nn.Conv2d(3, channels, 3, padding=1)
         self.register_buffer("offset", torch.randn(channels, 1, 1))
+        self.register_buffer("rows", torch.randn(2, 12))
         self.up = nn.ConvTranspose2d(3 * channels, channels, 2, stride=2)
         self.mix = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
         self.bn = nn.BatchNorm2d(channels)
@@ -111,12 +114,12 @@ class Crowded(nn.Module):
     def forward(self, cat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         a = self.conv(cat)
         r = torch.relu(a)
-        s = a + self.offset
+        s = self.offset + a
         t = torch.cat([r, s, r], dim=1)
         u = torch.relu(self.bn(self.mix(self.up(t))))
         v = torch.flatten(torch.max_pool2d(u, 2), 1)
         z = torch.relu(self.fc(v)) + 0.5
-        return torch.sigmoid(self.gate(z)), self.out(z)
+        return torch.sigmoid(self.gate(z + z)), self.out(torch.cat([self.rows, z], dim=0))
 
 
 class ClaimedAdds(nn.Module):

@@ -10,9 +10,10 @@ case lowers to ExecuTorch. A third case (``composed``) builds an LLM-like model 
 nested unlike TinyLM's, and runs ``LLMQuantizer()`` after another Quantizer that keeps its head at 8 bits.
 
 ``graph_bytes``: the student's function on graphs the grader converts with the course's own
-Quantizers (never the student's): int8 dynamic, 4-bit + embedding, a float export, and a model
-whose LayerNorms share one module, with every extra read of a constant given its own ``get_attr``
-node (the same target read by several nodes is one tensor).
+Quantizers (never the student's): int8 dynamic, 4-bit + embedding, a float export whose float32
+constants are views into one flat, padded storage (a view's bytes are its own, not its storage's),
+and a model whose LayerNorms share one module, with every extra read of a constant given its own
+``get_attr`` node (the same target read by several nodes is one tensor).
 """
 
 from __future__ import annotations
@@ -106,6 +107,37 @@ def split_reads(gm: GraphModule) -> GraphModule:
     return gm
 
 
+FLAT_PADDING = 64
+"""Elements at the end of the flat storage that no constant is a view of (as alignment leaves them)."""
+
+
+def flat_storage(gm: GraphModule, dtype: torch.dtype = torch.float32) -> GraphModule:
+    """Every ``dtype`` constant the graph reads made a view into one flat storage (in place), the way a
+    flattened parameter or a memory-mapped checkpoint keeps them, with padding at the end: a tensor's
+    bytes are its own (``numel() * element_size()``), not its storage's."""
+    targets = list(dict.fromkeys(str(n.target) for n in gm.graph.nodes if n.op == "get_attr"))
+    found = []
+    for target in targets:
+        owner_path, _, name = target.rpartition(".")
+        owner = gm.get_submodule(owner_path) if owner_path else gm
+        tensor = getattr(owner, name)
+        if isinstance(tensor, torch.Tensor) and tensor.dtype == dtype:
+            found.append((owner, name, tensor))
+    flat = torch.zeros(sum(t.numel() for _, _, t in found) + FLAT_PADDING, dtype=dtype)
+    start = 0
+    for owner, name, tensor in found:
+        view = flat[start : start + tensor.numel()].view(tensor.shape)
+        view.copy_(tensor.detach())
+        start += tensor.numel()
+        if name in owner._parameters:
+            owner._parameters[name] = nn.Parameter(view, requires_grad=False)
+        elif name in owner._buffers:
+            owner._buffers[name] = view
+        else:
+            setattr(owner, name, view)
+    return gm
+
+
 class SharedNorms(nn.Module):
     """A TinyLM whose LayerNorms are one module (ln1, ln2 of every block and ln_f)."""
 
@@ -137,7 +169,7 @@ def bytes_int4_embedding(ns: Namespace, seed: int) -> Any:
 
 def bytes_float(ns: Namespace, seed: int) -> Any:
     model, tokens = variant(seed + 2)
-    return bytes_of(ns, tinylm_graph(model, tokens))
+    return bytes_of(ns, flat_storage(tinylm_graph(model, tokens)))
 
 
 def bytes_shared(ns: Namespace, seed: int) -> Any:
