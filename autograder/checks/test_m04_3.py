@@ -238,7 +238,7 @@ def test_three_ops(seen, expected):
 @check(
     "fusion_quantizer",
     1,
-    "中間的 node 有別的 consumer（包括模型的輸出）就不能融；最後一個 member 或 pattern 外的 node 有好幾個 consumer 則沒關係",
+    "中間的 node 有別的 consumer 就不能融；最後一個 member 或 pattern 外的 node 有好幾個 consumer 則沒關係",
 )
 def test_shared_output(seen, expected):
     judge_cases(
