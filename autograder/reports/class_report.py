@@ -1,10 +1,13 @@
 """The class report: one self-contained HTML file an instructor opens after grading (``graded/<module>-report.html``).
 
-It answers what instructors ask after an assignment: which exercise the class found hard (score
-distributions, facility per exercise and per check), which misconception is common enough for the next
-lecture (the causes the feedback named, with the chapter section), which check deserves a look (never
-failed, never passed, or passed more by the weaker students), and who crashed, hit a limit, left work
-empty or tampered. It ends with how to reproduce the grading and what the gradebook's columns mean.
+It opens with what to do on Monday (``monday_section``): the exercise the class found hardest, the two or three
+misconceptions the feedback named most, each with its share of the class and the section to reread, and the
+students who need attention, each linked to their feedback page. Then the score distributions, the item statistics
+(with a rule of thumb for reading them, and "n < 30：僅供參考" where they rest on few students), every misconception,
+who crashed, hit a limit, left work empty or tampered, the class's scores, how to reproduce the grading and what the
+gradebook's columns mean. It ends with the item-quality flags, a note for the course's author (a check everybody
+passed, nobody passed, or the weaker students passed more). Every student's name links to their feedback page
+(``<student>/<module>/feedback.html`` beside the report, as ``pt2e-course grade`` writes it).
 Plots are matplotlib SVG (``autograder.reports.plots``) embedded as images; long lists fold
 (``<details>``), so a class of 500 reads on one screen. Everything shown went through ``hygiene.clean``.
 """
@@ -15,22 +18,32 @@ import base64
 import html
 import statistics as stats
 from pathlib import Path
+from urllib.parse import quote
 
 from autograder.reports import plots
 from autograder.reports.class_record import ClassRecord
 from autograder.reports.hygiene import clean
 from autograder.reports.statistics import (
+    ATTENTION,
     MIN_STUDENTS,
     OPERATION_LABELS,
     OPERATION_MEANINGS,
+    RELIABLE,
     CheckStats,
     ClassStats,
     class_stats,
+    hardest,
     histogram,
+    needs_attention,
 )
 
 SHOWN_MISCONCEPTIONS = 12
 SHOWN_FLAGGED = 10
+TOP_MISCONCEPTIONS = 3
+"""How many misconceptions the first block names."""
+SHOWN_NAMES = 12
+"""A list of students longer than this folds."""
+FEW = f"n &lt; {RELIABLE}：僅供參考"
 CSV_COLUMNS = {
     "student": "學生（繳交資料夾的名字，通常是學號）",
     "M0x-y": "這本 notebook 的分數（每本一欄）",
@@ -84,8 +97,23 @@ def _folded(summary: str, body: str, open_: bool = False) -> str:
     return f"<details{' open' if open_ else ''}><summary>{summary}</summary>{body}</details>"
 
 
-def _names(names: list[str]) -> str:
-    return '<p class="names">' + "、".join(_e(n) for n in sorted(names)) + "</p>"
+def feedback_href(student: str, module: str) -> str:
+    """The student's feedback page, relative to the report (``OUT/<student>/<module>/feedback.html``)."""
+    return f"{quote(clean(student), safe='')}/{quote(module, safe='')}/feedback.html"
+
+
+def _student(name: str, module: str) -> str:
+    """A student's name, linked to their feedback page."""
+    return f'<a class="student" href="{_e(feedback_href(name, module))}">{_e(name)}</a>'
+
+
+def _names(names: list[str], module: str) -> str:
+    return '<p class="names">' + "、".join(_student(n, module) for n in sorted(names)) + "</p>"
+
+
+def _few(n: int) -> str:
+    """A mark after a figure over fewer than ``RELIABLE`` students."""
+    return f' <span class="few" title="{FEW}">†</span>' if n < RELIABLE else ""
 
 
 # --- the sections -----------------------------------------------------------------------------------------
@@ -104,6 +132,62 @@ def summary_section(s: ClassStats) -> str:
         )
     parts.append("</p>")
     return "".join(parts)
+
+
+def monday_section(s: ClassStats) -> str:
+    """The first block: what to reteach (the hardest exercise, the commonest misconceptions) and who needs help."""
+    out = ['<section id="monday" class="monday"><h2>下一堂課：要再講什麼、誰需要幫忙</h2>', summary_section(s)]
+    items = []
+    exercise = hardest(s)
+    if exercise is not None:
+        full = round(exercise.facility * exercise.students)
+        items.append(
+            f'<li id="hardest"><b>最難的一題</b>：<a href="#nb-{_e(exercise.notebook)}">{_e(exercise.notebook)}｜'
+            f"{_e(exercise.title)}</a>，通過率 <b>{_pct(exercise.facility)}</b>（{exercise.students} 位中 {full} 位"
+            f"拿到全部 {_points(exercise.points)} 分），平均 {_points(exercise.mean_points)} / {_points(exercise.points)} 分"
+            f"{_few(exercise.students)}</li>"
+        )
+    top = s.misconceptions[:TOP_MISCONCEPTIONS]
+    if top:
+        rows = []
+        for m in top:
+            share = len(m.students) / max(1, len(s.students))
+            link = f'<a href="{_e(m.url)}">重讀：{_e(m.where)}</a>' if m.url else f"重讀：{_e(m.where)}"
+            rows.append(
+                f"<li><b>{_e(m.name)}</b>（{_e(m.notebook)}｜{_e(_exercise_title(s, m.notebook, m.exercise))}）："
+                f"<b>{_pct(share)}</b> 的學生（{len(m.students)} 位）。{link}</li>"
+            )
+        items.append(
+            f'<li id="top-misconceptions"><b>最常見的誤解</b>（回饋點名的次數最多的 {len(top)} 個，'
+            f'全部在<a href="#misconceptions">「常見的誤解」</a>）<ul>{"".join(rows)}</ul></li>'
+        )
+    else:
+        items.append("<li><b>最常見的誤解</b>：這次評分的回饋沒有點名任何誤解。</li>")
+    attention = needs_attention(s)
+    if attention:
+        groups = []
+        for key, names in attention.items():
+            listed = "、".join(_student(n, s.module) for n in names)
+            body = (
+                _folded(f"{_e(ATTENTION[key])}：{len(names)} 位", f'<p class="names">{listed}</p>')
+                if len(names) > SHOWN_NAMES
+                else f'{_e(ATTENTION[key])}（{len(names)} 位）：<span class="names">{listed}</span>'
+            )
+            groups.append(f'<li id="attention-{key}">{body}</li>')
+        items.append(
+            '<li id="attention"><b>需要關心的學生</b>（名字連到他的回饋；原因的細節在'
+            f'<a href="#operations">「需要處理的學生」</a>）<ul>{"".join(groups)}</ul></li>'
+        )
+    else:
+        items.append('<li id="attention"><b>需要關心的學生</b>：沒有。</li>')
+    out.append(f'<ul class="first">{"".join(items)}</ul>')
+    if len(s.students) < RELIABLE:
+        out.append(
+            f'<p class="note">全班不到 {RELIABLE} 位（{len(s.students)} 位）：{FEW}。通過率與鑑別度在這麼少的學生上，'
+            "一兩位學生就能改變很多；看它們找要再講的地方，不要拿來判斷題目好不好。</p>"
+        )
+    out.append("</section>")
+    return "".join(out)
 
 
 def distribution_section(s: ClassStats) -> str:
@@ -134,65 +218,86 @@ def distribution_section(s: ClassStats) -> str:
 
 
 def _check_row(c: CheckStats) -> list[str]:
-    flag = '<span class="flag" title="請看看這項檢查">⚑</span> ' if c.flags else ""
+    flag = '<a class="flag" href="#quality" title="列在「給課程作者：檢查的品質」">⚑</a> ' if c.flags else ""
     return [
         flag + _e(c.name),
         _pct(c.facility),
         _num(c.discrimination),
         _num(c.upper_lower),
         f"{_points(c.mean_points)} / {_points(c.points)}",
+        f"{c.students}{_few(c.students)}",
     ]
 
 
-def checks_section(s: ClassStats) -> str:
-    out = ['<section id="checks"><h2>哪一題難：每一題、每一項檢查</h2>']
-    out.append(
-        "<p>通過率（facility）是通過的學生比例，只算答案有被評的學生（沒交、沒作答、還沒寫完、當掉或竄改而沒評到的不算，"
-        "他們列在「需要處理的學生」）；"
-        "鑑別度是「通過這項」與「模組其他部分的分數」的相關係數（point-biserial，越接近 1 越能分出懂與不懂，"
-        "負的表示其他部分考得好的反而比較常沒通過）；高低分組差是其他部分分數最高與最低各 27% 學生的通過率相減。</p>"
+def first_clause(text: str) -> str:
+    """A check's name up to its first "：" or "；" (where its first claim ends), with "…" when it goes on."""
+    text = clean(text)
+    for mark in ("：", "；"):
+        head, found, _ = text.partition(mark)
+        if found and head.strip():
+            return head.strip() + "…"
+    return text
+
+
+DEFINITIONS = (
+    "<p><b>通過率</b>：一項檢查的通過率是通過它的學生比例；一題的通過率是這一題的每項檢查都通過、拿到全部分數的學生比例。"
+    "只算答案有被評的學生（沒交、沒作答、還沒寫完、當掉或竄改而沒評到的不算，他們列在「需要處理的學生」）。"
+    "<b>鑑別度</b>：通過這一項（一題：這一題的分數）與「模組其他部分的分數」的相關係數（point-biserial），越接近 1 越能分出懂與不懂。"
+    "<b>高低分組差</b>：其他部分分數最高與最低各 27% 學生的通過率相減。"
+    "<b>n</b>：算進這一列的學生人數。</p>"
+)
+RULE_OF_THUMB = (
+    '<p class="rule"><b>怎麼讀</b>：通過率低於 50% 的題目值得在課堂上再講一次；鑑別度 0.3 以上表示分得出懂與不懂，'
+    f"0.1 以下幾乎分不出來，負的見下方說明；標 † 的列 {FEW}。</p>"
+)
+
+
+def _negative(items: list, what: str) -> str:
+    """The explanation of a negative discrimination, when ``items`` show one."""
+    negative = [i for i in items if i.discrimination is not None and i.discrimination < 0]
+    if not negative:
+        return ""
+    named = "、".join(
+        f"{_e(i.notebook)}｜{_e(getattr(i, 'title', None) or i.name)}（{i.discrimination:.2f}）" for i in negative[:5]
     )
-    flagged = s.flagged
-    few = [c for c in s.checks if c.students < MIN_STUDENTS]
-    if flagged:
-        items = [
-            f"<li><b>{_e(c.notebook)}</b>「{_e(c.name)}」（通過率 {_pct(c.facility)}，{c.students} 位）："
-            f"{'；'.join(_e(f) for f in c.flags)}</li>"
-            for c in flagged
-        ]
-        shown = "".join(items[:SHOWN_FLAGGED])
-        more = (
-            _folded(f"其餘 {len(items) - SHOWN_FLAGGED} 項", "<ul>" + "".join(items[SHOWN_FLAGGED:]) + "</ul>")
-            if len(items) > SHOWN_FLAGGED
-            else ""
+    more = f"等 {len(negative)} 項" if len(negative) > 5 else ""
+    few = any(i.students < RELIABLE for i in negative)
+    return (
+        f'<p class="note negative"><b>鑑別度是負的</b>：{named}{more}。意思是{what}的學生，模組其他部分的分數反而比較低。'
+        + (
+            f"這裡的人數不到 {RELIABLE} 位，多半是一兩位學生造成的偶然，不必處理。"
+            if few
+            else "人數夠多時這不是偶然：看看它是不是考到了課程沒教的東西，或檢查有錯（見最後的「給課程作者：檢查的品質」）。"
         )
-        out.append(
-            f'<div class="look" id="flagged"><p><b>請看看這 {len(flagged)} 項檢查</b></p><ul>{shown}</ul>{more}</div>'
-        )
-    elif few:
-        out.append(
-            f'<p class="ok" id="flagged">沒有標記任何檢查：有 {len(few)} 項檢查被評到的答案少於 {MIN_STUDENTS} 份，'
-            "人數太少，通過率與鑑別度說明不了檢查好不好；其餘的每一項都有人通過、有人沒通過，鑑別度也不低。</p>"
-        )
-    else:
-        out.append('<p class="ok" id="flagged">沒有需要特別看的檢查：每一項都有人通過、有人沒通過，鑑別度也不低。</p>')
+        + "</p>"
+    )
+
+
+def checks_section(s: ClassStats) -> str:
+    out = ['<section id="checks"><h2>哪一題難：每一題、每一項檢查</h2>', DEFINITIONS, RULE_OF_THUMB]
     exercise_rows = [
         [
-            f"{_e(e.notebook)}｜{_e(e.title)}",
+            f'<a href="#nb-{_e(e.notebook)}">{_e(e.notebook)}</a>｜{_e(e.title)}',
             _pct(e.facility),
             _num(e.discrimination),
             f"{_points(e.mean_points)} / {_points(e.points)}",
+            f"{e.students}{_few(e.students)}",
         ]
         for e in sorted(s.exercises, key=lambda e: e.facility)
     ]
     out.append("<h3>每一題（最難的在前）</h3>")
-    out.append(_table(["練習", "滿分的比例", "鑑別度", "平均得分"], exercise_rows, _cols(1, 2, 3)))
+    out.append(_table(["練習", "通過率", "鑑別度", "平均得分", "n"], exercise_rows, _cols(1, 2, 3, 4)))
+    out.append(_negative(s.exercises, "拿到這一題全部分數"))
     checks = s.checks
     if checks:
-        labels = [f"{c.notebook}｜{clean(c.name)[:28]}" for c in checks]
+        labels = [f"{c.notebook}｜{first_clause(c.name)}" for c in checks]
         picture = plots.facility_bars(labels, [c.facility for c in checks], [bool(c.flags) for c in checks])
         out.append(
-            _folded("每一項檢查的通過率（圖）", _img(picture, "每一項檢查的通過比例，紅色是請看看的檢查"), open_=True)
+            _folded(
+                "每一項檢查的通過率（圖）",
+                _img(picture, "每一項檢查的通過率，紅色是列在「給課程作者」的檢查"),
+                open_=len(checks) <= 40,
+            )
         )
     for notebook, _ in s.notebooks:
         rows = []
@@ -204,18 +309,62 @@ def checks_section(s: ClassStats) -> str:
                     _num(e.discrimination),
                     "",
                     f"{_points(e.mean_points)} / {_points(e.points)}",
+                    f"{e.students}{_few(e.students)}",
                 ]
             )
             rows += [_check_row(c) for c in e.checks]
-        flagged_here = sum(bool(c.flags) for c in checks if c.notebook == notebook)
-        summary = f"{_e(notebook)} 的檢查" + (f"（{flagged_here} 項請看看）" if flagged_here else "")
+        here = [c for c in checks if c.notebook == notebook]
+        flagged_here = sum(bool(c.flags) for c in here)
+        summary = f"{_e(notebook)} 的檢查" + (f"（{flagged_here} 項列在「給課程作者」）" if flagged_here else "")
         out.append(
-            _folded(
+            f'<div id="nb-{_e(notebook)}">'
+            + _folded(
                 summary,
-                _table(["練習／檢查", "通過率", "鑑別度", "高低分組差", "平均得分"], rows, _cols(1, 2, 3, 4)),
-                open_=bool(flagged_here),
+                _table(["練習／檢查", "通過率", "鑑別度", "高低分組差", "平均得分", "n"], rows, _cols(1, 2, 3, 4, 5))
+                + _negative(here, "通過這項檢查"),
             )
+            + "</div>"
         )
+    out.append("</section>")
+    return "".join(out)
+
+
+def quality_section(s: ClassStats) -> str:
+    """Item-quality flags, for the course's author: checks that tell nothing about who understood."""
+    out = [
+        '<section id="quality"><h2>給課程作者：檢查的品質</h2>',
+        "<p>這一節是給寫題目與檢查的人看的，不是下一堂課要講的：每個人都通過、沒有人通過、"
+        "或其他部分考得差的學生反而比較常通過的檢查，分不出誰懂，值得看看檢查本身。</p>",
+    ]
+    flagged = s.flagged
+    few = [c for c in s.checks if c.students < MIN_STUDENTS]
+    if flagged:
+        items = [
+            f"<li><b>{_e(c.notebook)}</b>「{_e(c.name)}」（通過率 {_pct(c.facility)}，n = {c.students}）："
+            f"{'；'.join(_e(f) for f in c.flags)}</li>"
+            for c in flagged
+        ]
+        shown = "".join(items[:SHOWN_FLAGGED])
+        more = (
+            _folded(f"其餘 {len(items) - SHOWN_FLAGGED} 項", "<ul>" + "".join(items[SHOWN_FLAGGED:]) + "</ul>")
+            if len(items) > SHOWN_FLAGGED
+            else ""
+        )
+        note = (
+            f"<p>全班不到 {RELIABLE} 位：{FEW}，人數少時每個人都通過並不稀奇。</p>"
+            if len(s.students) < RELIABLE
+            else ""
+        )
+        out.append(
+            f'<div class="look" id="flagged"><p><b>請看看這 {len(flagged)} 項檢查</b></p><ul>{shown}</ul>{more}{note}</div>'
+        )
+    elif few:
+        out.append(
+            f'<p class="ok" id="flagged">沒有標記任何檢查：有 {len(few)} 項檢查被評到的答案少於 {MIN_STUDENTS} 份，'
+            "人數太少，通過率與鑑別度說明不了檢查好不好；其餘的每一項都有人通過、有人沒通過，鑑別度也不低。</p>"
+        )
+    else:
+        out.append('<p class="ok" id="flagged">沒有需要特別看的檢查：每一項都有人通過、有人沒通過，鑑別度也不低。</p>')
     out.append("</section>")
     return "".join(out)
 
@@ -231,7 +380,7 @@ def misconceptions_section(s: ClassStats) -> str:
     )
     shown = s.misconceptions[:SHOWN_MISCONCEPTIONS]
     picture = plots.count_bars(
-        [f"{m.notebook}｜{clean(m.name)[:30]}" for m in shown], [len(m.students) for m in shown], len(s.students)
+        [f"{m.notebook}｜{clean(m.name)}" for m in shown], [len(m.students) for m in shown], len(s.students)
     )
     out.append(_img(picture, "最常被點名的誤解與人數"))
     rows = []
@@ -243,7 +392,7 @@ def misconceptions_section(s: ClassStats) -> str:
                 f"{len(m.students)}（{_pct(len(m.students) / max(1, len(s.students)))}）",
                 str(m.first),
                 link,
-                _folded(f"{len(m.students)} 位", _names(m.students)),
+                _folded(f"{len(m.students)} 位", _names(m.students, s.module)),
             ]
         )
     header = ["誤解（練習）", "人數", "列為第一個原因", "要重讀的段落", "學生"]
@@ -262,6 +411,11 @@ def _exercise_title(s: ClassStats, notebook: str, exercise: str) -> str:
 def operations_section(s: ClassStats) -> str:
     out = ['<section id="operations"><h2>需要處理的學生：當掉、碰到上限、空白、竄改</h2>']
     out += [f"<p>沙盒：{_e(note)}</p>" for note in s.sandbox]  # the memory mode in force, measures missing
+    if s.explained_errors:
+        out.append(
+            f'<p class="muted" id="explained-errors">另有 {len(s.explained_errors)} 位學生的格子出錯只是答錯的結果'
+            "（自我檢查、評分預覽或鎖定格的 assert 沒有通過），算在上面的通過率與誤解裡，不列在「有格子出錯」。</p>"
+        )
     if not s.operations and not s.absent:
         out.append("<p>沒有：每位學生的每本 notebook 都正常跑完，沒有空白、沒有竄改。</p></section>")
         return "".join(out)
@@ -280,12 +434,14 @@ def operations_section(s: ClassStats) -> str:
     ]
     out.append(_table(["情況", "學生", "notebook", "代表什麼"], rows, _cols(1, 2)))
     if s.absent:
-        out.append(_folded(f"一本都沒交的學生（{len(s.absent)} 位）", _names(s.absent)))
+        out.append(_folded(f"一本都沒交的學生（{len(s.absent)} 位）", _names(s.absent, s.module)))
     for kind in OPERATION_LABELS:
         if kind not in by_kind:
             continue
         ops = sorted(by_kind[kind], key=lambda o: (o.student, o.notebook))
-        table = _table(["學生", "notebook", "原因"], [[_e(o.student), _e(o.notebook), _e(o.text)] for o in ops])
+        table = _table(
+            ["學生", "notebook", "原因"], [[_student(o.student, s.module), _e(o.notebook), _e(o.text)] for o in ops]
+        )
         students = len({o.student for o in ops})
         out.append(
             f'<div id="op-{kind}">'
@@ -345,7 +501,11 @@ def legend_section(s: ClassStats) -> str:
 def scores_section(s: ClassStats) -> str:
     notebooks = [nb for nb, _ in s.notebooks]
     rows = [
-        [_e(name), *(_points(s.scores[name].get(nb, 0.0)) for nb in notebooks), _points(s.scores[name]["total"])]
+        [
+            _student(name, s.module),
+            *(_points(s.scores[name].get(nb, 0.0)) for nb in notebooks),
+            _points(s.scores[name]["total"]),
+        ]
         for name in sorted(s.scores)
     ]
     table = _table(["學生", *(_e(nb) for nb in notebooks), "總分"], rows, _cols(*range(1, len(notebooks) + 2)))
@@ -368,8 +528,13 @@ figure { margin: .8em 0; } img.plot { max-width: 100%; height: auto; display: bl
 details { margin: .6em 0; } summary { cursor: pointer; font-weight: bold; color: #1d4ed8; }
 .look { background: #fef2f2; border-left: 4px solid #dc2626; padding: .4em 1em; border-radius: 6px; }
 .ok { background: #f0fdf4; padding: .5em 1em; border-radius: 6px; }
-.flag { color: #dc2626; } .muted { color: #6b7280; font-size: .9em; } .names { overflow-wrap: anywhere; }
+.flag { color: #dc2626; text-decoration: none; } .muted { color: #6b7280; font-size: .9em; } .names { overflow-wrap: anywhere; }
 code { font-size: .9em; overflow-wrap: anywhere; }
+.monday { background: #eff6ff; border-left: 4px solid #2563eb; padding: .2em 1.1em .6em; border-radius: 6px; }
+.monday h2 { margin-top: .6rem; border-bottom: none; } ul.first > li { margin: .45em 0; }
+.note { background: #fffbeb; border-left: 4px solid #d97706; padding: .4em 1em; border-radius: 6px; }
+.rule { background: #f3f4f6; padding: .4em 1em; border-radius: 6px; } .few { color: #b45309; font-weight: bold; }
+a.student { color: inherit; text-decoration: underline dotted; }
 @media (max-width: 480px) { body { padding: .75rem; } h1 { font-size: 1.25rem; } }
 """
 
@@ -379,25 +544,29 @@ def report_html(record: ClassRecord) -> str:
     nav = "".join(
         f'<a href="#{anchor}">{title}</a>'
         for anchor, title in (
+            ("monday", "下一堂課"),
             ("distribution", "分數分布"),
             ("checks", "哪一題難"),
             ("misconceptions", "常見的誤解"),
             ("operations", "需要處理的學生"),
+            ("scores", "全班成績"),
             ("reproduce", "重現"),
             ("legend", "欄位說明"),
+            ("quality", "給課程作者"),
         )
     )
     body = [
         f"<h1>{_e(s.module)} 全班報告</h1>",
         f"<nav>{nav}</nav>",
-        summary_section(s),
+        monday_section(s),
         distribution_section(s),
         checks_section(s),
         misconceptions_section(s),
         operations_section(s),
+        scores_section(s),
         reproduce_section(s),
         legend_section(s),
-        scores_section(s),
+        quality_section(s),
     ]
     return (
         '<!DOCTYPE html><html lang="zh-Hant-TW"><head><meta charset="utf-8">'

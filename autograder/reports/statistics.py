@@ -16,11 +16,20 @@ weaker rest score (``EASY``, ``WEAK``). A check's figures are over the students 
 judged: an answer never written (a notebook not handed in or left as handed out, ``raise
 NotImplementedError()``) or never graded (a crash before it, a limit, tampering) says nothing about a
 check, and is counted under operations instead. The exercise's score distribution keeps everyone.
+
+One name per measure: **通過率** is the facility of an item, a check (passed) or an exercise (passed all of its
+checks, that is: got its full points); **鑑別度** the point-biserial (for an exercise: its score against the rest);
+**高低分組差** Kelley's index. Below ``RELIABLE`` students a figure is shown with "n < 30：僅供參考".
+
+Cells that raised are listed for the instructor only when a wrong answer does not explain them
+(``unexplained_cell_errors``): a self-check, a preview or a locked cell's assert that failed on an answer that lost
+points is an ordinary wrong answer, which the checks and the misconceptions already count.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
@@ -34,6 +43,10 @@ EASY, WEAK = 0.95, 0.1
 over 95 %): the few who failed it are not the weaker students, so it may be catching something else."""
 MIN_STUDENTS = 5
 """Below this many students a correlation says nothing: no discrimination is computed, nothing is flagged for it."""
+RELIABLE = 30
+"""Below this many students an item's figures are shown as indicative only ("n < 30：僅供參考")."""
+LOW_SCORE = 0.5
+"""A student whose total is below this share of the maximum is among those who need attention."""
 
 OPERATION_LABELS = {
     "missing": "沒有交",
@@ -66,7 +79,8 @@ OPERATION_MEANINGS = {
     "closed": "程式關掉了回報評分結果的通道，被中止。",
     "replay": "在另一個沙盒重現這一題的評分紀錄時超過時間或記憶體上限，這一題 0 分。",
     "output": "印出的內容超過上限，多的部分沒有保留（分數不受影響）。",
-    "cell_errors": "有格子執行時出錯（分數只看評分的結果；出錯的格子常是沒通過的原因）。",
+    "cell_errors": "有格子執行時出錯，而且答錯解釋不了（學生自己的格子、setup 格、超過每格的時間上限、讀取不該讀的模組）；"
+    "自我檢查、評分預覽或鎖定格的 assert 因為答錯而沒通過的，是一般的答錯，不列在這裡。",
     "tampering": "評分時偵測到竄改或疑似竄改，被竄改的部分不計分；成績表的 tampering 欄是這類紀錄的數目。",
     "grader": "評分程式自己出錯：不是學生的問題，請把這一列回報給課程維護者。",
 }
@@ -154,6 +168,8 @@ class ClassStats:
     runs: list[Run]
     sandbox: list[str] = field(default_factory=list)
     """How the sandbox ran (the memory limit's mode, measures the machine could not apply), once each."""
+    explained_errors: list[str] = field(default_factory=list)
+    """Students whose cells raised only where a wrong answer explains it (not listed under operations)."""
 
     @property
     def maximum(self) -> float:
@@ -242,6 +258,12 @@ def class_stats(record: ClassRecord) -> ClassStats:
         misconceptions=misconception_counts(entries),
         operations=operations(entries),
         runs=_runs(entries),
+        explained_errors=sorted(
+            e["student"]
+            for e in entries
+            if any(nb.get("cell_errors") for nb in e["notebooks"])
+            and not any(unexplained_cell_errors(nb) for nb in e["notebooks"])
+        ),
         sandbox=list(dict.fromkeys(n for e in entries for nb in e["notebooks"] for n in nb.get("sandbox", []))),
     )
 
@@ -376,11 +398,75 @@ def operations(entries: Iterable[dict[str, Any]]) -> list[Operation]:
                 detected = [t for t in nb["tampering"] if "偵測到竄改" in t] or nb["tampering"]
                 more = f"（另有 {len(nb['tampering']) - 1} 則）" if len(nb["tampering"]) > 1 else ""
                 found.append(Operation(student, notebook, "tampering", detected[0] + more))
-            if nb.get("cell_errors"):
-                first = nb["cell_errors"][0]
-                more = f"（共 {len(nb['cell_errors'])} 格）" if len(nb["cell_errors"]) > 1 else ""
-                found.append(Operation(student, notebook, "cell_errors", first + more))
+            errors = unexplained_cell_errors(nb)
+            if errors:
+                more = f"（共 {len(errors)} 格）" if len(errors) > 1 else ""
+                found.append(Operation(student, notebook, "cell_errors", errors[0] + more))
     return found
+
+
+WRONG_ANSWER_FAILURES = (
+    "這一格沒有通過",  # a locked cell's assert that needs the answer (common.exercises.AnswerBreaksCell)
+    "這一格執行時出錯",  # the same cell, the answer raising inside it
+    "自我檢查沒有通過",  # a self-check (selfcheck.self_check)
+    "自我檢查時出錯",
+    "先完成練習",  # an exercise not answered yet (ExerciseNotDone, the preview's missing names)
+)
+"""How the course's own check cells begin the one line they fail with (the sandbox keeps that line): each is what a
+wrong or missing answer makes them say."""
+_PREVIEW_FAILED = re.compile(r"^\d+ 個公開例子中有 \d+ 個沒有通過")  # selfcheck.preview.ChecksFailed
+
+
+def _explained_by_a_wrong_answer(nb: dict[str, Any], error: str) -> bool:
+    """Whether a wrong answer explains a cell error (``label：text`` as ``grading.read_outcome`` keeps it): one of the
+    course's check cells failed the way a wrong answer makes it fail, in a notebook that lost points."""
+    _, _, text = str(error).partition("：")
+    text = text.strip().removeprefix("✗ ")
+    course_check = text.startswith(WRONG_ANSWER_FAILURES) or bool(_PREVIEW_FAILED.match(text))
+    lost_points = float(nb.get("score", 0.0)) < float(nb.get("max_score", 0.0)) - 1e-9 or bool(nb.get("unfinished"))
+    return course_check and lost_points
+
+
+def unexplained_cell_errors(nb: dict[str, Any]) -> list[str]:
+    """The cell errors of one notebook of the record that a wrong answer does not explain (a crash, a cell of the
+    student's own, a cell's time limit, a import of what the sandbox does not have, a note of errors not listed)."""
+    return [e for e in nb.get("cell_errors", []) if not _explained_by_a_wrong_answer(nb, e)]
+
+
+ATTENTION = {
+    "tampering": "疑似竄改",
+    "stopped": "評分沒有跑完（時間或記憶體上限、當掉、檔案讀不出來）",
+    "cell_errors": "有格子出錯，答錯解釋不了",
+    "low": "總分不到滿分的一半",
+    "absent": "一本都沒交",
+}
+"""Why a student needs attention, in the order the report's first block lists them."""
+STOPPED = ("unreadable", "timeout", "memory", "crashed", "flood", "closed", "replay")
+
+
+def needs_attention(s: ClassStats) -> dict[str, list[str]]:
+    """``ATTENTION`` key → the students it concerns (sorted; a student may be under several), only the keys with
+    students."""
+    found: dict[str, set[str]] = {key: set() for key in ATTENTION}
+    for op in s.operations:
+        if op.kind == "tampering":
+            found["tampering"].add(op.student)
+        elif op.kind in STOPPED:
+            found["stopped"].add(op.student)
+        elif op.kind == "cell_errors":
+            found["cell_errors"].add(op.student)
+    found["low"] = {n for n in s.students if s.scores[n]["total"] < LOW_SCORE * s.maximum - 1e-9}
+    found["absent"] = set(s.absent)
+    return {key: sorted(names) for key, names in found.items() if names}
+
+
+def hardest(s: ClassStats) -> ExerciseStats | None:
+    """The exercise the class found hardest: the lowest 通過率 among exercises someone's answer to was judged (ties:
+    the lower mean share of its points)."""
+    judged = [e for e in s.exercises if e.students]
+    if not judged:
+        return None
+    return min(judged, key=lambda e: (e.facility, e.mean_points / (e.points or 1.0)))
 
 
 def _runs(entries: Iterable[dict[str, Any]]) -> list[Run]:
