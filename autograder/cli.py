@@ -63,7 +63,7 @@ def _limits(args: argparse.Namespace):
 def cmd_grade(args: argparse.Namespace) -> int:
     from autograder.engine.grading import grade_class
     from autograder.engine.submission import class_folders
-    from autograder.reports.class_record import command_line, write_record
+    from autograder.reports.class_record import command_line, record_path, recorded_seed, write_record
     from autograder.reports.progress import Progress
     from autograder.reports.results import gradebook_table, write_csv, write_student
 
@@ -89,35 +89,58 @@ def cmd_grade(args: argparse.Namespace) -> int:
             f"{submitted} 底下沒有任何學生的資料夾（應該是 {submitted}/<學生>/{args.module}/*.ipynb）", file=sys.stderr
         )
         return 2
+    seed = args.seed
+    if args.student and seed is None:  # a regrade meets the hidden models the class met
+        seed = recorded_seed(out, args.module)
+        if seed is None:
+            print(f"找不到全班的評分紀錄（{record_path(out, args.module)}）：這次重評用新的亂數種子")
+        else:
+            print(f"重評沿用全班的亂數種子 {seed}（來自 {record_path(out, args.module)}；要換一個就加 --seed）")
     progress = Progress(len(folders) * len(source_notebooks(args.module)))
     students, seed = grade_class(
-        args.module, folders, jobs=args.jobs, seed=args.seed, limits=_limits(args), on_done=progress.update
+        args.module, folders, jobs=args.jobs, seed=seed, limits=_limits(args), on_done=progress.update
     )
     for student in students:
         write_student(out, student, seed)
     csv_path, kept = write_csv(out, args.module, students, seed)
-    _, record = write_record(out, args.module, students, seed, command_line(seed=seed))
+    record_file, record = write_record(out, args.module, students, seed, command_line(seed=seed))
     print(gradebook_table(students))
     if any(n.tampering for s in students for n in s.notebooks):
         print("⚠：這本 notebook 有竄改紀錄（原因見成績表的 tampering_reason 欄與全班報告）")
     print()
-    print(f"成績表：{csv_path}" + (f"（更新了 {len(students)} 位，保留先前評過的 {len(kept)} 位）" if kept else ""))
-    print(f"回饋：{out}/<學生>/{args.module}/feedback.html（Gradescope 格式：results.json）")
     print(f"隱藏測試的亂數種子：{seed}（--seed {seed} 可重現這次評分）")
     for note in sandbox_notes(students):
         print(f"沙盒：{note}")
-    print(f"全班報告：{write_outputs(out, record)}")
+    print("寫出的檔案：")
+    print(f"成績表：{csv_path}" + (f"（更新了 {len(students)} 位，保留先前評過的 {len(kept)} 位）" if kept else ""))
+    print(
+        f"回饋：{out}/<學生>/{args.module}/feedback.html 與 results.json（Gradescope 格式），"
+        f"這次評的 {len(students)} 位各一份"
+    )
+    print(f"評分紀錄：{record_file}")
+    print_outputs(write_outputs(out, record))
     return 0
 
 
-def write_outputs(out: Path, record: Any) -> Path:
-    """The class report and the gradebook exports of ``record``; returns the report's path."""
+OUTPUT_LABELS = {"canvas": "匯入 Canvas", "moodle": "匯入 Moodle", "report": "全班報告"}
+
+
+def write_outputs(out: Path, record: Any) -> dict[str, Path]:
+    """The gradebook exports and the class report of ``record``: ``OUTPUT_LABELS`` key → path, the report last."""
     from autograder.reports.class_report import write_report
     from autograder.reports.exports import write_canvas, write_moodle
 
-    write_canvas(out, record)
-    write_moodle(out, record)
-    return write_report(out, record)
+    return {
+        "canvas": write_canvas(out, record),
+        "moodle": write_moodle(out, record),
+        "report": write_report(out, record),
+    }
+
+
+def print_outputs(paths: dict[str, Path]) -> None:
+    """One line per file ``write_outputs`` wrote; the class report's is the last line."""
+    for key, path in paths.items():
+        print(f"{OUTPUT_LABELS[key]}：{path}")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -128,10 +151,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    print(f"全班報告：{write_outputs(Path(args.out), record)}")
-    print(
-        f"匯入 Canvas：{Path(args.out) / f'{args.module}-canvas.csv'}；Moodle：{Path(args.out) / f'{args.module}-moodle.csv'}"
-    )
+    print_outputs(write_outputs(Path(args.out), record))
     return 0
 
 
@@ -353,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--student",
         action="append",
         metavar="NAME",
-        help="只重評這位學生（可重複）；成績併入既有的成績表，其他學生的成績保留",
+        help="只重評這位學生（可重複）；成績併入既有的成績表，其他學生的成績保留；沒有 --seed 時沿用全班評分紀錄的亂數種子",
     )
     p.add_argument("--jobs", type=positive_int, metavar="N", default=2, help="同時評幾本 notebook（預設 2）")
     limits(p)

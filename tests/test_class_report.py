@@ -7,9 +7,11 @@ report is checked in test_grading.py, where the sample class is graded.
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +20,18 @@ import pytest
 from conftest import ROOT
 
 from autograder.engine.grading import UNANSWERED, NotebookResult, StudentResult
-from autograder.reports.class_record import ClassRecord, add_notebook, load_record, read_record, write_record
+from autograder.reports.class_record import (
+    ClassRecord,
+    add_notebook,
+    load_record,
+    read_record,
+    record_path,
+    recorded_seed,
+    write_record,
+)
 from autograder.reports.class_report import report_html, write_report
 from autograder.reports.exports import write_canvas, write_moodle
+from autograder.reports.plots import columns, wrap_label
 from autograder.reports.statistics import class_stats, correlation, histogram, upper_lower_index
 
 NOTEBOOK = "X-1"  # not a course notebook: checks without titles or misconceptions
@@ -211,6 +222,265 @@ def test_the_report_is_one_file_that_needs_no_network() -> None:
     assert page.count('<img class="plot"') >= 2
 
 
+# --- the report's order: the next lecture first, the course author's notes last ---------------------------
+
+
+def m03_4(name: str, add: tuple[float, list[str]] = (7, []), cat: float = 3, **fields) -> StudentResult:
+    """A student's M03-4: AddQuantizer (7 points, one check) with the causes its feedback named, CatQuantizer (3)."""
+    add_score, causes = add
+
+    def v(exercise: str, check: str, points: float, score: float, causes: list[str]) -> dict:
+        return {
+            "id": f"M03-4:{exercise}:{check}",
+            "notebook": "M03-4",
+            "exercise": exercise,
+            "name": f"{exercise} 的檢查 {check}",
+            "points": points,
+            "score": score,
+            "passed": score >= points,
+            "message": "" if score >= points else "應該…，你的…",
+            "causes": causes,
+        }
+
+    result = NotebookResult(
+        "M03-4",
+        "M03-4.ipynb",
+        verdicts=[
+            v("add_quantizer", "shared", 7, add_score, causes),
+            v("cat_quantizer", "shared", 3, cat, [] if cat >= 3 else ["cat_no_shared_spec"]),
+        ],
+    )
+    for key, value in fields.items():
+        setattr(result, key, value)
+    return StudentResult(name, "M03", [result])
+
+
+def monday_class() -> ClassRecord:
+    """Ten students: four share=True without SharedQuantizationSpec (two of them also in CatQuantizer), one with
+    another observer, one crash, one tamperer, three right."""
+    students = [m03_4(f"ok{i}") for i in range(3)]
+    students += [m03_4(f"shared{i}", (0, ["no_shared_spec"]), cat=0 if i < 2 else 3) for i in range(4)]
+    students += [m03_4("observer", (0, ["other_observer"]))]
+    crashed = m03_4("crash", (0, []), cat=0, unjudged=["add_quantizer", "cat_quantizer"])
+    crashed.notebooks[0].operation("crashed", "程式讓行程結束了（os._exit）")
+    for v in crashed.notebooks[0].verdicts:
+        v["causes"] = []  # never judged: no cause named
+    tampered = m03_4("sly", tampering=["偵測到竄改：AddQuantizer.annotate 被替換"])
+    students += [crashed, tampered]
+    record = ClassRecord("M03")
+    from autograder.reports.class_record import student_record
+
+    for s in students:
+        record.students[s.student] = student_record(s, 7, "pt2e-course grade M03 --seed 7")
+    return record
+
+
+def sections(page: str) -> list[str]:
+    return re.findall(r'<section id="([^"]+)"', page)
+
+
+def section_of(page: str, anchor: str) -> str:
+    return page.split(f'<section id="{anchor}"', 1)[1].split("</section>", 1)[0]
+
+
+def test_the_report_opens_with_what_to_reteach_and_who_needs_attention() -> None:
+    page = report_html(monday_class())
+    assert sections(page)[0] == "monday" and sections(page)[-1] == "quality"
+    first = section_of(page, "monday")
+    hardest = first.split('id="hardest"', 1)[1].split("</li>", 1)[0]
+    assert "M03-4" in hardest and "AddQuantizer" in hardest and "通過率 <b>44%</b>" in hardest  # 4 of 9 judged
+    top = first.split('id="top-misconceptions"', 1)[1].split("</ul>", 1)[0].split("<li>")[1:]
+    assert len(top) == 3
+    assert "share=True" in top[0] and "SharedQuantizationSpec" in top[0]
+    assert "<b>40%</b> 的學生（4 位）" in top[0]  # four of the ten who handed in
+    assert "#m03-4-a-sharedquantizationspec-a6e4d2" in top[0]  # the link the feedback uses
+    assert "CatQuantizer" in top[1] and "<b>20%</b> 的學生（2 位）" in top[1]
+    assert "observer" in top[2] and "<b>10%</b> 的學生（1 位）" in top[2]
+    attention = first.split('id="attention"', 1)[1]
+    assert 'href="crash/M03/feedback.html"' in attention.split('id="attention-stopped"', 1)[1].split("</li>", 1)[0]
+    assert 'href="sly/M03/feedback.html"' in attention.split('id="attention-tampering"', 1)[1].split("</li>", 1)[0]
+    low = attention.split('id="attention-low"', 1)[1].split("</li>", 1)[0]
+    assert {"shared0", "observer", "crash"} <= set(re.findall(r">([^<>]+)</a>", low)) and "ok0" not in low
+    # a class of ten: the figures are indicative only, said at the top and by each item
+    assert "n &lt; 30：僅供參考" in first
+    assert "n &lt; 30：僅供參考" in section_of(page, "checks")
+    # item-quality flags are the course author's, in their own closing section, not at the top
+    assert "請看看這" not in page.split('<section id="quality"', 1)[0]
+    assert page.index('id="flagged"') > page.index('<section id="quality"')
+
+
+def test_the_top_block_does_not_warn_about_a_class_of_thirty() -> None:
+    record = record_of(*(student(f"s{i:02d}", {"a": i % 3 > 0, "b": i % 2 > 0}) for i in range(30)))
+    page = report_html(record)
+    assert "n &lt; 30" not in section_of(page, "monday")
+    assert "†" not in section_of(page, "checks").split("<table", 1)[1]  # no row marked as indicative only
+
+
+def test_each_measure_has_one_name_defined_once() -> None:
+    page = report_html(monday_class())
+    assert "滿分的比例" not in page
+    checks = section_of(page, "checks")
+    assert checks.count("<b>通過率</b>") == 1 and page.count("<b>通過率</b>") == 1
+    assert checks.count("<b>鑑別度</b>") == 1 and "怎麼讀" in checks
+    headers = re.findall(r"<th>([^<]*)</th>", checks)
+    assert "通過率" in headers and not {"facility", "滿分率"} & set(headers)
+
+
+def test_a_negative_discrimination_is_explained_where_it_is_shown() -> None:
+    students = [student(f"s{i:02d}", {"good": i > 12, "more": i > 20, "backwards": i < 10}) for i in range(40)]
+    checks = section_of(report_html(record_of(*students)), "checks")
+    assert "-0." in checks and "鑑別度是負的" in checks and "檢查 backwards" in checks.split("鑑別度是負的", 1)[1]
+    few = [student(f"s{i}", {"a": i > 2, "b": i < 2}) for i in range(6)]
+    checks = section_of(report_html(record_of(*few)), "checks")
+    if "鑑別度是負的" in checks:  # with six students, a chance: said so
+        assert "偶然" in checks.split("鑑別度是負的", 1)[1]
+
+
+def test_every_student_name_links_to_their_feedback_page() -> None:
+    odd = "王小明 (b07)"
+    record = monday_class()
+    extra = m03_4(odd, (0, ["no_shared_spec"]))
+    from autograder.reports.class_record import student_record
+
+    record.students[odd] = student_record(extra, 7, "grade")
+    page = report_html(record)
+    links = re.findall(r'<a class="student" href="([^"]+)">([^<]+)</a>', page)
+    assert {name for _, name in links} == set(record.students) | {"王小明 (b07)"}
+    for href, _ in links:
+        assert href.endswith("/M03/feedback.html") and not href.startswith(("/", "http"))
+    assert ("%E7%8E%8B%E5%B0%8F%E6%98%8E%20%28b07%29/M03/feedback.html", odd) in links
+    # no name stands bare in a list of students or the class's scores
+    for anchor in ("scores", "operations"):
+        cells = re.findall(r"<tr><td>(.*?)</td>", section_of(page, anchor))
+        named = [c for c in cells if re.sub(r"<[^>]+>", "", c) in record.students]
+        assert named and all('class="student"' in c for c in named), (anchor, named)
+    lists = re.findall(r'class="names">(.*?)</(?:p|span)>', page)
+    assert lists and all(not re.sub(r'<a class="student"[^>]*>[^<]*</a>', "", names).strip("、") for names in lists)
+
+
+def test_cell_errors_a_wrong_answer_explains_are_not_listed_as_errors() -> None:
+    wrong = "第 26 格：這一格沒有通過：AddQuantizer 放在前面時先認領 add：add 的兩個輸入與輸出應該共用同一個 observer"
+    crash = "第 4 格：SystemExit：不想做了（第 2 行：sys.exit('不想做了')）"
+    students = [
+        m03_4("wrong", (0, ["no_shared_spec"]), cell_errors=[wrong]),  # an ordinary wrong answer
+        m03_4("self", (0, []), cell_errors=["第 25 格：✗ 自我檢查沒有通過：add 的輸出應該…"]),
+        m03_4("preview", (0, []), cell_errors=["第 27 格：1 個公開例子中有 1 個沒有通過（見上面的 ✗）"]),
+        m03_4("crash", cell_errors=[crash]),  # full marks: nothing to explain it
+        m03_4("both", (0, []), cell_errors=[wrong, crash]),
+        m03_4("right", cell_errors=[wrong]),  # the course's cell failed on a right answer: worth a look
+    ]
+    stats = class_stats(record_of(*students))
+    listed = {o.student: o.text for o in stats.operations if o.kind == "cell_errors"}
+    assert set(listed) == {"crash", "both", "right"}
+    assert listed["both"] == crash  # only the error a wrong answer does not explain
+    assert stats.explained_errors == ["preview", "self", "wrong"]
+    operations = section_of(report_html(record_of(*students)), "operations")
+    assert "另有 3 位學生的格子出錯只是答錯的結果" in operations
+
+
+def svg_labels(page: str) -> list[list[str]]:
+    """The tick labels of each plot in ``page``: matplotlib writes each line of a label as a text element."""
+    found = []
+    for data in re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', page):
+        svg = base64.b64decode(data).decode("utf-8")
+        found.append([html_unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)])
+    return found
+
+
+def html_unescape(text: str) -> str:
+    import html
+
+    return html.unescape(text)
+
+
+def test_chart_labels_wrap_at_word_boundaries_and_fit() -> None:
+    text = (
+        "M03-3｜conv → relu 是一個融合 pattern（relu 在圖上不一定緊接在 conv 後面）：中間沒有 observer，輸出標籤在 relu"
+    )
+    wrapped = wrap_label(text, width=30)
+    lines = wrapped.split("\n")
+    assert len(lines) == 2 and lines[-1].endswith("…")
+    assert all(columns(line) <= 30 for line in lines)
+    words = set(re.findall(r"[A-Za-z0-9_=.\-]+", text))
+    assert set(re.findall(r"[A-Za-z0-9_=.\-]+", wrapped)) <= words  # every Latin word whole
+    assert not any(line.startswith(("，", "：", "）")) or line.rstrip("…").endswith("（") for line in lines)
+    assert (
+        wrap_label("share=True 卻沒有用 SharedQuantizationSpec", width=24)
+        == "share=True 卻沒有用\nSharedQuantizationSpec"
+    )
+    assert wrap_label("短的") == "短的"
+    # in the report: no label of the misconception chart is cut; each is the misconception's whole name
+    page = report_html(monday_class())
+    stats = class_stats(monday_class())
+    names = [f"{m.notebook}｜{m.name}" for m in stats.misconceptions]
+    drawn = " ".join(" ".join(labels) for labels in svg_labels(page))
+    for name in names:
+        for word in re.findall(r"[A-Za-z0-9_=.\-]{3,}", name):
+            assert word in drawn, (word, name)
+    assert "…" not in "".join(svg_labels(page)[-1])  # the misconception chart: short names, nothing left out
+
+
+def test_a_regrade_reuses_the_seed_the_class_was_graded_with(tmp_path: Path) -> None:
+    assert recorded_seed(tmp_path, "X") is None
+    write_record(tmp_path, "X", [student(n, {"c": True}) for n in ("a", "b", "c")], 41, "grade X --seed 41")
+    write_record(tmp_path, "X", [student("c", {"c": False})], 5, "grade X --student c --seed 5")
+    assert recorded_seed(tmp_path, "X") == 41  # most of the class
+    record_path(tmp_path, "X").write_text("not json", encoding="utf-8")
+    assert recorded_seed(tmp_path, "X") is None
+
+
+def fake_grading(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, names: list[str]) -> tuple[Path, list]:
+    """``pt2e-course grade`` on folders of ``names``, with the sandbox replaced: each student gets a right M03-4."""
+    import autograder.engine.grading as grading
+
+    submitted = tmp_path / "submitted"
+    for name in names:
+        (submitted / name / "M03").mkdir(parents=True)
+    seeds: list = []
+
+    def grade_class(module, folders, *, jobs=2, seed=None, limits=None, on_done=None):
+        seeds.append(seed)
+        return [m03_4(name) for name in folders], 1234 if seed is None else seed
+
+    monkeypatch.setattr(grading, "grade_class", grade_class)
+    return submitted, seeds
+
+
+def test_grade_names_every_file_it_wrote_and_a_regrade_keeps_the_class_seed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from autograder import cli
+
+    submitted, seeds = fake_grading(monkeypatch, tmp_path, ["a", "b"])
+    out = tmp_path / "graded"
+
+    def grade(*extra: str) -> str:
+        args = cli.build_parser().parse_args(["grade", "M03", "--submitted", str(submitted), "--out", str(out), *extra])
+        assert cli.cmd_grade(args) == 0
+        return capsys.readouterr().out
+
+    printed = grade()
+    assert seeds == [None]
+    written = {p for p in out.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    for path in written:
+        shown = str(path) if path.parent == out else str(out / "<學生>" / "M03" / path.name)
+        assert shown in printed or f"{out}/<學生>/M03/{path.name}" in printed or path.name in printed, path
+    for name in ("M03-grades.csv", "M03-class.json", "M03-canvas.csv", "M03-moodle.csv", "M03-report.html"):
+        assert str(out / name) in printed, name
+    assert "匯入 Canvas：" in printed and "匯入 Moodle：" in printed
+    assert printed.rstrip().splitlines()[-1] == f"全班報告：{out / 'M03-report.html'}"
+    # a regrade of one student meets the class's hidden models, unless told otherwise
+    printed = grade("--student", "b")
+    assert seeds[-1] == 1234 and "沿用全班的亂數種子 1234" in printed
+    assert read_record(record_path(out, "M03")).students["b"]["seed"] == 1234
+    grade("--student", "b", "--seed", "9")
+    assert seeds[-1] == 9
+    # feedback pages are where the report links them
+    page = (out / "M03-report.html").read_text(encoding="utf-8")
+    for href in re.findall(r'<a class="student" href="([^"]+)"', page):
+        assert (out / href).is_file(), href
+
+
 # --- a synthetic class of 240, in a browser -------------------------------------------------------------
 
 
@@ -255,7 +525,16 @@ def test_the_report_of_the_synthetic_class_reads_in_a_browser(synthetic, tmp_pat
         )
         for section in ("distribution", "checks", "misconceptions", "operations", "reproduce", "legend", "scores"):
             assert tables.get(section, 0) >= 1, (section, tables)
-        listed = browser.evaluate("[...document.querySelectorAll('#flagged li')].map(li => li.textContent)")
+        # the first block, at the top of the first screen: what to reteach and who needs attention
+        top = browser.evaluate(
+            "(() => { const r = document.querySelector('#monday').getBoundingClientRect();"
+            " return {top: r.top, bottom: r.bottom, text: document.querySelector('#monday').textContent}; })()"
+        )
+        assert top["top"] < 150 and top["bottom"] < 900, top
+        assert "最難的一題" in top["text"] and "share=True" in top["text"] and "需要關心的學生" in top["text"]
+        order = browser.evaluate("[...document.querySelectorAll('main > section')].map(s => s.id)")
+        assert order[0] == "monday" and order[-1] == "quality", order
+        listed = browser.evaluate("[...document.querySelectorAll('#quality #flagged li')].map(li => li.textContent)")
         assert len(listed) == len(stats.flagged)
         for check, line in zip(stats.flagged, listed, strict=True):
             assert check.name in line and check.notebook in line
@@ -268,4 +547,8 @@ def test_the_report_of_the_synthetic_class_reads_in_a_browser(synthetic, tmp_pat
         overflow = browser.evaluate("document.documentElement.scrollWidth > window.innerWidth + 1")
         assert not overflow, "the report runs off a phone's screen"
         browser.screenshot(tmp_path / "report-390.png")
+        images = browser.evaluate(
+            "[...document.images].map(i => i.getBoundingClientRect().right <= window.innerWidth + 1)"
+        )
+        assert all(images), "a chart runs off a phone's screen"
     assert json.loads(json.dumps(stats.runs[0].command)).startswith("pt2e-course synthetic-class M03")

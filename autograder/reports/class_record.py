@@ -125,6 +125,27 @@ def read_record(path: Path) -> ClassRecord:
     return ClassRecord(str(data.get("module")), data["students"])
 
 
+def recorded_seed(out: Path, module: str) -> int | None:
+    """The seed the class was graded with, from ``OUT/<module>-class.json``: the one most of its students have (a
+    tie: the most recent run's); None when there is no readable record or no seed in it. A regrade of some students
+    (``pt2e-course grade --student``) reuses it, so that they meet the same hidden models as the class."""
+    path = record_path(out, module)
+    if not path.exists():
+        return None
+    try:
+        record = read_record(path)
+    except ValueError:
+        return None
+    runs: dict[int, tuple[int, str]] = {}
+    for entry in record.students.values():
+        seed = entry.get("seed")
+        if type(seed) is not int:
+            continue
+        count, latest = runs.get(seed, (0, ""))
+        runs[seed] = (count + 1, max(latest, str(entry.get("graded_at", ""))))
+    return max(runs, key=lambda seed: runs[seed]) if runs else None
+
+
 def write_record(
     out: Path, module: str, students: list[StudentResult], seed: int | None, command: str
 ) -> tuple[Path, ClassRecord]:
