@@ -531,7 +531,8 @@ def test_the_report_of_the_synthetic_class_reads_in_a_browser(synthetic, tmp_pat
             " return {top: r.top, bottom: r.bottom, text: document.querySelector('#monday').textContent}; })()"
         )
         assert top["top"] < 150 and top["bottom"] < 900, top
-        assert "最難的一題" in top["text"] and "share=True" in top["text"] and "需要關心的學生" in top["text"]
+        assert "最難的一題" in top["text"] and "需要關心的學生" in top["text"]
+        assert stats.misconceptions[0].name in top["text"] and stats.misconceptions[2].name in top["text"]
         order = browser.evaluate("[...document.querySelectorAll('main > section')].map(s => s.id)")
         assert order[0] == "monday" and order[-1] == "quality", order
         listed = browser.evaluate("[...document.querySelectorAll('#quality #flagged li')].map(li => li.textContent)")

@@ -229,16 +229,6 @@ def _check_row(c: CheckStats) -> list[str]:
     ]
 
 
-def first_clause(text: str) -> str:
-    """A check's name up to its first "：" or "；" (where its first claim ends), with "…" when it goes on."""
-    text = clean(text)
-    for mark in ("：", "；"):
-        head, found, _ = text.partition(mark)
-        if found and head.strip():
-            return head.strip() + "…"
-    return text
-
-
 DEFINITIONS = (
     "<p><b>通過率</b>：一項檢查的通過率是通過它的學生比例；一題的通過率是這一題的每項檢查都通過、拿到全部分數的學生比例。"
     "只算答案有被評的學生（沒交、沒作答、還沒寫完、當掉或竄改而沒評到的不算，他們列在「需要處理的學生」）。"
@@ -290,7 +280,7 @@ def checks_section(s: ClassStats) -> str:
     out.append(_negative(s.exercises, "拿到這一題全部分數"))
     checks = s.checks
     if checks:
-        labels = [f"{c.notebook}｜{first_clause(c.name)}" for c in checks]
+        labels = [f"{c.notebook}｜{clean(c.name)}" for c in checks]  # wrapped at word boundaries by the plot
         picture = plots.facility_bars(labels, [c.facility for c in checks], [bool(c.flags) for c in checks])
         out.append(
             _folded(
@@ -535,7 +525,8 @@ code { font-size: .9em; overflow-wrap: anywhere; }
 .note { background: #fffbeb; border-left: 4px solid #d97706; padding: .4em 1em; border-radius: 6px; }
 .rule { background: #f3f4f6; padding: .4em 1em; border-radius: 6px; } .few { color: #b45309; font-weight: bold; }
 a.student { color: inherit; text-decoration: underline dotted; }
-@media (max-width: 480px) { body { padding: .75rem; } h1 { font-size: 1.25rem; } }
+@media (max-width: 480px) { body { padding: .75rem; } h1 { font-size: 1.25rem; } ul { padding-left: 1.2em; }
+  .monday { padding: .2em .7em .5em; } }
 """
 
 
