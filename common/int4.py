@@ -166,3 +166,16 @@ def int4_pack_linear(weight: torch.Tensor, group: int = 32) -> PackedInt4Linear:
     zero = low + 8 * scale
     scales_and_zeros = torch.stack([scale.squeeze(-1).t(), zero.squeeze(-1).t()], dim=-1).contiguous()
     return PackedInt4Linear(packed, scales_and_zeros, group, dequantized)
+
+
+def xnnpack_linear_program(linear: torch.nn.Module, quantizer: Any, tokens: int) -> tuple[Any, torch.Tensor]:
+    """``linear`` quantized dynamically by ``quantizer`` (PT2E), lowered to XNNPACK for an input of
+    ``tokens`` rows, loaded in the ExecuTorch runtime: ``(PteProgram, input)``. The program's input
+    shape is fixed: ``tokens = 1`` is a decode step, more is a prefill."""
+    from common.backends import PteProgram, lower_to_xnnpack
+    from common.dynamic import quantize_dynamic
+
+    example = (torch.randn(tokens, linear.in_features, generator=torch.Generator().manual_seed(0)),)
+    converted = quantize_dynamic(linear, quantizer, example)
+    pte = bytes(executorch_program(lower_to_xnnpack(converted, example)).buffer)
+    return PteProgram(pte), example[0]
