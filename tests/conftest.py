@@ -132,6 +132,7 @@ SLOW_FILES = frozenset(
         "test_isa.py",  # every preview under every instruction-set profile
         "test_isolation.py",  # sandboxes started and attacked, a few seconds each
         "test_memory_escape.py",  # memory outside every resident set, held under both memory modes and graded
+        "test_classmate_memory.py",  # classmates scan their memory for an honest answer, in both memory modes
         "test_release.py",  # nbgrader generate_assignment per module
         "test_warm.py",  # fork servers warmed and compared with cold ones
         "test_notebooks.py",  # every source notebook, executed

@@ -10,6 +10,10 @@ confine each job. Where bubblewrap is missing or refused, the server runs direct
 each job hides the secrets with mounts of its own; every measure that could not be
 applied is named (``missing``) in the command's output and in each feedback.
 
+Starting a job: the grader sends the server a fixed-size command; the server forks the job's middle
+process and hands over the job's request pipe, into which the grader writes the request (the server never
+holds a submission's bytes, so no later job can inherit them: ``SECURITY.md``).
+
 Talking to a job: the server hands over the read end of the job's pipe; ``read_frames``
 reads it without blocking, with a deadline for every read, and bounds the size of a frame,
 the number of frames and the total bytes. ``Conversation`` checks that each message fits
@@ -39,7 +43,7 @@ from autograder.course import ROOT
 from autograder.maintenance.isa import VARIABLES
 from autograder.sandboxed import confine, memory, protocol
 from autograder.sandboxed.limits import Limits
-from autograder.sandboxed.protocol import HEADER, MAX_FRAME_BYTES
+from autograder.sandboxed.protocol import COMMAND, HEADER, MAX_FRAME_BYTES, START_JOB, WARM
 from autograder.sandboxed.replay_job import ReplayJob
 from autograder.sandboxed.runner import Job
 
@@ -52,6 +56,8 @@ WARM_SECONDS = 600
 """The server's warm-up of one grading run (``Sandbox.warm``): a few seconds per notebook."""
 HELLO_SECONDS = 300  # importing torch on a busy 2-core machine can take a while
 STATUS_SECONDS = 2.0
+REQUEST_SECONDS = 60
+"""How long the grader waits for a job's middle process to read its request."""
 KILL_SECONDS = 10.0
 
 VISIBLE = ("common", "selfcheck", "autograder/__init__.py", "autograder/sandboxed")
@@ -368,14 +374,14 @@ class Sandbox:
         new = [n for n in dict.fromkeys(notebooks) if (n, seed) not in self.warmed]
         if not new:
             return
-        body = json.dumps({"warm": {"notebooks": new, "seed": int(seed)}}).encode("utf-8")
+        body = json.dumps({"notebooks": new, "seed": int(seed)}).encode("utf-8")
         with self._lock:
             if self.control is None:
                 return
             generation = self.generation
             try:
                 self.control.settimeout(60)
-                self.control.sendall(HEADER.pack(len(body)) + body)
+                self.control.sendall(COMMAND.pack(WARM, len(body)) + body)
             except OSError:
                 reply = None
             else:
@@ -396,7 +402,11 @@ class Sandbox:
             return None
 
     def submit(self, job: Job | ReplayJob) -> Ticket:
-        """Start ``job`` in a new confined process; the caller reads its frames, then ``finish``es."""
+        """Start ``job`` in a new confined process; the caller reads its frames, then ``finish``es.
+
+        The server gets a fixed-size command only; the job's request goes into the request pipe of the
+        middle process it forked for this job (``autograder.sandboxed.server``), so the server never holds
+        a submission's bytes and cannot pass them on to a later job."""
         request = {"replay": job.wire()} if isinstance(job, ReplayJob) else {"job": job.wire()}
         if not self.in_bwrap:
             request["hide"] = hidden_paths(self.hide_also)
@@ -407,16 +417,37 @@ class Sandbox:
             generation = self.generation
             try:
                 self.control.settimeout(60)
-                self.control.sendall(HEADER.pack(len(body)) + body)
-                data, fds, _flags, _addr = socket.recv_fds(self.control, HEADER.size, 2)
+                self.control.sendall(COMMAND.pack(START_JOB, 0))
+                data, fds, _flags, _addr = socket.recv_fds(self.control, HEADER.size, 3)
             except OSError as exc:
                 raise SandboxError(f"評分沙箱沒有回應（{type(exc).__name__}）") from None
-        if len(data) != HEADER.size or len(fds) != 2:
+        if len(data) != HEADER.size or len(fds) != 3:
             for fd in fds:
                 os.close(fd)
             raise SandboxError("評分沙箱的回應不完整")
         (number,) = HEADER.unpack(data)
-        return Ticket(number, fds[0], socket.socket(fileno=fds[1]), generation)
+        frames, status, requests = fds
+        try:
+            _write_all(requests, HEADER.pack(len(body)) + body, time.monotonic() + REQUEST_SECONDS)
+        except OSError:
+            pass  # the middle process is gone: the job says nothing, and is handled as one that ended silent
+        finally:
+            os.close(requests)
+        return Ticket(number, frames, socket.socket(fileno=status), generation)
+
+
+def _write_all(fd: int, data: bytes, deadline: float) -> None:
+    """Write ``data`` to the pipe ``fd`` without blocking past ``deadline`` (``TimeoutError`` then)."""
+    os.set_blocking(fd, False)
+    view = memoryview(data)
+    while view:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([], [fd], [], remaining)[1]:
+            raise TimeoutError("the job's request pipe was not read in time")
+        try:
+            view = view[os.write(fd, view[: 1 << 16]) :]
+        except BlockingIOError:
+            continue
 
 
 class _disabled_env:

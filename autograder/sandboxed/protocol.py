@@ -7,10 +7,14 @@ from another checkout, or a forgery) and says so.
 
 Three conversations use it:
 
-- **control** (grader ↔ fork server, trusted on both ends): ``hello`` once; then requests
-  ``{"job": …}`` (run a notebook's cells), ``{"replay": …}`` (derive evidence from
-  recordings) or ``{"warm": …}``, each answered (a job by passing the pipe's file descriptors,
-  ``warm`` by ``warmed``).
+- **control** (grader ↔ fork server, trusted on both ends): ``hello`` once; then fixed-size
+  ``COMMAND``s: ``START_JOB`` (answered by passing three file descriptors: the job's frame pipe,
+  its status socket and its *request pipe*) or ``WARM`` followed by a small JSON body (notebook
+  names and a seed, answered by ``warmed``). A job's request, ``{"job": …}`` (a notebook's cells)
+  or ``{"replay": …}`` (a submission's recordings), never crosses this socket: the grader writes
+  it into the job's own request pipe, and only the job's middle process, forked before, reads it.
+  So the fork server, the parent of every later job, never holds a student's bytes
+  (``SECURITY.md``, "No job's address space contains another submission's bytes").
 - **job** (student process → grader; the student's code can write on the same pipe, so every
   message is checked, ``autograder.engine.sandbox.Conversation``): ``start`` first, then per cell in
   order ``cell`` (a code cell raised) or ``evidence`` (an exercise's *recording*, see
@@ -27,11 +31,19 @@ import json
 import struct
 from typing import Any
 
-VERSION = 3
+VERSION = 4
 """Bump when a message changes shape; both sides of one checkout always agree. (3: a spec inside a recording
-is ``selfcheck.evidence.encode_spec``'s, with the evidence's key names.)"""
+is ``selfcheck.evidence.encode_spec``'s, with the evidence's key names; 4: a job's request goes through its own
+request pipe, the control socket carries fixed-size commands.)"""
 
 HEADER = struct.Struct(">I")
+COMMAND = struct.Struct(">4sI")
+"""A control command: its kind, then a number (the size of the body that follows a ``WARM``; 0 otherwise)."""
+START_JOB, WARM = b"JOB.", b"WARM"
+MAX_WARM_BYTES = 64 * 1024
+"""A warm-up body holds notebook names and a seed: anything larger is not one."""
+MAX_REQUEST_BYTES = 256 * 1024 * 1024
+"""A job's request (its cells, or its recordings) at most, read by its middle process from its request pipe."""
 MAX_FRAME_BYTES = 8 * 1024 * 1024
 """One frame's body at most; a larger one ends the reading as a flood."""
 

@@ -3,16 +3,23 @@
 Started once per grading run by ``autograder.engine.sandbox`` (under bubblewrap where it can be),
 with one end of a UNIX socket pair as its only link to the grader. It imports torch,
 IPython, ``common``, ``selfcheck`` and ``autograder.sandboxed`` once (never an answer key
-or a hidden check: they are not even in its file system), then for each job request:
+or a hidden check: they are not even in its file system), then for each ``START_JOB`` command:
 
-1. creates the job's pipe (the student writes frames on it) and a status socket, and
-   passes the pipe's read end and the socket's other end to the grader (``send_fds``);
-2. forks a *middle* process, which enters new namespaces and mounts private temporary
-   folders (``confine.isolate``), forks the *student* process (pid 1 of the new pid
-   namespace), and kills it at the notebook's deadline or as soon as the grader closes
-   the status socket; then it reports how the student ended (one short line) and exits.
+1. creates the job's request pipe (the grader writes the job's request on it), its frame pipe
+   (the student writes frames on it) and a status socket;
+2. forks a *middle* process, and only then passes the request pipe's write end, the frame pipe's
+   read end and the status socket's other end to the grader (``send_fds``);
+3. the middle process reads its own request (a notebook's cells, or a submission's recordings)
+   from its request pipe, enters new namespaces and mounts private temporary folders
+   (``confine.isolate``), forks the *student* process (pid 1 of the new pid namespace), and kills
+   it at the notebook's deadline or as soon as the grader closes the status socket; then it reports
+   how the student ended (one short line) and exits.
 
-The server itself never runs student code and never reads what students write.
+The server itself never runs student code and never holds what students write: a command is a
+fixed-size kind and number (``protocol.COMMAND``); only a warm-up carries a body, notebook names and
+a seed. Since every job and every replay worker is forked from this process, that is what keeps a
+classmate's cells and recordings out of every job's address space: the bytes of a request exist only
+in the middle process that read them and in the student process it forks, the same submission's.
 """
 
 from __future__ import annotations
@@ -33,11 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from autograder.sandboxed import confine, memory, protocol
-from autograder.sandboxed.protocol import HEADER
+from autograder.sandboxed.protocol import COMMAND, HEADER, MAX_REQUEST_BYTES, MAX_WARM_BYTES, START_JOB, WARM
 from autograder.sandboxed.replay_job import ReplayJob
 from autograder.sandboxed.runner import Job, run
 
-MAX_REQUEST_BYTES = 256 * 1024 * 1024
+REQUEST_SECONDS = 60
+"""How long a middle process waits for the grader to write its request before it gives up."""
 STARTUP_SECONDS = 2
 """Added to the notebook's time limit for confining the student process (not the student's time)."""
 
@@ -113,16 +121,42 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def read_request(sock: socket.socket) -> dict[str, Any] | None:
-    """The next request from the grader (trusted), or None when it closed the socket."""
-    header = _read_exactly(sock, HEADER.size)
+def read_command(sock: socket.socket) -> tuple[bytes, Any] | None:
+    """The next command from the grader (trusted): ``(START_JOB, None)``, ``(WARM, body)``; None when it
+    closed the socket or sent what is not a command (the server then ends, and the grader starts another)."""
+    header = _read_exactly(sock, COMMAND.size)
     if header is None:
         return None
-    (size,) = HEADER.unpack(header)
-    if size > MAX_REQUEST_BYTES:
+    kind, size = COMMAND.unpack(header)
+    if kind == START_JOB and size == 0:
+        return kind, None
+    if kind == WARM and size <= MAX_WARM_BYTES:
+        body = _read_exactly(sock, size)
+        return None if body is None else (kind, json.loads(body.decode("utf-8")))
+    return None
+
+
+def read_job_request(fd: int, seconds: float = REQUEST_SECONDS) -> dict[str, Any] | None:
+    """The job's request, read by its middle process from its own request pipe (one frame, then the end of
+    the pipe); None when the grader closed it early, sent too much or nothing in time."""
+    deadline = time.monotonic() + seconds
+    data = bytearray()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            return None
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        data += chunk
+        if len(data) > HEADER.size + MAX_REQUEST_BYTES:
+            return None
+    if len(data) < HEADER.size:
         return None
-    body = _read_exactly(sock, size)
-    return None if body is None else json.loads(body.decode("utf-8"))
+    (size,) = HEADER.unpack_from(data)
+    if len(data) != HEADER.size + size:
+        return None
+    return json.loads(bytes(data[HEADER.size :]).decode("utf-8"))
 
 
 def _student(job: Job | ReplayJob, iso: confine.Isolation, fd: int, workdir: str) -> None:
@@ -212,14 +246,19 @@ def _kill(pid: int, iso: confine.Isolation) -> None:
 
 def _middle(
     number: int,
-    request: dict[str, Any],
+    requests: int,
     fd: int,
     status: socket.socket,
     in_bwrap: bool,
     cgroup: memory.Controller | None,
 ) -> None:
-    """Set up the job's cgroup, namespaces and mounts, fork the confined process, watch it, report how it ended."""
+    """Read the job's request from its own pipe (``requests``), set up the job's cgroup, namespaces and mounts,
+    fork the confined process, watch it, report how it ended."""
     confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
+    request = read_job_request(requests)
+    os.close(requests)
+    if request is None:  # the grader gave up on this job: nothing to run
+        return
     job: Job | ReplayJob
     if "replay" in request:
         job = ReplayJob.from_wire(request["replay"])
@@ -317,7 +356,8 @@ def _warm(control: socket.socket, request: Any) -> None:
 
 
 def serve(control: socket.socket, in_bwrap: bool, cgroup: memory.Controller | None = None) -> None:
-    """Answer job requests until the grader closes the control socket."""
+    """Answer commands until the grader closes the control socket. A job's request never passes here: the
+    middle process reads it from its own request pipe after the fork (the module's docstring says why)."""
     number = 0
     jobs: dict[int, int] = {}
     while True:
@@ -325,13 +365,15 @@ def serve(control: socket.socket, in_bwrap: bool, cgroup: memory.Controller | No
         ready, _, _ = select.select([control], [], [], 1.0)
         if not ready:
             continue
-        request = read_request(control)
-        if request is None:
+        command = read_command(control)
+        if command is None:
             return
-        if "warm" in request:
-            _warm(control, request["warm"])
+        kind, body = command
+        if kind == WARM:
+            _warm(control, body)
             continue
         number += 1
+        requests_read, requests_write = os.pipe()
         frames_read, frames_write = os.pipe()
         status_grader, status_middle = socket.socketpair()
         pid = os.fork()
@@ -340,18 +382,21 @@ def serve(control: socket.socket, in_bwrap: bool, cgroup: memory.Controller | No
                 control.close()
                 status_grader.close()
                 os.close(frames_read)
-                _middle(number, request, frames_write, status_middle, in_bwrap, cgroup)
+                os.close(requests_write)
+                _middle(number, requests_read, frames_write, status_middle, in_bwrap, cgroup)
             except BaseException:  # a bug of ours, never the student's doing: say so on the grader's stderr
                 traceback.print_exc()
             finally:
                 os._exit(0)
         jobs[pid] = number
         os.close(frames_write)
+        os.close(requests_read)
         status_middle.close()
         try:
-            socket.send_fds(control, [HEADER.pack(number)], [frames_read, status_grader.fileno()])
+            socket.send_fds(control, [HEADER.pack(number)], [frames_read, status_grader.fileno(), requests_write])
         finally:
             os.close(frames_read)
+            os.close(requests_write)
             status_grader.close()
 
 
