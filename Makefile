@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 JOBS ?= 2
 
-.PHONY: setup grade release site test test-fast lint lab hub bench wheel clean
+.PHONY: setup grade release site test test-fast lint lab hub hub-clean bench wheel clean
 
 $(READY): pyproject.toml scripts/bootstrap.sh
 	VENV=$(VENV) bash scripts/bootstrap.sh
@@ -24,9 +24,11 @@ release: $(READY)
 	$(BIN)/pt2e-course execute
 	$(BIN)/pt2e-course release
 
-## make site: the course site from the committed, executed source/ notebooks (nothing re-executed) into _site/
+## make site: the course site from the committed, executed source/ notebooks (nothing re-executed) into _site/;
+## make site TERM=1: a graded term's site without solutions (the release notebooks, unanswered, with the sections'
+## drawings) into _term_site/ (docs/term.md). Only TERM=1 counts: the shell's own TERM (xterm…) builds _site/.
 site: $(READY)
-	$(BIN)/python docs/site/build.py --jobs $(JOBS)
+	$(BIN)/python docs/site/build.py --jobs $(JOBS)$(if $(filter 1,$(TERM)), --term)
 
 ## make test: lint, then every test (notebooks, checks, nbgrader, grading)
 test: $(READY)
@@ -49,9 +51,15 @@ lab: $(READY)
 	$(BIN)/pt2e-course lab
 
 ## make hub (as root): a JupyterHub for a demo class on 127.0.0.1:8000, one instructor and two students as local
-## users, nbgrader's exchange in hub/; prints the URL and the accounts; Ctrl-C stops it (autograder/maintenance/hub.py)
+## users, nbgrader's exchange in hub/, the nine modules in the instructor's course; prints the URL and the accounts;
+## Ctrl-C stops it (autograder/maintenance/hub.py)
 hub: $(READY)
 	$(BIN)/python -m autograder.maintenance.hub
+
+## make hub-clean (as root, the hub stopped): remove the demo's users with their homes, hub/ and the login profile
+## script /etc/profile.d/pt2e-course-hub.sh
+hub-clean: $(READY)
+	$(BIN)/python -m autograder.maintenance.hub --remove
 
 ## make wheel: what students install (common, selfcheck: preview, public cases, expected evidence;
 ## no autograder) as dist/*.whl; build/ is removed first so that no stale module slips in

@@ -13,11 +13,16 @@ sent through the DevTools protocol (``Input.dispatch*``), not JavaScript ``click
   without text ("Idle" is in the status bar only). ``run_all`` waits on the kernel's own state from the
   server's ``/api/kernels`` (fetched by the page, with its cookies and XSRF token); the caller saves and
   reads the notebook's file to see what ran.
+- a terminal (xterm.js) draws its text on a canvas: ``Terminal`` reads it as a screen reader does, from the
+  accessibility tree xterm.js keeps beside the canvas (one element per row of the viewport, the row's text as
+  the terminal shows it), which JupyterLab's "Screen Reader Mode" setting turns on (``TERMINAL_READABLE``: the
+  user's settings file, written before the user's JupyterLab loads).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -34,6 +39,14 @@ __all__ = ["Browser", "BrowserError", "Lab"]
 NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 """The notebook in front."""
 MODIFIERS = {"Alt": 1, "Control": 2, "Meta": 4, "Shift": 8}
+TERMINAL = ".jp-Terminal:not(.lm-mod-hidden)"
+"""The terminal in front."""
+TERMINAL_READABLE = (
+    Path(".jupyter/lab/user-settings/@jupyterlab/terminal-extension/plugin.jupyterlab-settings"),
+    '{"screenReaderMode": true}\n',
+)
+"""Where in a user's home JupyterLab keeps the terminal's settings, and the setting that turns xterm.js's
+accessibility tree on (what ``Terminal`` reads)."""
 
 
 def js(value: Any) -> str:
@@ -140,6 +153,28 @@ class Lab:
             except BrowserError:
                 self.escape()
         raise BrowserError(f"選單 {top} > {item} 打不開")
+
+    def submenu(self, top: str, item: str, sub: str, attempts: int = 5) -> None:
+        """Click the menu bar's ``top``, then its ``item`` (which opens a submenu), then the submenu's ``sub``."""
+        label = ".lm-Menu-item .lm-Menu-itemLabel"
+        for _ in range(attempts):
+            self.click(".lm-MenuBar-item", top)
+            try:
+                self.click(label, item, seconds=3)
+                self.click(label, sub, seconds=3)
+                return
+            except BrowserError:
+                self.escape()
+                self.escape()
+        raise BrowserError(f"選單 {top} > {item} > {sub} 打不開")
+
+    def new_terminal(self, seconds: float = 60.0) -> Terminal:
+        """File > New > Terminal, as the README says; waits for the shell's first prompt."""
+        self.submenu("File", "New", "Terminal")
+        self.wait(f"!!document.querySelector('{TERMINAL} .xterm-accessibility-tree')", seconds)
+        terminal = Terminal(self)
+        terminal.wait_prompt(seconds)
+        return terminal
 
     def dialog(self, seconds: float = 60.0) -> str:
         """The text of the dialog shown (waits for one)."""
@@ -251,3 +286,86 @@ class Lab:
             if time.monotonic() > deadline:
                 raise BrowserError(f"Run All 在 {seconds} 秒內沒跑完（kernel {state}）")
             time.sleep(0.25)
+
+
+PROMPT = re.compile(r"^[\w.-]+@[\w.-]+:(?P<cwd>\S.*?)\$$")
+"""bash's prompt on Debian (``\\u@\\h:\\w\\$``, ``/etc/bash.bashrc`` and ``/etc/skel/.bashrc``): user, host and folder."""
+
+
+class Terminal:
+    """The JupyterLab terminal in front, typed into and read as a person does: keys go to xterm.js's input, what
+    it shows is read from its accessibility tree (``TERMINAL_READABLE``), one string per row of the viewport."""
+
+    def __init__(self, lab: Lab) -> None:
+        self.lab, self.browser = lab, lab.browser
+        self.count = 0
+
+    def rows(self) -> list[str]:
+        """The viewport's rows as shown (no trailing blanks; an empty row is "")."""
+        return self.browser.evaluate(self._rows_js())
+
+    def last_row(self) -> str:
+        shown = [r for r in self.rows() if r.strip()]
+        return shown[-1] if shown else ""
+
+    def wait_prompt(self, seconds: float = 60.0) -> str:
+        """Wait until the last row shown is a bare prompt (the shell waits for a command); returns its folder."""
+        deadline = time.monotonic() + seconds
+        while not (found := PROMPT.match(self.last_row())):
+            if time.monotonic() > deadline:
+                raise BrowserError(f"終端機在 {seconds} 秒內沒有出現提示字元：{self.rows()[-5:]}")
+            time.sleep(0.2)
+        return found["cwd"]
+
+    def type(self, text: str) -> None:
+        """Type ``text`` key by key (in screen reader mode xterm.js takes printable keys from their key presses, not
+        from the text an input method inserts)."""
+        for char in text:
+            for kind in ("keyDown", "keyUp"):
+                self.browser.send("Input.dispatchKeyEvent", {"type": kind, "key": char, "text": char})
+
+    def focus(self) -> None:
+        """Click into the terminal (its xterm.js takes the keys from then on)."""
+        self.lab.click(f"{TERMINAL} .xterm-screen")
+        self.lab.wait(f"document.querySelector('{TERMINAL} .xterm').classList.contains('focus')", 10)
+
+    def run(self, command: str, seconds: float = 300.0) -> tuple[int, str]:
+        """Type ``command`` and Enter, as a person does, and read what the terminal shows until the prompt is back;
+        then type ``echo pt2e-exit-<n>-$?`` for its exit status. Returns the status and the rows the command
+        printed, in order, each once (a long output scrolls: the rows are read every 0.2 s, so a line that
+        scrolled past within 0.2 s can be missed)."""
+        self.focus()
+        self.type(command)
+        self.lab.wait(f"{self._rows_js()}.some(t => t.endsWith({js(command)}))", 10)
+        self.lab.key("Enter", "Enter", 13)
+        printed: dict[str, None] = {}
+        deadline = time.monotonic() + seconds
+        while True:
+            time.sleep(0.2)
+            rows = [r for r in self.rows() if r.strip()]
+            typed_at = [
+                i for i, r in enumerate(rows) if r.endswith(command) and PROMPT.match(r[: -len(command)].rstrip())
+            ]
+            after = rows[typed_at[-1] + 1 :] if typed_at else rows
+            done = bool(after) and PROMPT.match(after[-1]) is not None
+            printed.update(dict.fromkeys(after[:-1] if done else after))
+            if done:
+                break
+            if time.monotonic() > deadline:
+                raise BrowserError(f"{command!r} 在 {seconds} 秒內沒有結束：{rows[-5:]}")
+        self.count += 1
+        marker = f"pt2e-exit-{self.count}-"
+        self.type(f"echo {marker}$?")
+        self.lab.wait(f"{self._rows_js()}.some(t => t.endsWith({js(marker + '$?')}))", 10)
+        self.lab.key("Enter", "Enter", 13)
+        status = self.lab.wait(
+            f"{self._rows_js()}.map(t => t.trim()).find(t => t.startsWith({js(marker)})) || null", 10
+        )
+        self.wait_prompt(10)
+        return int(status.removeprefix(marker)), "\n".join(printed)
+
+    def _rows_js(self) -> str:
+        return (
+            f"[...document.querySelectorAll('{TERMINAL} .xterm-accessibility-tree > div')]"
+            ".map(r => r.textContent.replace(/\\u00a0/g, ' ').trimEnd())"
+        )
