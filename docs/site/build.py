@@ -1,6 +1,7 @@
 """Build the course site from the committed, executed ``source/`` notebooks (no re-execution).
 
     .venv/bin/python docs/site/build.py [--out _site] [--jobs 2]      # what `make site` runs
+    .venv/bin/python docs/site/build.py --term [--url URL]            # `make site TERM=1`: a term's site, into _term_site/
     python docs/site/build.py --requirements                          # the site's packages, one a line
 
 Sphinx with myst-nb and sphinx-book-theme turns each chapter into one page with its outputs (every
@@ -10,12 +11,20 @@ drawing and table as the notebook shows it) and the syllabus into the navigation
 - ``index.md``: the landing page, made from the README's 給誰 and 怎麼學 sections, and the syllabus;
 - ``glossary.md``: ``docs/glossary.md``;
 - ``<module>/<notebook>.ipynb``: each source notebook as a self-study reader may see it. The solutions
-  stay (on purpose); everything of the hidden grading goes: the ``### BEGIN HIDDEN TESTS`` region of
-  each graded cell and what it printed (the hidden checks' report), any other cell that imports
-  ``autograder``, and nbgrader's cell metadata. Under the title: links to open the student version
+  stay (on purpose), without nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` lines around them;
+  everything of the hidden grading goes: the ``### BEGIN HIDDEN TESTS`` region of each graded cell and
+  what it printed (the hidden checks' report), any other cell that imports ``autograder``, and
+  nbgrader's cell metadata. Under the title: links to open the student version
   (``release/``) in Colab and to download it. Every section heading gets a label derived from its text
   (``label_sections``), where the grader's feedback links a misconception's section;
 - ``_student/<module>/<notebook>.ipynb``: the release notebooks, offered for download.
+
+With ``--term`` (``make site TERM=1``) it builds a *term's* site instead, for a graded class: each page is
+the release notebook (``term_notebook``: the exercises unanswered, as handed out) with the outputs of the
+source notebook's cells that are the same in both, so every section keeps its drawings and tables, while the
+exercise's own cells (the solution cell, the self-check, the graded cell) show nothing; the section labels are
+the same, so the feedback's "重讀" links land on it when the grader's link base points at it
+(``docs/term.md``). ``--url`` is the address it will be published at (Sphinx's ``html_baseurl``).
 
 Modules are whatever ``source/M*/`` holds when the site is built; a module's caption comes from the
 README's syllabus table (``| M03 Quantizer | …``), or is the module's name when the table has no row
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import difflib
 import re
 import shutil
 import subprocess
@@ -40,19 +50,30 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from autograder.maintenance.colab import README_END, README_START, colab_url, repository  # noqa: E402
+from autograder.maintenance.colab import (  # noqa: E402
+    README_END,
+    README_START,
+    SETUP_TITLE,
+    colab_url,
+    repository,
+)
 from common.anchors import heading_anchor, site_anchor  # noqa: E402  (no torch: the site's build has none)
 
 CONF = Path(__file__).resolve().parent
 """Sphinx's configuration folder (``conf.py``, ``_static/``), kept apart from the staged sources."""
 STAGE = ROOT / "build" / "site"
 DEFAULT_OUT = ROOT / "_site"
+TERM_STAGE = ROOT / "build" / "term-site"
+TERM_OUT = ROOT / "_term_site"
+"""Where ``--term`` stages and builds: apart from the self-study site, so that one never overwrites the other."""
 STUDENT = "_student"
 """Folder of the staged sources that holds the release notebooks (downloads, not pages)."""
 
-HEADING = re.compile(r"^(#{2,6})\s+(.*?)\s*#*\s*$")
-"""A section heading of a chapter (the title, ``#``, is the page itself)."""
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+"""A heading of a chapter: its title (``#``, which a misconception may name too: the page's top) or a section's."""
 HIDDEN_REGION = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.M | re.S)
+NBGRADER_MARKER = re.compile(r"^[ \t]*### (?:BEGIN|END) (?:SOLUTION|HIDDEN TESTS)\b.*(?:\n|\Z)", re.M)
+"""A line of nbgrader's markers: the solution stays on the self-study site, the marker line around it goes."""
 IMPORTS_AUTOGRADER = re.compile(r"^\s*(from\s+autograder\b|import\s+autograder\b)", re.M)
 PREVIEW_LINE = re.compile(r"^[✓✗] 公開例子「")
 """A line the preview (``selfcheck.preview``) prints in a graded cell; the hidden report prints none."""
@@ -125,6 +146,37 @@ def site_links(text: str) -> str:
     return re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", target, text)
 
 
+def syllabus(text: str, chapters: dict[str, list[tuple[str, str]]]) -> list[str]:
+    """The syllabus as links, then the navigation's tables of contents (one per module, then the glossary)."""
+    captions = module_captions(text)
+    lines = []
+    for module, entries in chapters.items():
+        lines.append(f"- **{captions.get(module, module)}**")
+        lines += [f"  - [{title}]({doc}.ipynb)" for doc, title in entries]
+    lines.append("")
+    for module, entries in chapters.items():
+        lines += ["```{toctree}", ":hidden:", f":caption: {captions.get(module, module)}", ""]
+        lines += [doc for doc, _ in entries]
+        lines += ["```", ""]
+    lines += ["```{toctree}", ":hidden:", ":caption: 參考", "", "glossary", "```", ""]
+    return lines
+
+
+def term_landing(text: str, chapters: dict[str, list[tuple[str, str]]]) -> str:
+    """A term's landing page: what the site is, then the syllabus (the README's open-course sections stay out)."""
+    lines = [
+        "# PT2E 量化實作課",
+        "",
+        "這個網站是這學期的**課堂版**：每一章就是發給你的 notebook，練習沒有解答；"
+        "每一段的說明、圖與表都在，評分回饋裡「重讀」的連結就指到這裡的段落。"
+        "練習寫在你自己的 notebook 裡：每一章最上方有在 Colab 打開與下載的連結。",
+        "",
+        "## 課綱",
+        "",
+    ]
+    return "\n".join(lines + syllabus(text, chapters))
+
+
 def landing(text: str, chapters: dict[str, list[tuple[str, str]]]) -> str:
     """The landing page: the README's introduction, 給誰 and 怎麼學, then the syllabus as links."""
     intro = text.split("\n## ", 1)[0]
@@ -133,7 +185,6 @@ def landing(text: str, chapters: dict[str, list[tuple[str, str]]]) -> str:
     if README_START in learn:  # the Colab table: every chapter page has its own link
         start, end = learn.index(README_START), learn.index(README_END) + len(README_END)
         learn = learn[:start] + "（連結在每一章的標題下方，和下載學生版的連結在一起。）" + learn[end:]
-    captions = module_captions(text)
     lines = [
         "# PT2E 量化實作課",
         "",
@@ -154,16 +205,7 @@ def landing(text: str, chapters: dict[str, list[tuple[str, str]]]) -> str:
         "## 課綱",
         "",
     ]
-    for module, entries in chapters.items():
-        lines.append(f"- **{captions.get(module, module)}**")
-        lines += [f"  - [{title}]({doc}.ipynb)" for doc, title in entries]
-    lines.append("")
-    for module, entries in chapters.items():
-        lines += ["```{toctree}", ":hidden:", f":caption: {captions.get(module, module)}", ""]
-        lines += [doc for doc, _ in entries]
-        lines += ["```", ""]
-    lines += ["```{toctree}", ":hidden:", ":caption: 參考", "", "glossary", "```", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + syllabus(text, chapters))
 
 
 def site_notebook(nb: Any, release_path: Path, download: str) -> Any:
@@ -175,6 +217,7 @@ def site_notebook(nb: Any, release_path: Path, download: str) -> Any:
         if cell.cell_type == "code":
             if HIDDEN_REGION.search(cell.source):
                 cell.source = HIDDEN_REGION.sub("", cell.source).rstrip("\n")
+            cell.source = NBGRADER_MARKER.sub("", cell.source)
             if IMPORTS_AUTOGRADER.search(cell.source):
                 continue  # students have no autograder: nothing of it on the site
             if nbgrader.get("grade"):  # the preview's lines stay; the hidden checks' report goes
@@ -186,17 +229,67 @@ def site_notebook(nb: Any, release_path: Path, download: str) -> Any:
                 cell.outputs = [o for o in cell.outputs if o.output_type != "stream" or o.text]
         cells.append(cell)
     nb.cells = cells
-    first = next(c for c in nb.cells if c.cell_type == "markdown")
-    title, _, rest = first.source.lstrip().partition("\n")
-    links = (
-        "\n\n```{admonition} 自己動手寫\n:class: tip\n"
-        f"這一頁是含解答的版本。沒有解答的學生版：[在 Colab 打開]({colab_url(release_path)})"
-        f"　·　{{download}}`下載 {release_path.name} <{download}>`\n```\n"
-    )
-    first.source = title + links + rest
+    student_links(nb, "自己動手寫", "這一頁是含解答的版本。沒有解答的學生版", release_path, download)
     nb.metadata.pop("nbgrader", None)
     label_sections(nb, release_path.stem)
     return nb
+
+
+def student_links(nb: Any, heading: str, lead: str, release_path: Path, download: str) -> None:
+    """Under the title: open the student version in Colab, or download it."""
+    first = next(c for c in nb.cells if c.cell_type == "markdown")
+    title, _, rest = first.source.lstrip().partition("\n")
+    links = (
+        f"\n\n```{{admonition}} {heading}\n:class: tip\n"
+        f"{lead}：[在 Colab 打開]({colab_url(release_path)})"
+        f"　·　{{download}}`下載 {release_path.name} <{download}>`\n```\n"
+    )
+    first.source = title + links + rest
+
+
+def exercise_cell(nbgrader: dict[str, Any]) -> bool:
+    """One of an exercise's own cells: the solution, the self-check (``<key>_tests``) or the graded cell."""
+    return bool(
+        nbgrader.get("solution") or nbgrader.get("grade") or str(nbgrader.get("grade_id", "")).endswith("_tests")
+    )
+
+
+def colab_setup_cell(cell: Any) -> bool:
+    """The Colab setup cell ``pt2e-course release`` puts in the student version (the source has none)."""
+    return cell.cell_type == "code" and cell.source.startswith(f"#@title {SETUP_TITLE}")
+
+
+def term_notebook(release_nb: Any, source_nb: Any, release_path: Path, download: str) -> Any:
+    """A term's page: the release notebook, unanswered, with the source's outputs where nothing of an answer shows.
+
+    A code cell of the release notebook keeps the output of the executed source notebook's cell it matches
+    (the same code, found in order: ``difflib``), unless that cell is one of an exercise's own cells (whose
+    outputs are the answered run's); every other code cell shows no output. The Colab setup cell of the release
+    notebook is left out, as the self-study page has none.
+    """
+    page = copy.deepcopy(release_nb)
+    handed_out = [cell for cell in page.cells if not colab_setup_cell(cell)]
+    key = [(cell.cell_type, cell.source) for cell in handed_out]
+    matcher = difflib.SequenceMatcher(None, key, [(c.cell_type, c.source) for c in source_nb.cells], autojunk=False)
+    solved = {i + k: source_nb.cells[j + k] for i, j, n in matcher.get_matching_blocks() for k in range(n)}
+    cells = []
+    for index, cell in enumerate(handed_out):
+        cell.metadata.pop("nbgrader", None)
+        if cell.cell_type == "code":
+            if IMPORTS_AUTOGRADER.search(cell.source):
+                continue
+            cell.source = NBGRADER_MARKER.sub("", cell.source)
+            cell.outputs, cell.execution_count = [], None
+            twin = solved.get(index)
+            if twin is not None and not exercise_cell(twin.metadata.get("nbgrader", {})):
+                cell.outputs = copy.deepcopy(twin.outputs)
+                cell.execution_count = twin.execution_count
+        cells.append(cell)
+    page.cells = cells
+    student_links(page, "寫練習", "這一頁和發給你的 notebook 相同，練習沒有解答。打開來寫", release_path, download)
+    page.metadata.pop("nbgrader", None)
+    label_sections(page, release_path.stem)
+    return page
 
 
 def label_sections(nb: Any, notebook: str) -> None:
@@ -220,8 +313,10 @@ def label_sections(nb: Any, notebook: str) -> None:
         cell.source = "\n".join(out)
 
 
-def stage(target: Path = STAGE / "src") -> dict[str, list[tuple[str, str]]]:
-    """Write what Sphinx reads into ``target``; returns the chapters per module (document, title)."""
+def stage(target: Path = STAGE / "src", term: bool = False) -> dict[str, list[tuple[str, str]]]:
+    """Write what Sphinx reads into ``target``; returns the chapters per module (document, title).
+
+    ``term``: a term's pages (``term_notebook``) and landing page instead of the self-study ones."""
     import nbformat
 
     if target.exists():
@@ -238,22 +333,31 @@ def stage(target: Path = STAGE / "src") -> dict[str, list[tuple[str, str]]]:
             shutil.copyfile(release, target / STUDENT / module / path.name)
             nb = nbformat.read(path, as_version=4)
             title = chapter_title(nb, path)
-            page = site_notebook(nb, release, f"/{STUDENT}/{module}/{path.name}")
+            download = f"/{STUDENT}/{module}/{path.name}"
+            if term:
+                page = term_notebook(nbformat.read(release, as_version=4), nb, release, download)
+            else:
+                page = site_notebook(nb, release, download)
             nbformat.write(page, target / module / path.name)
             chapters.setdefault(module, []).append((f"{module}/{path.stem}", title))
-    (target / "index.md").write_text(landing(readme(), chapters), encoding="utf-8")
+    front = term_landing if term else landing
+    (target / "index.md").write_text(front(readme(), chapters), encoding="utf-8")
     glossary = (ROOT / "docs" / "glossary.md").read_text(encoding="utf-8")
     (target / "glossary.md").write_text(site_links(glossary), encoding="utf-8")
     return chapters
 
 
-def build(out: Path = DEFAULT_OUT, jobs: int = 2, staging: Path = STAGE) -> float:
+def build(
+    out: Path = DEFAULT_OUT, jobs: int = 2, staging: Path = STAGE, term: bool = False, url: str | None = None
+) -> float:
     """Stage (into ``staging``) and build the site into ``out``; returns the seconds taken.
 
+    ``term``: a term's site without solutions (``term_notebook``); ``url``: the address the site will be
+    published at (Sphinx's ``html_baseurl``; by default ``[project.urls] Homepage``).
     Exits with Sphinx's log when the build fails or prints anything (a warning fails it).
     """
     start = time.perf_counter()
-    stage(staging / "src")
+    stage(staging / "src", term=term)
     # Sphinx writes into the staging folder (myst-nb puts its jupyter_execute/ beside the output
     # folder), and the finished site moves to ``out``.
     html, doctrees = staging / "html", staging / "doctrees"
@@ -275,6 +379,8 @@ def build(out: Path = DEFAULT_OUT, jobs: int = 2, staging: Path = STAGE) -> floa
         str(CONF),
         "-d",
         str(doctrees),
+        *(["-D", f"html_baseurl={url}"] if url else []),
+        *(["-D", "html_title=PT2E 量化實作課（課堂版）"] if term else []),
         str(staging / "src"),
         str(html),
     ]
@@ -294,16 +400,21 @@ def build(out: Path = DEFAULT_OUT, jobs: int = 2, staging: Path = STAGE) -> floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the site goes (default: _site/)")
+    parser.add_argument("--out", type=Path, help="where the site goes (default: _site/, with --term _term_site/)")
     parser.add_argument("--jobs", type=int, default=2, help="Sphinx's parallel jobs (default: 2)")
-    parser.add_argument("--staging", type=Path, default=STAGE, help="where the sources for Sphinx are staged")
+    parser.add_argument("--staging", type=Path, help="where the sources for Sphinx are staged (default: build/site/)")
+    parser.add_argument("--term", action="store_true", help="a term's site: the release notebooks, no solutions")
+    parser.add_argument("--url", help="the address the site will be published at (default: [project.urls] Homepage)")
     parser.add_argument("--requirements", action="store_true", help="print the site's packages and exit")
     args = parser.parse_args()
     if args.requirements:
         print("\n".join(requirements()))
         return
-    seconds = build(args.out.resolve(), args.jobs, args.staging.resolve())
-    print(f"網站完成：{args.out / 'index.html'}（{seconds:.1f} 秒）")
+    out = args.out or (TERM_OUT if args.term else DEFAULT_OUT)
+    staging = args.staging or (TERM_STAGE if args.term else STAGE)
+    seconds = build(out.resolve(), args.jobs, staging.resolve(), term=args.term, url=args.url)
+    kind = "（課堂版，沒有解答）" if args.term else ""
+    print(f"網站完成{kind}：{out / 'index.html'}（{seconds:.1f} 秒）")
 
 
 if __name__ == "__main__":
