@@ -130,7 +130,7 @@ case " {" ".join(users)} " in
     PATH={shlex.quote(str(Path(sys.executable).parent))}:"$PATH"
     export PATH
     if [ "$(id -un)" = {shlex.quote(instructor)} ] && [ -n "${{JUPYTER_SERVER_ROOT-}}" ]; then
-        case $- in *i*) printf '%s\n' {shlex.quote(ISOLATION)} ;; esac
+        case $- in *i*) printf '%s\\n' {shlex.quote(ISOLATION)} ;; esac
     fi
     ;;
 esac
@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.remove:
         removed = remove()
-        print(f"==> 刪除了本機使用者：{'、'.join(removed) or '（沒有）'}；刪除了 {HUB} 與 {PROFILE}")
+        print(f"==> 刪除了本機使用者：{'、'.join(removed) or '（沒有）'}；{HUB} 與 {PROFILE} 已刪除（或本來就沒有）")
         return
     config = prepare(args.port)
     print(f"JupyterHub：http://127.0.0.1:{args.port}/")
