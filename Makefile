@@ -79,4 +79,4 @@ bench: $(READY)
 	$(BIN)/python bench/report.py
 
 clean:
-	rm -rf autograded feedback graded submitted synthetic grades.csv gradebook.db .pytest_cache build dist _site
+	rm -rf autograded feedback graded submitted synthetic grades.csv gradebook.db .pytest_cache build dist _site _term_site

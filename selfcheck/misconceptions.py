@@ -76,9 +76,16 @@ def site_url() -> str | None:
     """The course site's address (``[project.urls] Homepage``), ending with ``/``; None when unknown.
 
     Read from the installed package's metadata, so it is the same in the wheel, on Colab and in a
-    checkout (which installs the course in editable mode).
+    checkout (which installs the course in editable mode). An instructor running a graded term sets
+    ``PT2E_SITE_URL`` to the term's site (``make site TERM=1``, no solutions), or to ``none`` for no link
+    (``docs/term.md``): the grader's "重讀" links then never open a solved exercise.
     """
+    import os
     from importlib import metadata
+
+    chosen = os.environ.get("PT2E_SITE_URL", "").strip()
+    if chosen:
+        return None if chosen.lower() == "none" else chosen.rstrip("/") + "/"
 
     try:
         urls = metadata.metadata("pt2e-course").get_all("Project-URL") or []

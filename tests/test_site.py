@@ -563,10 +563,6 @@ def test_every_section_a_misconception_links_is_on_the_site(request: pytest.Fixt
         assert f'id="{anchor}"' in pages[page], f"{what}: #{anchor} is not on {which}'s {page}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="selfcheck.misconceptions.site_url does not read PT2E_SITE_URL yet (docs/term.md); drop the mark when it does",
-)
 def test_the_grader_links_a_term_site_when_the_instructor_says_so() -> None:
     """``PT2E_SITE_URL`` is the base of the feedback's "重讀" links; ``none``: no link, only where to reread."""
     code = (
