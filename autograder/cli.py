@@ -118,6 +118,13 @@ def cmd_grade(args: argparse.Namespace) -> int:
         f"這次評的 {len(students)} 位各一份"
     )
     print(f"評分紀錄：{record_file}")
+    if not args.no_similarity:
+        from autograder.reports.similarity import write_similarity
+
+        similarity = write_similarity(
+            out, args.module, class_folders(submitted, args.module), [Path(p) for p in args.similar_to or []]
+        )
+        print(f"相似度比對：{similarity}")
     print_outputs(write_outputs(out, record))
     return 0
 
@@ -376,6 +383,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="只重評這位學生（可重複）；成績併入既有的成績表，其他學生的成績保留；沒有 --seed 時沿用全班評分紀錄的亂數種子",
     )
     p.add_argument("--jobs", type=positive_int, metavar="N", default=2, help="同時評幾本 notebook（預設 2）")
+    p.add_argument(
+        "--similar-to",
+        action="append",
+        metavar="DIR",
+        help="也和這個資料夾裡往屆的作業比相似度（格式同 --submitted；可重複）",
+    )
+    p.add_argument(
+        "--no-similarity", action="store_true", help="不比對答案的相似度（預設：全班互比，也和公開的解答比）"
+    )
     limits(p)
     p.set_defaults(func=cmd_grade)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 import statistics as stats
 from pathlib import Path
 from urllib.parse import quote
@@ -41,6 +42,9 @@ SHOWN_MISCONCEPTIONS = 12
 SHOWN_FLAGGED = 10
 TOP_MISCONCEPTIONS = 3
 """How many misconceptions the first block names."""
+SHOWN_PAIRS = 20
+"""Flagged pairs listed with their code side by side; the rest are counted (the JSON has them all)."""
+MAX_CODE_LINES = 400
 SHOWN_NAMES = 12
 """A list of students longer than this folds."""
 FEW = f"n &lt; {RELIABLE}：僅供參考"
@@ -525,12 +529,101 @@ code { font-size: .9em; overflow-wrap: anywhere; }
 .note { background: #fffbeb; border-left: 4px solid #d97706; padding: .4em 1em; border-radius: 6px; }
 .rule { background: #f3f4f6; padding: .4em 1em; border-radius: 6px; } .few { color: #b45309; font-weight: bold; }
 a.student { color: inherit; text-decoration: underline dotted; }
+.side-by-side { display: flex; flex-wrap: wrap; gap: .5em; } .code-side { flex: 1 1 22em; min-width: 0; }
+.code-side pre { font-size: .75rem; overflow-x: auto; background: #f9fafb; padding: .4em; border-radius: 6px; margin: 0; }
+.code-side pre span { display: block; white-space: pre; } .code-side .same { background: #fef08a; }
+.code-title { font-weight: bold; margin: .3em 0; }
 @media (max-width: 480px) { body { padding: .75rem; } h1 { font-size: 1.25rem; } ul { padding-left: 1.2em; }
   .monday { padding: .2em .7em .5em; } }
 """
 
 
-def report_html(record: ClassRecord) -> str:
+def _score(record: ClassRecord, name: str) -> str:
+    """A compared side's score in the module: a student's total, or what the published solutions or an earlier
+    term's answers are."""
+    from autograder.reports.class_record import scores
+
+    entry = record.students.get(name)
+    if entry is None:
+        return "—"
+    total = sum(scores(entry).values())
+    return f"{_points(total)} / {_points(sum(float(nb['max_score']) for nb in entry['notebooks']))}"
+
+
+def _side(record: ClassRecord, name: str, kind: str, module: str) -> str:
+    if kind == "reference":
+        return "<b>公開的解答</b>（課程網站與 source/）"
+    if kind == "archive":
+        return f"{_e(name)}（往屆）"
+    return _student(name, module) if name in record.students else _e(name)
+
+
+def _code_side(lines: list, title: str) -> str:
+    shown = []
+    for item in lines[:MAX_CODE_LINES]:
+        text, shared = (item[0], item[1]) if isinstance(item, list | tuple) and len(item) == 2 else ("", False)
+        shown.append(f'<span class="{"same" if shared else "own"}">{_e(text) or " "}</span>')
+    more = f'<span class="own">（還有 {len(lines) - MAX_CODE_LINES} 行）</span>' if len(lines) > MAX_CODE_LINES else ""
+    return f'<div class="code-side"><div class="code-title">{title}</div><pre>{"".join(shown)}{more}</pre></div>'
+
+
+def similarity_section(record: ClassRecord, data: dict | None) -> str:
+    """Pairs whose own code is nearly the same (``autograder.reports.similarity``): a place to look, not a verdict."""
+    head = '<section id="similarity"><h2>相似的答案</h2>'
+    if data is None:
+        return (
+            head + "<p>這次沒有比對相似度（<code>pt2e-course grade</code> 加了 <code>--no-similarity</code>，"
+            "或報告是從別處的評分紀錄重做的）。</p></section>"
+        )
+    thresholds = data.get("thresholds", {})
+    share, tokens = float(thresholds.get("share", 0)), int(thresholds.get("tokens", 0))
+    method = (
+        f'<p class="rule">比的是每位學生自己寫的程式（作答格與自己加的格，整個模組的 notebook 合在一起），'
+        f"學生版 notebook 本來就有的程式不算；也和公開的解答比（加 <code>--similar-to</code> 也和往屆比）。"
+        f"用 copydetect（MOSS 的 winnowing）：名字換掉、註解與空白刪掉也認得出來。"
+        f"兩邊各有至少 {share:.0%} 的程式相同、相同的部分也夠長（至少 {tokens} 個 token）才列出來。"
+        f"答案短、解法有限時，各自寫的對的答案也會有點像：這裡列出的是要去看一眼的，不是抄襲的判決。</p>"
+    )
+    flagged = [p for p in data.get("flagged", []) if isinstance(p, dict)]
+    compared = int(data.get("students", 0))
+    if not flagged:
+        return head + f'<p class="ok">比了 {compared} 位學生，沒有幾乎一樣的答案。</p>' + method + "</section>"
+    rows, views = [], []
+    for index, pair in enumerate(flagged[:SHOWN_PAIRS]):
+        kinds = pair.get("kinds", ["student", "student"])
+        names = [str(pair.get("first", "")), str(pair.get("second", ""))]
+        shares = pair.get("share", [0, 0])
+        sides = [_side(record, n, k, record.module) for n, k in zip(names, kinds, strict=False)]
+        rows.append(
+            [
+                f'<a href="#pair-{index}">{index + 1}</a>',
+                f"{sides[0]} ↔ {sides[1]}",
+                f"{float(shares[0]):.0%} / {float(shares[1]):.0%}",
+                f"{_score(record, names[0])} ／ {_score(record, names[1])}",
+            ]
+        )
+        lines = pair.get("lines", [[], []])
+        titles = [re.sub(r"<[^>]+>", "", side) for side in sides]
+        views.append(
+            _folded(
+                f'<span id="pair-{index}">第 {index + 1} 對：{sides[0]} ↔ {sides[1]}，相同的行標成黃色</span>',
+                '<div class="side-by-side">'
+                + _code_side(lines[0], _e(titles[0]))
+                + _code_side(lines[1], _e(titles[1]))
+                + "</div>",
+            )
+        )
+    more = (
+        f"<p>還有 {len(flagged) - SHOWN_PAIRS} 對沒有列出（見 {_e(record.module)}-similarity.json）。</p>"
+        if len(flagged) > SHOWN_PAIRS
+        else ""
+    )
+    table = _table(["#", "哪兩份", "相同的比例（左／右）", "分數（左／右）"], rows)
+    summary = f"<p>比了 {compared} 位學生，{len(flagged)} 對幾乎一樣：</p>"
+    return head + summary + table + more + "".join(views) + method + "</section>"
+
+
+def report_html(record: ClassRecord, similarity: dict | None = None) -> str:
     s = class_stats(record)
     nav = "".join(
         f'<a href="#{anchor}">{title}</a>'
@@ -540,6 +633,7 @@ def report_html(record: ClassRecord) -> str:
             ("checks", "哪一題難"),
             ("misconceptions", "常見的誤解"),
             ("operations", "需要處理的學生"),
+            ("similarity", "相似的答案"),
             ("scores", "全班成績"),
             ("reproduce", "重現"),
             ("legend", "欄位說明"),
@@ -554,6 +648,7 @@ def report_html(record: ClassRecord) -> str:
         checks_section(s),
         misconceptions_section(s),
         operations_section(s),
+        similarity_section(record, similarity),
         scores_section(s),
         reproduce_section(s),
         legend_section(s),
@@ -570,6 +665,8 @@ def report_html(record: ClassRecord) -> str:
 
 def write_report(out: Path, record: ClassRecord) -> Path:
     """``OUT/<module>-report.html`` for ``record``; returns its path."""
+    from autograder.reports.similarity import read_similarity
+
     path = out / f"{record.module}-report.html"
-    path.write_text(report_html(record), encoding="utf-8")
+    path.write_text(report_html(record, read_similarity(out, record.module)), encoding="utf-8")
     return path
