@@ -29,6 +29,6 @@ def test_relative_links_lead_to_files(page: Path) -> None:
 def test_the_hub_page_shows_each_step_of_the_browser_test() -> None:
     shots = re.findall(r'\.shot\("([\w-]+)"\)', (ROOT / "tests" / "test_hub.py").read_text(encoding="utf-8"))
     shown = [Path(t).stem for t in local_links(ROOT / "docs" / "hub.md") if t.endswith(".png")]
-    assert len(shots) == 11 and shown == shots, (shots, shown)
+    assert len(shots) == 13 and shown == shots, (shots, shown)
     kept = sorted(p.stem for p in (ROOT / "docs" / "hub").glob("*.png"))
     assert kept == sorted(shots), "a screenshot in docs/hub/ that no step takes, or a step without one"

@@ -8,7 +8,7 @@ environment and the parts of the course that run beside student code (``common``
 UTS namespaces, no environment but a few variables, and only the capabilities it needs to
 confine each job. Where bubblewrap is missing or refused, the server runs directly and
 each job hides the secrets with mounts of its own; every measure that could not be
-applied is named (``missing``) in the command's output and in each feedback.
+applied is named (``missing``) in the command's output and in the class report (not in students' feedback).
 
 Starting a job: the grader sends the server a fixed-size command; the server forks the job's middle
 process and hands over the job's request pipe, into which the grader writes the request (the server never
@@ -290,7 +290,7 @@ class Sandbox:
         self.warmed = set()  # a new server starts cold
         if self.missing:
             print(
-                "評分沙箱：這台機器無法套用 " + "、".join(self.missing) + "（評分照常進行，每份回饋也會註明）",
+                "評分沙箱：這台機器無法套用 " + "、".join(self.missing) + "（評分照常進行，全班報告的「需要處理的學生」一節也會註明）",
                 file=sys.stderr,
             )
         print(f"評分沙箱：{self.memory_mode}", file=sys.stderr)
