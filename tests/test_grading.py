@@ -276,3 +276,43 @@ def test_sample_class_is_what_the_generator_makes(tmp_path: Path) -> None:
         fresh = nbformat.read(tmp_path / "s" / relative, as_version=4)
         committed = nbformat.read(SAMPLE / relative, as_version=4)
         assert [c.source for c in fresh.cells] == [c.source for c in committed.cells], relative
+
+
+def test_the_report_shows_a_copier_beside_the_answer_it_copied(sample_grades, tmp_path: Path) -> None:
+    """A copier (wrong-sharing's notebooks, names renamed, comments dropped) regraded into the sample class: the
+    report's similarity section names copier ↔ wrong-sharing and full ↔ the published solution, with their scores
+    and the matching lines side by side, and reads at 1280 and 390 px."""
+    from test_similarity import copier_class
+
+    sys.path.insert(0, str(ROOT / "docs" / "site"))
+    from browser import Browser
+
+    _, out = sample_grades
+    assert "相似度比對：" in sample_grades[0].stdout, "grade lists the similarity file it wrote"
+    graded = tmp_path / "graded"
+    shutil.copytree(out, graded)
+    submitted = copier_class(tmp_path)
+    result = cli("grade", MODULE, "--submitted", str(submitted), "--out", str(graded), "--student", "copier")
+    assert result.returncode == 0, result.stderr
+    report = graded / f"{MODULE}-report.html"
+    section = section_of(report.read_text(encoding="utf-8"), "similarity")
+    rows = [r for r in section.split("<tr>")[2:] if "↔" in r]
+    assert any("copier" in r and "wrong-sharing" in r for r in rows), rows
+    full = next(r for r in rows if ">full<" in r and "公開的解答" in r)
+    assert "34 / 34" in full, "full's score is shown beside the pair"
+    assert len(rows) <= 3, "few other pairs are called similar"
+    with Browser(width=1280, height=900) as browser:
+        browser.open(report.as_uri() + "#similarity")
+        browser.evaluate("document.querySelectorAll('#similarity details').forEach(d => d.open = true)")
+        marked = browser.evaluate("document.querySelectorAll('#similarity .same').length")
+        assert marked > 20, "the matching lines are marked"
+        browser.screenshot(tmp_path / "similarity-1280.png")
+        browser.set_width(390)
+        overflow = browser.evaluate("document.documentElement.scrollWidth > window.innerWidth + 1")
+        assert not overflow, "the side-by-side code runs off a phone's screen"
+        browser.evaluate("document.querySelector('#similarity').scrollIntoView()")
+        browser.screenshot(tmp_path / "similarity-390.png")
+    shots = Path(os.environ.get("PT2E_SHOTS", "/tmp/pt2e-similarity-shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    for name in ("similarity-1280.png", "similarity-390.png"):
+        shutil.copy(tmp_path / name, shots / name)
