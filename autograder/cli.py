@@ -7,6 +7,7 @@ pt2e-course check NOTEBOOK           grade one notebook and show every check
 pt2e-course gradescope MODULE        build a Gradescope autograder bundle
 pt2e-course isa [NOTEBOOK ...]       previews and notebooks under every instruction set this CPU can mimic
 pt2e-course lab [JUPYTERLAB OPTIONS]  open JupyterLab on your own working copy (work/)
+pt2e-course scaffold NOTEBOOK KEY --title T   a new notebook's exercise in all seven places, from templates
 
 Its help and messages are in Chinese (Taiwan), for the course's instructors.
 """
@@ -271,6 +272,24 @@ def cmd_lab(args: argparse.Namespace) -> int:
     return open_lab(solutions=args.solutions, extra=args.extra)
 
 
+def cmd_scaffold(args: argparse.Namespace) -> int:
+    from autograder.maintenance.scaffold import NEXT_STEPS, ScaffoldError, scaffold
+
+    root = Path(args.root).resolve() if args.root else ROOT
+    try:
+        written = scaffold(root, args.notebook, args.exercise, args.title)
+    except ScaffoldError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    print(f"已在 {root} 建好 {args.notebook} 的練習 {args.exercise}（七個地方）：")
+    for path in written:
+        print(f"  {path.relative_to(root)}")
+    module = args.notebook.split("-")[0]
+    source = written[0].relative_to(root)
+    print(NEXT_STEPS.format(source=source, module=module, notebook=args.notebook))
+    return 0
+
+
 ARGPARSE_CHINESE = {
     "usage: ": "用法：",
     "positional arguments": "位置引數",
@@ -442,6 +461,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("notebooks", nargs="*", help="notebook 或模組，例如 M03-4、M03（預設：全部）")
     p.add_argument("--seed", type=int, action="append", metavar="N", help="隱藏測試的亂數種子（可重複；預設 0）")
     p.set_defaults(func=cmd_diagnoses)
+
+    p = sub.add_parser(
+        "scaffold", help="為一本新的 notebook 建一題練習的七個地方（可以評分的範例：數 call_function node），再照著改"
+    )
+    p.add_argument("notebook", help="新的 notebook，例如 M03-5（模組要已經存在）")
+    p.add_argument("exercise", help="練習的 key，也是學生要寫的函式名稱，例如 count_ops")
+    p.add_argument("--title", required=True, help="練習的標題，例如「count_ops：數一數圖上的 op」")
+    p.add_argument("--root", metavar="DIR", help="寫到這份 repository 的副本（預設：這個 checkout）")
+    p.set_defaults(func=cmd_scaffold)
 
     p = sub.add_parser(
         "lab",

@@ -24,6 +24,7 @@ written unexecuted; ``NEXT_STEPS`` says what to run next (execute, release, the 
 
 from __future__ import annotations
 
+import json
 import keyword
 import re
 from pathlib import Path
@@ -82,7 +83,7 @@ def _fill(template: str, notebook: str, key: str, title: str) -> str:
         template.replace("__NB__", notebook)
         .replace("__MODULE_NAME__", notebook.lower().replace("-", "_"))
         .replace("__KEY__", key)
-        .replace("__TITLE_REPR__", repr(title))
+        .replace("__TITLE_REPR__", json.dumps(title, ensure_ascii=False))
         .replace("__TITLE__", title)
         .replace("__POINTS__", str(POINTS))
     )
@@ -364,7 +365,7 @@ MISCONCEPTIONS = (
         "counts_every_node",
         "把圖上每一個 node 都當成 op",
         "圖上除了 op，還有輸入（placeholder）、常數（get_attr）、output 與檢查輸入形狀的 _guards_fn。"
-        "len(gm.graph.nodes) 把它們都數進去了。只數 node.op == \\"call_function\\" 的 node。",
+        'len(gm.graph.nodes) 把它們都數進去了。只數 node.op == "call_function" 的 node。',
         KINDS,
         public=_counts_every_node,
     ),
