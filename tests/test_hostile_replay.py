@@ -209,7 +209,7 @@ def test_a_recording_that_asks_for_what_is_not_allowed_scores_only_itself(graded
     earned, points = score(found, "replace_op")
     assert earned == 0 < points
     messages = [v["message"] for v in found.verdicts if v["exercise"] == "replace_op"]
-    assert all("評分時沒有執行你的答案留下的圖" in m and "不計分" in m for m in messages), messages[:1]
+    assert all("評分時沒有執行你的答案留下的圖" in m and "這一題 0 分" in m for m in messages), messages[:1]
     kept, clamp_points = score(found, "insert_clamp")  # the honest exercise beside it keeps its points
     assert kept == clamp_points > 0
 

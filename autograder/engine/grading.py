@@ -274,17 +274,17 @@ def reached_for_secrets(result: NotebookResult, exercises: Iterable[str]) -> dic
         if note not in result.tampering:
             result.tampering.append(note)
         if label in exercises:
-            reasons[label] = note + "，這一題不計分"
+            reasons[label] = note + "，這一題 0 分"
     return reasons
 
 
 REPLAY_ENDINGS = {
-    "timeout": "重現這一題的評分紀錄超過時間上限（{seconds} 秒），這一題不計分",
-    "memory": "重現這一題的評分紀錄用了超過 {memory} MB 的記憶體，被中止，這一題不計分",
-    "flood": "重現這一題的評分紀錄送回的資料超過上限，這一題不計分",
-    "crashed": "重現這一題的評分紀錄時，重現的行程結束了，這一題不計分",
+    "timeout": "重現這一題的評分紀錄超過時間上限（{seconds} 秒），這一題 0 分",
+    "memory": "重現這一題的評分紀錄用了超過 {memory} MB 的記憶體，被中止，這一題 0 分",
+    "flood": "重現這一題的評分紀錄送回的資料超過上限，這一題 0 分",
+    "crashed": "重現這一題的評分紀錄時，重現的行程結束了，這一題 0 分",
 }
-REPLAY_TIME_SPENT = "重現這本 notebook 的評分紀錄用完了它的時間上限（共 {seconds} 秒），沒有輪到這一題，這一題不計分"
+REPLAY_TIME_SPENT = "重現這本 notebook 的評分紀錄用完了它的時間上限（共 {seconds} 秒），沒有輪到這一題，這一題 0 分"
 
 
 def derive_evidence(
@@ -324,10 +324,10 @@ def derive_evidence(
             if derived is None:
                 continue
             if "error" in derived:
-                reasons[exercise] = f"{exercise} 的評分紀錄無法重現：{safe_text(derived['error'], 200)}，這一題不計分"
+                reasons[exercise] = f"{exercise} 的評分紀錄無法重現：{safe_text(derived['error'], 200)}，這一題 0 分"
                 result.tampering.append(reasons[exercise])
             elif isinstance(derived["evidence"].get("refused"), str):
-                reasons[exercise] = f"{exercise}：{safe_text(derived['evidence']['refused'], 300)}，這一題不計分"
+                reasons[exercise] = f"{exercise}：{safe_text(derived['evidence']['refused'], 300)}，這一題 0 分"
             else:
                 evidence[exercise] = derived["evidence"]
         rest = [exercise for exercise in pending if exercise not in run.derived]
@@ -401,10 +401,10 @@ def read_outcome(outcome: RunOutcome, result: NotebookResult, limits: Limits) ->
             if exercise not in exercises:
                 continue
             if data is None and message.get("problem") == "too_large":
-                reasons[exercise] = f"{exercise} 的評分紀錄超過上限，這一題不計分"
+                reasons[exercise] = f"{exercise} 的評分紀錄超過上限，這一題 0 分"
                 continue
             if not isinstance(data, dict):
-                reasons[exercise] = f"偵測到竄改：{exercise} 的評分紀錄格式不對，這一題不計分"
+                reasons[exercise] = f"偵測到竄改：{exercise} 的評分紀錄格式不對，這一題 0 分"
                 result.tampering.append(reasons[exercise])
                 continue
             evidence[exercise] = data
@@ -431,7 +431,7 @@ def read_outcome(outcome: RunOutcome, result: NotebookResult, limits: Limits) ->
     for exercise in exercises:
         count = outcome.evidence_count.get(exercise, 0)
         if count > 1:
-            reasons[exercise] = f"偵測到竄改：{exercise} 收到 {count} 份評分證據（評分程式只送一份），這一題不計分"
+            reasons[exercise] = f"偵測到竄改：{exercise} 收到 {count} 份評分證據（評分程式只送一份），這一題 0 分"
             result.tampering.append(reasons[exercise])
             evidence.pop(exercise, None)
         elif exercise not in evidence and exercise not in reasons:

@@ -228,6 +228,16 @@ def check_recording(recorded: Any) -> None:
     walk(recorded, 0)
 
 
+def aten_overload_for(python_name: str) -> str:
+    """The ATen overload a student meant by a Python function on the graph (``torch.clamp`` →
+    ``torch.ops.aten.clamp.default``), or how to find one when no allowed op has that name."""
+    short = python_name.rsplit(".", 1)[-1].strip("_")
+    for overload in ("default", "Tensor", "Scalar", "int", "dim"):
+        if f"aten.{short}.{overload}" in OPS:
+            return f"torch.ops.aten.{short}.{overload}"
+    return "torch.ops.aten 裡對應的 op（例如 torch.ops.aten.relu.default；看原本的 node.target 怎麼寫）"
+
+
 def _check_node(node: Any) -> None:
     if not isinstance(node, dict):
         return  # malformed: the replay says so on its own
@@ -240,8 +250,8 @@ def _check_node(node: Any) -> None:
         if not (isinstance(name, str) and name in known):
             if "py" in target:  # a Python function where the graph holds ATen ops
                 raise Refused(
-                    f"圖上的 {str(name)[:60]} 是 Python 函式，不是 ATen op：export 出來的圖只有 torch.ops.aten 的 op，"
-                    "新 node 的 target 也要用它們（例如 torch.ops.aten.relu.default）"
+                    f"圖上的 {str(name)[:60]} 是 Python 函式，不是 ATen op：export 出來的圖裡，node 的 target 是 "
+                    f"ATen op 的 overload，你加的 node 也要用它，這裡該寫 {aten_overload_for(str(name))}"
                 )
             raise Refused(f"圖上的 {str(name)[:60]} 不是課程允許的運算")
     elif op == "call_method" and target.get("name") not in METHODS:

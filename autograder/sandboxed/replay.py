@@ -777,7 +777,7 @@ def derive(exercise: Exercise, recorded: Any, seed: int) -> dict[str, Any]:
 
 def refusal_text(exc: BaseException) -> str:
     """The one sentence a student reads when their recording was refused."""
-    return f"評分時沒有執行你的答案留下的圖：{safe_text(exc, 300)}"
+    return f"評分時沒有執行你的答案留下的圖，因為{safe_text(exc, 300)}"
 
 
 def unrecorded_text(account: Any) -> str:
