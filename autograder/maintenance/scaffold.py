@@ -52,7 +52,7 @@ def places(root: Path, notebook: str) -> dict[str, Path]:
         "key": root / "autograder" / "keys" / f"{name}.py",
         "checks": root / "autograder" / "checks" / f"test_{name}.py",
         "wrong": root / "tests" / "fixtures" / "wrong" / notebook / "every_node.py",
-        "right": root / "tests" / "fixtures" / "right" / notebook / "find_nodes.py",
+        "right": root / "tests" / "fixtures" / "right" / notebook / "op_counter.py",
     }
 
 
@@ -484,10 +484,13 @@ def __KEY__(gm):
     return len(gm.graph.nodes)
 """
 
-RIGHT_TEMPLATE = """# right: 用 graph.find_nodes 找出 call_function node，而不是自己走一遍
+RIGHT_TEMPLATE = """# right: 用 Counter 數每一種 node.op，再取 call_function 的個數
 # exercise: __KEY__
+from collections import Counter
+
+
 def __KEY__(gm):
-    return len(gm.graph.find_nodes(op="call_function"))
+    return Counter(node.op for node in gm.graph.nodes)["call_function"]
 """
 
 
