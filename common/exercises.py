@@ -11,7 +11,9 @@ shows ``先完成練習 1：AddQuantizer（這一格要用到它）`` while the 
 stub, and does nothing once it is answered. When a finished answer makes the cell fail (an assert that
 pins what the chapter showed, or an error inside torchao), the student reads a few lines instead of a
 traceback (``AnswerBreaksCell``): the assert's message or the line that raised and what it means, and
-which exercise to go back to; the full traceback stays one click away (``common.explain``).
+which exercise to go back to; the full traceback stays one click away (``common.explain``). When that
+exercise's own self-check already failed (``self_check_failed``), the first line says so: the answer is there
+but wrong, so "finish it first" would be untrue.
 
 Once a cell has found exercise N unfinished, a later ``after_exercise(N, ...)`` cell (say, the
 asserts that pin what it showed) that fails says the same line, instead of failing on the
@@ -53,6 +55,16 @@ def _unfinished(error: BaseException) -> bool:
     return False
 
 
+_FAILED_SELF_CHECK: set[str] = set()
+"""The names of exercises whose self-check last ran and failed (``selfcheck.self_check``): answered, but wrong."""
+
+
+def self_check_failed(names: tuple[str, ...] | list[str], failed: bool) -> None:
+    """Called by a self-check cell: remember (or forget) that the answer defining ``names`` did not pass."""
+    for name in names:
+        (_FAILED_SELF_CHECK.add if failed else _FAILED_SELF_CHECK.discard)(name)
+
+
 _UNFINISHED: dict[int | None, str] = {}
 """Exercise → the cell that found it unfinished (its code's file name); cleared when that cell succeeds."""
 
@@ -81,6 +93,13 @@ def after_exercise(number: int | None, name: str) -> Iterator[None]:
             raise ExerciseNotDone(number, name) from None
         label = f"練習 {number}" if number is not None else "練習"
         show_traceback_folded(error)
+        if any(part.strip() in _FAILED_SELF_CHECK for part in name.split("、")):
+            raise AnswerBreaksCell(
+                [
+                    f"{label} 的答案（{name}）還沒通過自我檢查，先修好它：這一格用到它，出錯是因為答案還不對。",
+                    "  " + failure_head(error, failed="這一格沒有通過", crashed="這一格執行時出錯"),
+                ]
+            ) from None
         raise AnswerBreaksCell(
             [
                 failure_head(error, failed="這一格沒有通過", crashed="這一格執行時出錯"),

@@ -24,8 +24,8 @@ from typing import Any
 MEANINGS = {
     "NotImplementedError": "還沒寫完：程式走到了 raise NotImplementedError()，也就是練習要你填的地方",
     "RecursionError": "函式一層呼叫一層停不下來，遞迴太深；通常是某個東西指向了自己",
-    "IndexError": "索引超出範圍：串列或 tuple 比你以為的短，也可能是空的",
-    "KeyError": "字典裡沒有這個 key：要找的東西不在那裡",
+    "IndexError": "索引超出範圍：串列、tuple 或 tensor 在那一維比你以為的短，也可能是空的",
+    "KeyError": "用 [] 取的 key 不在那裡（字典沒有它，或模組、圖裡沒有這個名字）",
     "AttributeError": "這個物件沒有你用的屬性或方法：它的型別可能和你以為的不同",
     "TypeError": "型別不對：把某個值當成了它不是的東西（例如把 list 當成 Node，或引數個數不對）",
     "ValueError": "值不合法：型別對了，內容不被接受",

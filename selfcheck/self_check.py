@@ -96,6 +96,8 @@ def self_check(notebook: str, exercise: str, namespace: dict[str, Any] | None = 
     """
     import sys
 
+    from common.exercises import self_check_failed
+
     names = namespace if namespace is not None else sys._getframe(2).f_globals
     try:
         yield
@@ -105,8 +107,10 @@ def self_check(notebook: str, exercise: str, namespace: dict[str, Any] | None = 
         title, defined = _record(notebook, exercise)
         if unanswered(error, defined):
             raise ExerciseNotDone(None, "、".join(defined) or title) from None
+        self_check_failed(defined, True)
         lines = failure_lines(notebook, exercise, error)
         if DIAGNOSE:
             lines += diagnosis_lines(notebook, exercise, dict(names))
         show_traceback_folded(error)
         raise SelfCheckFailed(lines) from None
+    self_check_failed(_record(notebook, exercise)[1], False)

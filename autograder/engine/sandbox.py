@@ -290,7 +290,9 @@ class Sandbox:
         self.warmed = set()  # a new server starts cold
         if self.missing:
             print(
-                "評分沙箱：這台機器無法套用 " + "、".join(self.missing) + "（評分照常進行，全班報告的「需要處理的學生」一節也會註明）",
+                "評分沙箱：這台機器無法套用 "
+                + "、".join(self.missing)
+                + "（評分照常進行，全班報告的「需要處理的學生」一節也會註明）",
                 file=sys.stderr,
             )
         print(f"評分沙箱：{self.memory_mode}", file=sys.stderr)
