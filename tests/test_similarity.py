@@ -72,7 +72,9 @@ def test_disguised_copies_of_every_kept_right_answer_are_flagged() -> None:
     for right in right_solutions():
         module = right.notebook.split("-")[0]
         boilerplate.setdefault(module, release_boilerplate(module))
-        pairs = compare([Answers("a", right.code), Answers("b", disguise(right.code, seed=len(right.code)))], boilerplate[module])
+        pairs = compare(
+            [Answers("a", right.code), Answers("b", disguise(right.code, seed=len(right.code)))], boilerplate[module]
+        )
         if pairs and pairs[0].shared_tokens >= 400:
             long += 1
             flagged += pairs[0].flagged
