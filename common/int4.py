@@ -168,14 +168,24 @@ def int4_pack_linear(weight: torch.Tensor, group: int = 32) -> PackedInt4Linear:
     return PackedInt4Linear(packed, scales_and_zeros, group, dequantized)
 
 
-def xnnpack_linear_program(linear: torch.nn.Module, quantizer: Any, tokens: int) -> tuple[Any, torch.Tensor]:
-    """``linear`` quantized dynamically by ``quantizer`` (PT2E), lowered to XNNPACK for an input of
-    ``tokens`` rows, loaded in the ExecuTorch runtime: ``(PteProgram, input)``. The program's input
-    shape is fixed: ``tokens = 1`` is a decode step, more is a prefill."""
-    from common.backends import PteProgram, lower_to_xnnpack
-    from common.dynamic import quantize_dynamic
+def xnnpack_linear_program(linear: torch.nn.Module, quantizer: Any, max_tokens: int) -> tuple[Any, torch.Tensor]:
+    """``linear`` quantized dynamically by ``quantizer`` (PT2E), lowered to XNNPACK once for inputs of
+    1 to ``max_tokens`` rows (the token count is a dynamic dimension), loaded in the ExecuTorch runtime:
+    ``(PteProgram, input of max_tokens rows)``. One program serves a decode step (``input[:1]``) and a
+    prefill (the whole input), so a shape costs no second export and lowering."""
+    from torch.export import Dim
 
-    example = (torch.randn(tokens, linear.in_features, generator=torch.Generator().manual_seed(0)),)
-    converted = quantize_dynamic(linear, quantizer, example)
-    pte = bytes(executorch_program(lower_to_xnnpack(converted, example)).buffer)
-    return PteProgram(pte), example[0]
+    from common.backends import PteProgram, quiet_native_stderr
+    from common.dynamic import convert_dynamic
+
+    example = (torch.randn(max_tokens, linear.in_features, generator=torch.Generator().manual_seed(0)),)
+    shapes = ({0: Dim("tokens", min=1, max=max_tokens)},)
+    with quiet_imports(), quiet_native_stderr():
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.exir import to_edge_transform_and_lower
+
+        graph = torch.export.export(linear.eval(), example, dynamic_shapes=shapes).module()
+        converted = convert_dynamic(graph, quantizer, [example])
+        exported = torch.export.export(converted, example, dynamic_shapes=shapes)
+        edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+    return PteProgram(bytes(executorch_program(edge).buffer)), example[0]

@@ -107,3 +107,18 @@ def test_program_constants_token_table_stays_uint8_position_table_is_folded_to_f
     assert ("uint8", (len(tinylm.VOCAB), config.d_model)) in shapes
     assert ("float32", (config.context, config.d_model)) in shapes
     assert ("uint8", (config.context, config.d_model)) not in shapes
+
+
+def test_xnnpack_linear_program_runs_one_token_and_many_from_one_lowering() -> None:
+    pytest.importorskip("executorch")
+    from common.dynamic import quantize_dynamic, xnnpack_dynamic_quantizer
+    from common.int4 import xnnpack_linear_program
+
+    linear = nn.Linear(64, 32, bias=False)
+    program, x = xnnpack_linear_program(linear, xnnpack_dynamic_quantizer(-8, 7), max_tokens=8)
+    assert x.shape == (8, 64)
+    decode, prefill = program.run(x[:1])[0], program.run(x)[0]
+    assert decode.shape == (1, 32) and prefill.shape == (8, 32)
+    assert torch.allclose(decode, prefill[:1], atol=1e-5)  # per-token activations: a row does not see the others
+    reference = quantize_dynamic(linear, xnnpack_dynamic_quantizer(-8, 7), (x,))(x)
+    assert (prefill - reference).abs().max() < 0.1 * reference.abs().max()
