@@ -111,10 +111,9 @@ def run(python: Path, copy: Path, *args: str, env: dict[str, str]) -> subprocess
     return result
 
 
-@pytest.mark.slow
-def test_a_scaffolded_exercise_is_released_and_graded_like_the_others(tmp_path: Path) -> None:
-    copy = course_copy(tmp_path)
-    scaffolded = subprocess.run(
+def scaffold(copy: Path) -> subprocess.CompletedProcess[str]:
+    """``pt2e-course scaffold`` run from this checkout, writing into ``copy``."""
+    return subprocess.run(
         [sys.executable, "-m", "autograder.cli", "scaffold", NOTEBOOK, KEY, "--title", TITLE, "--root", str(copy)],
         cwd=ROOT,
         capture_output=True,
@@ -122,18 +121,17 @@ def test_a_scaffolded_exercise_is_released_and_graded_like_the_others(tmp_path: 
         timeout=300,
         check=False,
     )
+
+
+@pytest.mark.slow
+def test_a_scaffolded_exercise_is_released_and_graded_like_the_others(tmp_path: Path) -> None:
+    copy = course_copy(tmp_path)
+    scaffolded = scaffold(copy)
     assert scaffolded.returncode == 0, scaffolded.stderr
     seven = places(copy, NOTEBOOK)
     assert all(path.is_file() for path in seven.values()), scaffolded.stdout
     assert not any(path.exists() for path in places(ROOT, NOTEBOOK).values()), "scaffold wrote into this checkout"
-    again = subprocess.run(
-        [sys.executable, "-m", "autograder.cli", "scaffold", NOTEBOOK, KEY, "--title", TITLE, "--root", str(copy)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    again = scaffold(copy)
     assert again.returncode == 2 and "已經有" in again.stderr, "a second scaffold must not overwrite the first"
 
     python = copy_python(tmp_path, copy)
