@@ -243,6 +243,11 @@ def quantizes_other_ops(seen: Any, expected: Any) -> bool:
     return public.others_quantized(seen, expected)
 
 
+@detects("graph_bytes", "half_byte_4bit")
+def half_byte_4bit(seen: Any, expected: Any) -> bool:
+    return public.int8_halved(seen, expected)
+
+
 @detects("graph_bytes", "numel_only")
 def numel_only(seen: Any, expected: Any) -> bool:
     return public.counts_elements(seen, expected)

@@ -401,6 +401,15 @@ def counts_read_twice(seen: Any, expected: Any) -> bool:
     return bool(others) and all(others) and any(sum(got.values()) > sum(want.values()) for got, want in shared)
 
 
+def int8_halved(seen: Any, expected: Any) -> bool:
+    """Fewer int8 bytes than the graph reads, but at least half of them (rounded per tensor): the 4-bit weights
+    (stored as int8) counted as half a byte each."""
+    return any(
+        0 < want.get("int8", 0) and want["int8"] / 2 - 64 <= got.get("int8", 0) < want["int8"]
+        for _, got, want in byte_pairs(seen, expected)
+    )
+
+
 BUFFERS = ("int8", "int64", "uint8")
 """What convert adds as buffers: the quantized weights and tables, the zero points."""
 
@@ -560,6 +569,15 @@ QUANTIZER_MISCONCEPTIONS = (
 )
 
 BYTES_MISCONCEPTIONS = (
+    Misconception(
+        "half_byte_4bit",
+        "把 4-bit 的 weight 算成半個 byte",
+        "你可能以為 weight_qmin=-8、weight_qmax=7 之後，兩個 weight 就擠進一個 byte。"
+        "可是 convert 之後的 q/dq 圖只是把值限制在 [−8, 7]，tensor 的 dtype 仍是 torch.int8，一個值占一個 byte；"
+        "要到 lower 到 XNNPACK 才打包成半個 byte。graph_bytes 數的是圖讀的 tensor，一律用 numel() * element_size()。",
+        FOUR_BIT_CONFIG,
+        public=int8_halved,
+    ),
     Misconception(
         "numel_only",
         "把元素個數當成 byte 數",
