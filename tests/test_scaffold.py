@@ -125,6 +125,10 @@ def scaffold(copy: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 def test_a_scaffolded_exercise_is_released_and_graded_like_the_others(tmp_path: Path) -> None:
+    if Path(sys.prefix).resolve().is_relative_to("/tmp"):
+        # the copy is graded without bubblewrap, and a job without it mounts a private /tmp over this checkout's
+        # packages (seen in a clone under /tmp: the sandbox's probe job fails); elsewhere the test runs whole
+        pytest.skip("this checkout's Python environment is under /tmp, which a job without bubblewrap covers")
     copy = course_copy(tmp_path)
     scaffolded = scaffold(copy)
     assert scaffolded.returncode == 0, scaffolded.stderr
