@@ -106,7 +106,7 @@ def course_code(notebooks: Iterable[nbformat.NotebookNode]) -> str:
 def module_answers(module: str, folders: dict[str, Path | None]) -> list[Answers]:
     """Each student's own code of ``module`` (every notebook together), read as the grader reads submissions."""
     from autograder.course import notebook_id, source_notebooks
-    from autograder.engine.submission import UnreadableNotebook, find_notebooks, load_notebook
+    from autograder.engine.submission import find_notebooks, load_notebook
     from autograder.maintenance.answers import release_notebook
 
     sources = {notebook_id(path): nbformat.read(path, as_version=4) for path in source_notebooks(module)}
@@ -126,7 +126,7 @@ def module_answers(module: str, folders: dict[str, Path | None]) -> list[Answers
             try:
                 nb, _ = load_notebook(path)
                 parts.append(own_code(nb, sources[notebook], handed[notebook]))
-            except (UnreadableNotebook, Exception):  # a broken notebook has no code to compare
+            except Exception:  # an unreadable or broken notebook has no code to compare (graded and named elsewhere)
                 continue
         answers.append(Answers(student, "\n\n".join(p for p in parts if p.strip())))
     return answers
@@ -188,9 +188,14 @@ def compare(answers: list[Answers], boilerplate_code: str) -> list[Pair]:
     or archived side; references and archives are not compared with each other), most shared first."""
     from copydetect import compare_files
 
-    logging.getLogger().setLevel(logging.ERROR)  # copydetect logs a warning for every empty text
-    boilerplate = _boilerplate(boilerplate_code)
-    prints = {a.name: _fingerprint(a, boilerplate) for a in answers if a.code.strip()}
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # copydetect logs a warning on the root logger for every text it cannot use
+    try:
+        boilerplate = _boilerplate(boilerplate_code)
+        prints = {a.name: _fingerprint(a, boilerplate) for a in answers if a.code.strip()}
+    finally:
+        root.setLevel(level)  # the grader's own logging (nbgrader's, the sandbox's) keeps its level
     sides = [a for a in answers if a.name in prints and prints[a.name].token_coverage > 0]
     pairs = []
     for i, first in enumerate(sides):
