@@ -77,6 +77,7 @@ bench: $(READY)
 	$(BIN)/python bench/qat.py
 	$(BIN)/python bench/install.py
 	$(BIN)/python bench/report.py
+	$(BIN)/python bench/notebook_diagnosis.py
 
 clean:
 	rm -rf autograded feedback graded submitted synthetic grades.csv gradebook.db .pytest_cache build dist _site _term_site

@@ -260,9 +260,9 @@ def cmd_isa(args: argparse.Namespace) -> int:
 
 
 def cmd_diagnoses(args: argparse.Namespace) -> int:
-    from autograder.maintenance.fixtures import report
+    from autograder.maintenance.fixtures import notebook_report, report
 
-    print(report(args.notebooks, args.seed or [0]))
+    print(notebook_report(args.notebooks) if args.notebook else report(args.notebooks, args.seed or [0]))
     return 0
 
 
@@ -460,6 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("notebooks", nargs="*", help="notebook 或模組，例如 M03-4、M03（預設：全部）")
     p.add_argument("--seed", type=int, action="append", metavar="N", help="隱藏測試的亂數種子（可重複；預設 0）")
+    p.add_argument(
+        "--notebook", action="store_true", help="只看筆記本裡看得到的：跑預覽的公開例子，列出它點名的原因（不評分）"
+    )
     p.set_defaults(func=cmd_diagnoses)
 
     p = sub.add_parser(

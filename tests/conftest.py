@@ -156,7 +156,7 @@ def is_slow(item: pytest.Item) -> bool:
     if item.path.name in SLOW_FILES:
         return True
     callspec = getattr(item, "callspec", None)
-    if item.path.name != "test_checks.py" or callspec is None:
+    if item.path.name not in ("test_checks.py", "test_notebook_diagnosis.py") or callspec is None:
         return False
     if item.originalname == "test_the_handed_out_stub_gets_zero":  # M08-3's lowers ExecuTorch's reference
         return callspec.params.get("notebook") in LOWERING_NOTEBOOKS
@@ -178,7 +178,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         if callspec is not None and item.path.name == "test_autograde.py" and "graded" in callspec.params:
             item.add_marker(pytest.mark.xdist_group(f"autograde-{callspec.params['graded']}"))
-        if callspec is not None and item.path.name in ("test_checks.py", "test_isa.py"):
+        if callspec is not None and item.path.name in ("test_checks.py", "test_isa.py", "test_notebook_diagnosis.py"):
             # one worker per notebook: the answer key's evidence on each seed is computed once, not on both, and
             # test_isa's previews of a notebook's wrong fixtures lower to ExecuTorch (M08-3) where it is warm
             params = callspec.params

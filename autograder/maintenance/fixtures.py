@@ -9,13 +9,18 @@ A wrong solution is a file ``tests/fixtures/wrong/<notebook>/<name>.py`` with he
   (``Exercise.misconceptions``); the grader should name it as the most likely cause;
 - ``# diagnosed: no``: only where no detector recognises it yet (it counts against the module's
   diagnosis rate, and ``tests/test_checks.py`` fails once it is recognised, so the line goes);
+- ``# notebook: no``: only where the notebook cannot name the misconception yet: the exercise's public
+  cases, which the preview cell (and a failed self-check) runs while the student works, either all pass on
+  this answer or name another cause first. It counts against the module's notebook rate, and
+  ``tests/test_notebook_diagnosis.py`` fails once the notebook names it, so the line goes;
 - ``# via-nbgrader: yes`` (optional): also graded by a full ``nbgrader autograde`` run.
 
 A right solution (``tests/fixtures/right/<notebook>/<name>.py``) has ``# right: how it differs`` and
 ``# exercise: key``: a correct answer written another way, which must get full marks.
 
 ``pt2e-course diagnoses [NOTEBOOK…]`` grades the wrong solutions as the grader does and prints, per
-fixture, the cause the feedback names, and per module the share of fixtures diagnosed right.
+fixture, the cause the feedback names, and per module the share of fixtures diagnosed right;
+``--notebook`` does the same with what the notebook alone shows (the public cases the preview runs).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from autograder.course import ROOT
 FIXTURES = ROOT / "tests" / "fixtures"
 TARGET_RATE = 0.8
 """At least this share of a module's wrong solutions gets the right cause named (issue 37)."""
+NOTEBOOK_GOAL = (0.9, 0.8)
+"""Issue 49's goal for the notebook alone: this share course-wide, and in every module."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,8 @@ class WrongSolution:
     misconception: str = ""
     diagnosed: bool = True
     """False for a fixture marked ``# diagnosed: no``: no detector recognises it yet."""
+    in_notebook: bool = True
+    """False for a fixture marked ``# notebook: no``: the notebook's public cases do not name it first yet."""
 
     @property
     def code(self) -> str:
@@ -96,7 +105,7 @@ def wrong_solutions(root: Path = FIXTURES) -> list[WrongSolution]:
     found = []
     for path in sorted((root / "wrong").glob("*/*.py")):
         header = _header(
-            path.read_text(encoding="utf-8"), "wrong|exercise|expect-fail|via-nbgrader|misconception|diagnosed"
+            path.read_text(encoding="utf-8"), "wrong|exercise|expect-fail|via-nbgrader|misconception|diagnosed|notebook"
         )
         found.append(
             WrongSolution(
@@ -108,6 +117,7 @@ def wrong_solutions(root: Path = FIXTURES) -> list[WrongSolution]:
                 header.get("via-nbgrader", "") == "yes",
                 header.get("misconception", ""),
                 header.get("diagnosed", "yes") != "no",
+                header.get("notebook", "yes") != "no",
             )
         )
     return found
@@ -141,6 +151,38 @@ def named_causes(wrong: WrongSolution, seed: int) -> tuple[list[str], set[str]]:
 
 
 @dataclass(frozen=True)
+class NotebookDiagnosis:
+    """What the notebook alone shows of a wrong solution: the public cases it fails, the causes named (first first)."""
+
+    failed_cases: tuple[str, ...]
+    causes: tuple[str, ...]
+    refused: str = ""
+    """The preview's one line when it ran no case (a definition missing, the stub left)."""
+
+    def names(self, misconception: str) -> bool:
+        """True when a public case fails and the first cause named is ``misconception``."""
+        return bool(self.failed_cases) and self.causes[:1] == (misconception,)
+
+
+def notebook_diagnosis(wrong: WrongSolution) -> NotebookDiagnosis:
+    """Run ``wrong``'s exercise's public cases on it, as the notebook's preview cell does (``selfcheck.preview``)
+    and a failed self-check does (``selfcheck.self_check.diagnosis_lines``), and rank the causes their public
+    detectors recognise with the same code (``selfcheck.diagnosis.public_causes``)."""
+    from selfcheck.diagnosis import public_causes
+    from selfcheck.preview import ChecksFailed, run_public
+
+    namespace: dict = {}
+    exec(compile(wrong.code, str(wrong.path), "exec"), namespace)
+    try:
+        run = run_public(wrong.notebook, wrong.exercise, namespace)
+    except ChecksFailed as refused:
+        return NotebookDiagnosis((), (), str(refused))
+    failed = tuple(name for name, problem in run.problems.items() if problem is not None)
+    causes = tuple(m.key for m in public_causes(run.spec.misconceptions, run.evidence, run.expected))
+    return NotebookDiagnosis(failed, causes)
+
+
+@dataclass(frozen=True)
 class ModuleRate:
     """How many of a module's wrong solutions are marked diagnosed (and so must be diagnosed right)."""
 
@@ -153,15 +195,51 @@ class ModuleRate:
         return self.diagnosed / self.total if self.total else 1.0
 
 
-def module_rates(wrongs: Iterable[WrongSolution]) -> list[ModuleRate]:
+def module_rates(wrongs: Iterable[WrongSolution], notebook: bool = False) -> list[ModuleRate]:
     """Per module, the wrong solutions whose stated misconception the grader names first (by their headers;
-    ``tests/test_checks.py`` holds each header true on every seed)."""
+    ``tests/test_checks.py`` holds each header true on every seed). ``notebook=True``: the ones the notebook
+    alone names first (``# notebook``; ``tests/test_notebook_diagnosis.py`` holds it true)."""
     counts: dict[str, list[int]] = {}
     for wrong in wrongs:
         tally = counts.setdefault(wrong.module, [0, 0])
-        tally[0] += int(wrong.diagnosed and bool(wrong.misconception))
+        named = wrong.in_notebook if notebook else wrong.diagnosed
+        tally[0] += int(named and bool(wrong.misconception))
         tally[1] += 1
     return [ModuleRate(module, d, t) for module, (d, t) in sorted(counts.items())]
+
+
+def course_rate(rates: Iterable[ModuleRate]) -> ModuleRate:
+    """The modules' rates added up."""
+    rates = list(rates)
+    return ModuleRate("全部", sum(r.diagnosed for r in rates), sum(r.total for r in rates))
+
+
+def notebook_report(notebooks: Iterable[str] = ()) -> str:
+    """A table: each wrong solution of ``notebooks`` (all when empty), what it encodes, what the notebook names
+    (its public cases, as the preview runs them), and per module the share named first."""
+    import common.pt2e  # noqa: F401  (torchao imported through it: none of its load messages in the table)
+
+    wanted = set(notebooks)
+    wrongs = [w for w in wrong_solutions() if not wanted or wanted & {w.notebook, w.module, w.id}]
+    lines, counts = [], {}
+    for wrong in wrongs:
+        seen = notebook_diagnosis(wrong)
+        right = seen.names(wrong.misconception)
+        tally = counts.setdefault(wrong.module, [0, 0])
+        tally[0] += int(right)
+        tally[1] += 1
+        if seen.refused:
+            got = f"（預覽沒有執行：{seen.refused}）"
+        elif not seen.failed_cases:
+            got = "（公開例子全部通過）"
+        else:
+            got = "、".join(seen.causes) or "（沒有點名原因）"
+        lines.append(f"{'✓' if right else '✗'} {wrong.id:<50} {wrong.misconception or '（沒寫）':<32} 筆記本：{got}")
+    lines.append("")
+    rates = [ModuleRate(module, d, t) for module, (d, t) in sorted(counts.items())]
+    for rate in [*rates, course_rate(rates)]:
+        lines.append(f"{rate.module}：筆記本點名對 {rate.diagnosed} / {rate.total}（{rate.rate:.0%}）")
+    return "\n".join(lines)
 
 
 def report(notebooks: Iterable[str] = (), seeds: Iterable[int] = (0,)) -> str:

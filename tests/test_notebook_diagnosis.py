@@ -1,0 +1,35 @@
+"""The notebook teaches before grading (issue 49): what a wrong answer shows where the student works.
+
+Each wrong fixture runs through its exercise's public cases, as the preview cell of the notebook and a
+failed self-check run them (``autograder.maintenance.fixtures.notebook_diagnosis``, the preview's own
+code). A fixture's ``# notebook: no`` line says the notebook does not name its misconception first yet;
+every other fixture must fail a public case and have its misconception named first, in the same words
+the grader's feedback uses. Both directions are held, so the rates counted from those lines
+(``pt2e-course diagnoses --notebook``, ``bench/notebook_diagnosis.py``) are true.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+from conftest import WrongSolution, wrong_solutions
+
+from autograder.maintenance.fixtures import notebook_diagnosis
+
+
+@pytest.mark.parametrize("wrong", wrong_solutions(), ids=lambda w: w.id)
+def test_the_notebook_names_what_its_fixture_line_says(wrong: WrongSolution) -> None:
+    with contextlib.redirect_stdout(io.StringIO()):
+        seen = notebook_diagnosis(wrong)
+    assert not seen.refused, f"{wrong.id}: the preview did not run it ({seen.refused})"
+    if wrong.in_notebook:
+        assert seen.failed_cases, f"{wrong.id}: every public case passes, so the notebook says nothing"
+        assert seen.names(wrong.misconception), (
+            f"{wrong.id}: the notebook should name {wrong.misconception!r} first, it names {list(seen.causes)}"
+        )
+    else:
+        assert not seen.names(wrong.misconception), (
+            f"{wrong.id}: the notebook names {wrong.misconception!r} now: remove its '# notebook: no' line"
+        )
