@@ -61,7 +61,9 @@ class Misconception:
     ``key``: a Python-style name, unique within the exercise (the wrong-solution fixtures name it);
     ``name``: the mistake in a short phrase; ``text``: two or three sentences, what the student probably
     believed and why it is wrong; ``section``: where the chapter teaches it; ``public``: a detector over
-    the public cases' evidence, for the preview (``None`` where the public cases cannot show it).
+    the public cases' evidence, for the preview (``None`` where the public cases cannot show it);
+    ``not_public``: where there is no public detector, why the public cases cannot show this mistake without
+    giving the answer away (empty while nobody has judged it; the notebook rate counts both kinds).
     """
 
     key: str
@@ -69,6 +71,11 @@ class Misconception:
     text: str
     section: Section
     public: Detector | None = None
+    not_public: str = ""
+
+    def __post_init__(self) -> None:
+        if self.public is not None and self.not_public:
+            raise ValueError(f"misconception {self.key!r}: a public detector, yet a reason why there can be none")
 
 
 @cache
