@@ -107,10 +107,27 @@ def show(value: Any, limit: int = SHOWN) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+GROUP_WORDS: dict[str, str] = {
+    "shared": "共用同一個 observer 的第 {n} 組位置",
+    "groups": "共用同一個 observer 的第 {n} 組位置",
+    "edges": "第 {n} 條邊",
+    "instances": "第 {n} 個 observer 實例",
+}
+"""Evidence keys whose value is a list of lists, and how to name one item of it. A difference inside one item is
+reported for the whole item (``「share=True」中共用同一個 observer 的第 1 組位置``), not as an index path into it
+(``「share=True」的「shared」的第 1 項的第 1 項``)."""
+
+
 def _step(path: str, key: Any) -> str:
     """The place one step further in: ``「labels」的「x → add」``, ``…的第 2 項``."""
     step = f"第 {key + 1} 項" if isinstance(key, int) else f"「{key}」"
     return f"{path}的{step}" if path else step
+
+
+def _group_step(path: str, key: str, index: int) -> str:
+    """The place of item ``index`` of a list of lists named ``key``: ``「share=True」中共用同一個 observer 的第 1 組位置``."""
+    item = GROUP_WORDS[key].format(n=index + 1)
+    return f"{path}中{item}" if path else item
 
 
 def _number(value: Any) -> bool:
@@ -165,7 +182,10 @@ def first_difference(
                 return Difference(_step(where, key), MISSING, show(seen[key]))
         for key in seen:  # in the order the case built its result (the student's evidence is never reordered)
             inner = tolerances.get(key, tolerance) if isinstance(key, str) else tolerance
-            found = first_difference(expected[key], seen[key], _step(where, key), tolerances, inner)
+            if key in GROUP_WORDS and isinstance(expected[key], list | tuple) and isinstance(seen[key], list | tuple):
+                found = _group_difference(expected[key], seen[key], where, key, tolerances, inner)
+            else:
+                found = first_difference(expected[key], seen[key], _step(where, key), tolerances, inner)
             if found is not None:
                 return found
         return None
@@ -179,6 +199,25 @@ def first_difference(
             return Difference(f"{where or '結果'}的項數", str(len(expected)), str(len(seen)))
         return None
     return None if expected == seen else Difference(where, show(expected), show(seen))
+
+
+def _group_difference(
+    expected: list[Any] | tuple[Any, ...],
+    seen: list[Any] | tuple[Any, ...],
+    where: str,
+    key: str,
+    tolerances: Mapping[str, Tolerance],
+    tolerance: Tolerance,
+) -> Difference | None:
+    """The first differing item of a list of lists (``GROUP_WORDS``), shown whole."""
+    for index, (want, got) in enumerate(zip(expected, seen, strict=False)):
+        if first_difference(want, got, "", tolerances, tolerance) is not None:
+            return Difference(_group_step(where, key, index), show(want), show(got))
+    if len(expected) > len(seen):
+        return Difference(_group_step(where, key, len(seen)), show(expected[len(seen)]), MISSING)
+    if len(seen) > len(expected):
+        return Difference(_group_step(where, key, len(expected)), MISSING, show(seen[len(expected)]))
+    return None
 
 
 def case_difference(

@@ -28,7 +28,7 @@ from conftest import ROOT, solution_lines, text_outputs
 from autograder.course import notebook_id, source_notebooks
 from autograder.maintenance.answers import answered, source_answers
 from selfcheck.casekit import module_name
-from selfcheck.compare import case_difference, first_difference
+from selfcheck.compare import MISSING, case_difference, first_difference
 from selfcheck.preview import ChecksFailed, expected_evidence, preview, public_exercises
 
 pytestmark = pytest.mark.xdist_group("wheel")
@@ -293,6 +293,12 @@ def test_compare_floats_dicts_lists() -> None:
     difference = first_difference({"obs": {"add": [3, 4]}}, {"obs": {"add": [3, 5]}})
     assert difference is not None and difference.where == "「obs」的「add」的第 2 項"
     assert (difference.expected, difference.seen) == ("4", "5")
+    # a list of groups names the group and shows it whole, not an index path into it
+    groups = first_difference({"s": {"shared": [["x → add", "add → relu"]]}}, {"s": {"shared": [["x → add"]]}})
+    assert groups is not None and groups.where == "「s」中共用同一個 observer 的第 1 組位置", groups
+    assert groups.seen == '["x → add"]' and "第 1 項" not in str(groups)
+    extra = first_difference({"edges": [["a", "b"]]}, {"edges": [["a", "b"], ["b", "c"]]})
+    assert extra is not None and extra.where == "第 2 條邊" and extra.expected == MISSING
     missing = first_difference({"x": 1, "y": 2}, {"x": 1})
     assert missing is not None and missing.where == "「y」" and "沒有" in missing.seen
     assert str(missing) == "「y」：你的結果少了這一項（應該是 2）"
