@@ -132,13 +132,17 @@ def cause_lines(notebook: str, misconception: Misconception, first: bool = True)
     cause (a second one is introduced as such).
     """
     lead = "可能的原因" if first else "也可能是"
-    url = section_url(notebook, misconception.section)
-    where = where_to_read(notebook, misconception.section)
-    return [
-        f"{lead}：{misconception.name}",
-        misconception.text,
-        f"重讀 {where}" + (f"：{url}" if url else ""),
-    ]
+    return [f"{lead}：{misconception.name}", misconception.text, reread_line(notebook, misconception.section)]
+
+
+def reread_line(notebook: str, section: Section) -> str:
+    """``重讀 M03-4 的「A. …」：<address on the course site>`` (the address only where the site is known)."""
+    url = section_url(notebook, section)
+    return f"重讀 {where_to_read(notebook, section)}" + (f"：{url}" if url else "")
+
+
+NODE_TARGETS = Section("B. `node.target`：op 的身分", notebook="M01-1")
+"""Where the course teaches that a node's target is an ATen op overload (a refused recording points here)."""
 
 
 def by_key(misconceptions: tuple[Misconception, ...]) -> dict[str, Misconception]:

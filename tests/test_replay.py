@@ -204,6 +204,25 @@ def test_a_graph_target_outside_the_allowed_ops_is_refused() -> None:
     assert _target("call_function", {"op": "aten.relu.default"}) is __import__("torch").ops.aten.relu.default
 
 
+def test_a_python_function_as_a_nodes_target_is_refused_with_what_to_write_and_where_to_read() -> None:
+    """``torch.clamp`` as an inserted node's target: the recording is refused as a whole, and the feedback says
+    what was written, the ATen overload to write instead, that the exercise scored 0, and where to reread."""
+    from autograder.engine.grading import refusal_reason
+
+    exercise = exercises_of("M01-3")["insert_clamp"]
+    right = Path(__file__).parent / "fixtures" / "right" / "M01-3" / "clamp_user_loop.py"
+    namespace: dict[str, Any] = {}
+    exec(
+        compile(right.read_text().replace("torch.ops.aten.clamp.default", "torch.clamp"), str(right), "exec"), namespace
+    )
+    evidence = derive(exercise, round_trip(record_exercise(exercise, namespace, SEED)), SEED)
+    assert set(evidence) == {"refused"}, evidence
+    reason = refusal_reason("M01-3", "insert_clamp", evidence["refused"])
+    assert "圖上的 torch.clamp 是 Python 函式" in reason and "torch.ops.aten.clamp.default" in reason, reason
+    assert "這一題 0 分" in reason and "不計分" not in reason
+    assert "重讀 M01-1 的「B. node.target：op 的身分」" in reason, reason
+
+
 def test_a_student_exception_is_replayed_with_its_type_and_message() -> None:
     exercise = exercises_of("M03-3")["validate"]
     namespace: dict[str, Any] = dict(key_namespace("M03-3"))

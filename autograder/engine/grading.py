@@ -287,6 +287,17 @@ REPLAY_ENDINGS = {
 REPLAY_TIME_SPENT = "重現這本 notebook 的評分紀錄用完了它的時間上限（共 {seconds} 秒），沒有輪到這一題，這一題 0 分"
 
 
+def refusal_reason(notebook: str, exercise: str, refused: str) -> str:
+    """What the feedback says of a recording the replay refused: what was refused and what to write instead
+    (the refusal's own words), that the exercise scored 0, and where the course teaches it."""
+    from selfcheck.misconceptions import NODE_TARGETS, reread_line
+
+    reason = f"{exercise}：{refused}，這一題 0 分"
+    if "ATen op" in refused:  # a Python function as a node's target (``allowed._check_node``)
+        reason += f"。{reread_line(notebook, NODE_TARGETS)}"
+    return reason
+
+
 def derive_evidence(
     notebook: str, recorded: dict[str, Any], seed: int, limits: Limits, result: NotebookResult
 ) -> tuple[dict[str, Any], dict[str, str]]:
@@ -327,7 +338,7 @@ def derive_evidence(
                 reasons[exercise] = f"{exercise} 的評分紀錄無法重現：{safe_text(derived['error'], 200)}，這一題 0 分"
                 result.tampering.append(reasons[exercise])
             elif isinstance(derived["evidence"].get("refused"), str):
-                reasons[exercise] = f"{exercise}：{safe_text(derived['evidence']['refused'], 300)}，這一題 0 分"
+                reasons[exercise] = refusal_reason(notebook, exercise, safe_text(derived["evidence"]["refused"], 300))
             else:
                 evidence[exercise] = derived["evidence"]
         rest = [exercise for exercise in pending if exercise not in run.derived]

@@ -228,6 +228,14 @@ def check_recording(recorded: Any) -> None:
     walk(recorded, 0)
 
 
+def as_written(python_name: str) -> str:
+    """A Python function's name as a student writes it: ``torch._VariableFunctionsClass.clamp`` → ``torch.clamp``."""
+    for inner in ("torch._VariableFunctionsClass.", "torch._C._VariableFunctions."):
+        if python_name.startswith(inner):
+            return "torch." + python_name[len(inner) :]
+    return python_name
+
+
 def aten_overload_for(python_name: str) -> str:
     """The ATen overload a student meant by a Python function on the graph (``torch.clamp`` →
     ``torch.ops.aten.clamp.default``), or how to find one when no allowed op has that name."""
@@ -250,7 +258,7 @@ def _check_node(node: Any) -> None:
         if not (isinstance(name, str) and name in known):
             if "py" in target:  # a Python function where the graph holds ATen ops
                 raise Refused(
-                    f"圖上的 {str(name)[:60]} 是 Python 函式，不是 ATen op：export 出來的圖裡，node 的 target 是 "
+                    f"圖上的 {as_written(str(name))[:60]} 是 Python 函式，不是 ATen op：export 出來的圖裡，node 的 target 是 "
                     f"ATen op 的 overload，你加的 node 也要用它，這裡該寫 {aten_overload_for(str(name))}"
                 )
             raise Refused(f"圖上的 {str(name)[:60]} 不是課程允許的運算")
