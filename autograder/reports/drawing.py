@@ -61,8 +61,81 @@ def _spec_brief(entry: Any) -> str:
     return text.replace("per_tensor_", "").replace("per_channel_", "per-channel ").replace("Observer", "")
 
 
+def _group_of(positions: dict[str, Any], position: str) -> str | None:
+    entry = positions.get(position)
+    return str(entry.get("group")) if isinstance(entry, dict) else None
+
+
+def _main_part(members: list[str], group_of: dict[str, str | None]) -> str | None:
+    """The group that holds most of ``members`` on the other side (None on a tie: no part is the main one)."""
+    counts: dict[str | None, int] = {}
+    for member in members:
+        counts[group_of[member]] = counts.get(group_of[member], 0) + 1
+    ranked = sorted(counts.values(), reverse=True)
+    if len(ranked) > 1 and ranked[0] == ranked[1]:
+        return None
+    return max(counts, key=lambda group: counts[group])
+
+
+def sharing_mistakes(got_positions: dict[str, Any], want_positions: dict[str, Any]) -> dict[str, str]:
+    """The positions labelled on both sides whose *own* sharing is wrong, with what it should be.
+
+    A group of the key split in two (the output left out of an add's group) marks the members outside the part
+    that holds most of the group, not every member: their partners changed too, but they are where they belong.
+    Likewise a group of the student's that joins positions of two of the key's marks the ones that do not belong.
+    """
+    both = [p for p in sorted(got_positions) if p in want_positions]
+    got_group = {p: _group_of(got_positions, p) for p in both}
+    want_group = {p: _group_of(want_positions, p) for p in both}
+    mistakes: dict[str, str] = {}
+    for groups, other in ((want_group, got_group), (got_group, want_group)):
+        members: dict[str | None, list[str]] = {}
+        for position in both:
+            members.setdefault(groups[position], []).append(position)
+        for group in members.values():
+            main = _main_part(group, other)
+            for position in group:
+                if position in mistakes or other[position] == main:
+                    continue
+                partners = _partners(want_positions, position)
+                mistakes[position] = "✗ 應該和 " + "、".join(partners) + " 共用" if partners else "✗ 應該自己一組"
+    return mistakes
+
+
+def _ends(position: str) -> set[str]:
+    source, consumer = _split(position)
+    return {source, consumer if consumer is not None else f"{source} 的輸出"}
+
+
+def cropped(got_positions: dict[str, Any], want_positions: dict[str, Any], wrong: set[str]) -> set[str]:
+    """The positions to draw: the wrong ones and their neighbours (positions that touch one of their nodes); all of
+    them when none is wrong or the graph is small (``SMALL_GRAPH`` positions)."""
+    every = set(got_positions) | set(want_positions)
+    if not wrong or len(every) <= SMALL_GRAPH:
+        return every
+    touched = set().union(*(_ends(p) for p in wrong))
+    return {p for p in every if p in wrong or _ends(p) & touched}
+
+
+SMALL_GRAPH = 8
+"""A failing case with at most this many labelled positions is drawn whole; a bigger one is cropped to its wrong
+positions and their neighbours, so that it stays legible at a phone's width."""
+
+
 def _labels_dot(got: dict[str, Any], want: dict[str, Any], title: str) -> str:
     got_positions, want_positions = got["positions"], want["positions"]
+    sharing = sharing_mistakes(got_positions, want_positions)
+    wrong_positions = {
+        p
+        for p in set(got_positions) | set(want_positions)
+        if p not in got_positions
+        or p not in want_positions
+        or got_positions[p].get("spec") != want_positions[p].get("spec")
+        or p in sharing
+    }
+    shown = cropped(got_positions, want_positions, wrong_positions)
+    if shown != set(got_positions) | set(want_positions):
+        title += f"（只畫出錯的位置和它們旁邊的，{len(shown)} 個位置，共 {len(set(got_positions) | set(want_positions))} 個）"
     letters = {
         group: chr(ord("A") + index)
         for index, (group, members) in enumerate(g for g in _groups(got_positions).items() if len(g[1]) > 1)
@@ -84,7 +157,7 @@ def _labels_dot(got: dict[str, Any], want: dict[str, Any], title: str) -> str:
             lines.append(f"  {nodes[name]} [label={_quote(label)}{extra}];")
         return nodes[name]
 
-    for position in sorted(set(got_positions) | set(want_positions)):
+    for position in sorted(shown):
         mine, key = got_positions.get(position), want_positions.get(position)
         source, consumer = _split(position)
         head = node(consumer) if consumer is not None else node(f"{source} 的輸出", "out")
@@ -103,9 +176,8 @@ def _labels_dot(got: dict[str, Any], want: dict[str, Any], title: str) -> str:
             wrong = "✗ 不該有標籤"
         elif mine.get("spec") != key.get("spec"):
             wrong = f"✗ 應該是 {_spec_brief(key)}"
-        elif _partners(got_positions, position) != _partners(want_positions, position):
-            partners = _partners(want_positions, position)
-            wrong = "✗ 應該和 " + "、".join(partners) + " 共用" if partners else "✗ 應該自己一組"
+        elif position in sharing:
+            wrong = sharing[position]
         colour = WRONG if wrong else colours.get(group, "#6b7280")
         width = 2.6 if wrong else 1.6
         text = f"{label}\n{wrong}" if wrong else label
