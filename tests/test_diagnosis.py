@@ -46,14 +46,34 @@ def test_the_first_cause_is_the_records_first_and_the_checks_it_explains_are_not
     monkeypatch.setattr(diagnose, "detectors_of", lambda notebook: {"add_quantizer": infos})
     verdicts = [_verdict("test_a", False), _verdict("test_b", False), _verdict("test_c", False), _verdict("d", True)]
     attach_causes("M03-4", "add_quantizer", {"cases": {}}, {"cases": {}}, verdicts)
-    # the record lists no_shared_spec before output_not_shared; other_observer explains no failed check
-    assert verdicts[0]["causes"] == ["no_shared_spec", "output_not_shared"]
+    # the record lists no_shared_spec before output_not_shared; other_observer explains no failed check;
+    # output_not_shared explains only test_a, which no_shared_spec already explains: no second guess
+    assert verdicts[0]["causes"] == ["no_shared_spec"]
     assert [v["explained_by"] for v in verdicts] == ["no_shared_spec", "no_shared_spec", None, None]
     report = exercise_report("AddQuantizer：add 的輸入與輸出共用 qparams", verdicts)
     assert report.count("可能的原因：share=True 卻沒有用 SharedQuantizationSpec") == 1
-    assert report.count("也可能是：輸入共用了，輸出沒有共用") == 1
+    assert "也可能是" not in report
     assert "test_a 的症狀" not in report and "test_b 的症狀" not in report, "explained checks are only listed"
     assert "test_c 的症狀" in report, "a failure no cause explains keeps its message"
+
+
+def test_a_second_cause_is_shown_when_it_explains_a_failed_check_the_first_does_not(monkeypatch) -> None:
+    """Two independent mistakes: each cause with its own checks."""
+    from autograder.checks import support
+    from autograder.engine import diagnose
+
+    infos = [
+        support.DetectorInfo("M03-4", "add_quantizer", "output_not_shared", lambda s, e: True, ("test_a",)),
+        support.DetectorInfo("M03-4", "add_quantizer", "no_shared_spec", lambda s, e: True, ("test_b",)),
+        support.DetectorInfo("M03-4", "add_quantizer", "other_observer", lambda s, e: True, ("test_c",)),
+    ]
+    monkeypatch.setattr(diagnose, "detectors_of", lambda notebook: {"add_quantizer": infos})
+    verdicts = [_verdict("test_a", False), _verdict("test_b", False), _verdict("test_c", False)]
+    attach_causes("M03-4", "add_quantizer", {"cases": {}}, {"cases": {}}, verdicts)
+    assert verdicts[0]["causes"] == ["no_shared_spec", "output_not_shared"]  # at most two, the record's order
+    assert [v["explained_by"] for v in verdicts] == ["output_not_shared", "no_shared_spec", None]
+    report = exercise_report("AddQuantizer：add 的輸入與輸出共用 qparams", verdicts)
+    assert report.count("也可能是：輸入共用了，輸出沒有共用") == 1
 
 
 def test_no_cause_is_named_when_every_check_passes_or_the_answer_is_missing(monkeypatch) -> None:

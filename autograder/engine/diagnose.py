@@ -6,10 +6,14 @@ one of the failed checks looks at the same ``seen`` and ``expected`` evidence. T
 are the exercise's causes, most likely first: the order of the exercise's record
 (``Exercise.misconceptions``, most specific first). Every verdict of the exercise then carries:
 
-- ``causes``: those keys (the same list on every verdict of the exercise; empty when none was recognised);
-- ``explained_by``: on a failed verdict, the first of the *shown* causes (``SHOWN_CAUSES``) that explains
-  this check, else None. The feedback states the cause once and lists the checks it explains briefly;
-  a failed check no shown cause explains keeps its own message.
+- ``causes``: the keys of the causes shown (the same list on every verdict of the exercise; empty when none
+  was recognised): the most likely, then at most one more (``SHOWN_CAUSES``) and only when it explains a failed
+  check the ones before it do not. A second guess whose checks the first cause already explains adds nothing the
+  evidence asks for (a student whose add shares nothing is not also told "the output is not shared"); two
+  independent mistakes are two causes, each with its own checks;
+- ``explained_by``: on a failed verdict, the first of the shown causes that explains this check, else None.
+  The feedback states the cause once and lists the checks it explains briefly; a failed check no shown cause
+  explains keeps its own message.
 
 This runs in the judging process, on plain data; a detector that raises counts as not recognising.
 """
@@ -58,14 +62,25 @@ def recognised(notebook: str, exercise: str, seen: Any, expected: Any, failed: s
     return sorted(found, key=lambda info: order.index(info.key) if info.key in order else len(order))
 
 
+def independent(found: list[DetectorInfo], failed: set[str]) -> list[DetectorInfo]:
+    """The first of ``found``, then each next one that explains a failed check none before it explains (at most
+    ``SHOWN_CAUSES``)."""
+    shown: list[DetectorInfo] = []
+    for info in found:
+        if len(shown) == SHOWN_CAUSES:
+            break
+        if not shown or any(info.covers(t) and not any(s.covers(t) for s in shown) for t in failed):
+            shown.append(info)
+    return shown
+
+
 def attach_causes(notebook: str, exercise: str, seen: Any, expected: Any, verdicts: list[dict[str, Any]]) -> None:
     """Write ``causes`` and ``explained_by`` (see the module docstring) into the verdicts of ``exercise``."""
     mine = [v for v in verdicts if v.get("exercise") == exercise]
     failed = {test_name(v) for v in mine if not v.get("passed")}
-    found = recognised(notebook, exercise, seen, expected, failed)
-    shown = found[:SHOWN_CAUSES]
+    shown = independent(recognised(notebook, exercise, seen, expected, failed), failed)
     for verdict in mine:
-        verdict["causes"] = [info.key for info in found]
+        verdict["causes"] = [info.key for info in shown]
         if verdict.get("passed"):
             verdict["explained_by"] = None
             continue
