@@ -9,6 +9,8 @@ on exact strings: other objects are described by their type only.
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections import Counter
 from typing import Any
 
@@ -154,54 +156,95 @@ def describe_neighbors(ns: Namespace, gm: GraphModule, names: tuple[str, ...]) -
 
 
 class MaxGate(nn.Module):
-    """relu(x) times the row maximum of a linear: ``torch.max(..., dim)`` gives max then getitem."""
+    """relu(x) squared times the row maximum of a linear: ``torch.max(..., dim)`` gives max then getitem.
+
+    The linear module is called ``linear``, so its constants ``linear_weight`` and ``linear_bias`` come
+    before the op node ``linear`` in the graph; ``a * a`` is a mul reading relu twice.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self.fc = nn.Linear(6, 6)
+        self.linear = nn.Linear(6, 6)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = torch.relu(x)
-        b = torch.max(self.fc(x), dim=1, keepdim=True).values
-        return b * a
+        b = torch.max(self.linear(x), dim=1, keepdim=True).values
+        return b * (a * a)
 
 
 def max_gate_graph(seed: int) -> GraphModule:
     return export(MaxGate(), seeded_inputs(seed, (3, 6)))
 
 
-def _chapter_graph(name: str, seed: int) -> GraphModule:
+@functools.lru_cache(maxsize=8)
+def _exported(name: str, seed: int) -> GraphModule:
     from common.models import get_model
 
     return export(get_model(name), seeded_inputs(seed, (2, 3, 16, 16)))
 
 
+def _chapter_graph(name: str, seed: int) -> GraphModule:
+    """A fresh copy of the chapter model ``name`` exported (one export per model and seed, a copy per case)."""
+    return copy.deepcopy(_exported(name, seed))
+
+
+def gated_residual_graph(seed: int) -> GraphModule:
+    """residual after a pass gated relu's output with the input before conv2: ``mul(relu, other=x)``.
+
+    The pass inserts ``mul_tensor`` before ``conv2d_1`` and makes ``conv2d_1`` read it, so x's users list
+    conv2d, add, mul_tensor (the order the uses were made) while the graph runs conv2d, mul_tensor, add;
+    mul_tensor reads x through a keyword argument.
+    """
+    gm = _chapter_graph("residual", seed)
+    nodes = {n.name: n for n in gm.graph.nodes}
+    with gm.graph.inserting_before(nodes["conv2d_1"]):
+        gate = gm.graph.call_function(torch.ops.aten.mul.Tensor, (nodes["relu"],), {"other": nodes["x"]})
+    nodes["conv2d_1"].replace_input_with(nodes["relu"], gate)
+    gm.graph.lint()
+    gm.recompile()
+    return gm
+
+
+def _targets_of(ns: Namespace, gm: GraphModule) -> dict[str, Any]:
+    """``op_targets(gm)`` described, and how the call changed ``gm`` (it must not)."""
+    before = graph_state(gm)
+    return {**describe_targets(gm, ns["op_targets"](gm)), "changed": graph_changes(before, gm)}
+
+
 def targets_chapter(ns: Namespace, seed: int) -> Any:
     """op_targets on conv_relu, residual (relu twice), cat_pool (cat reads a list) and a max.dim → getitem."""
-    result = {}
-    for name in ("conv_relu", "residual", "cat_pool"):
-        gm = _chapter_graph(name, seed)
-        result[name] = describe_targets(gm, ns["op_targets"](gm))
-    gm = max_gate_graph(seed)
-    result["max_gate"] = describe_targets(gm, ns["op_targets"](gm))
+    result = {name: _targets_of(ns, _chapter_graph(name, seed)) for name in ("conv_relu", "residual", "cat_pool")}
+    result["max_gate"] = _targets_of(ns, max_gate_graph(seed))
     return result
+
+
+def _neighbors_of(ns: Namespace, gm: GraphModule, names: tuple[str, ...]) -> dict[str, Any]:
+    """``neighbors`` of each name, and how the calls changed ``gm`` (they must not)."""
+    before = graph_state(gm)
+    return {**describe_neighbors(ns, gm, names), "changed": graph_changes(before, gm)}
 
 
 def neighbors_cat_pool(ns: Namespace, seed: int) -> Any:
     """cat_pool: x (two convs and _guards_fn read it), a conv, the cat of a list, the pool, output."""
     gm = _chapter_graph("cat_pool", seed)
-    return describe_neighbors(ns, gm, ("x", "conv2d_1", "cat", "max_pool2d", "output"))
+    return _neighbors_of(ns, gm, ("x", "conv2d_1", "cat", "max_pool2d", "output"))
 
 
 def neighbors_residual(ns: Namespace, seed: int) -> Any:
     """residual: the add of two tensors, the first relu (read by a conv) and x (read twice)."""
     gm = _chapter_graph("residual", seed)
-    return describe_neighbors(ns, gm, ("x", "relu", "add"))
+    return _neighbors_of(ns, gm, ("x", "relu", "add"))
+
+
+def neighbors_gated_residual(ns: Namespace, seed: int) -> Any:
+    """residual edited by a pass: x read by conv2d, mul_tensor (inserted, keyword argument) and add."""
+    return _neighbors_of(ns, gated_residual_graph(seed), ("x", "mul_tensor", "conv2d_1"))
 
 
 def neighbors_max_gate(ns: Namespace, seed: int) -> Any:
-    """relu(x) * max(linear(x)): x read by relu, linear and _guards_fn; getitem reads max (not a tensor op)."""
-    return describe_neighbors(ns, max_gate_graph(seed), ("x", "linear", "getitem", "mul"))
+    """max(linear(x)) * relu(x)²: x read by relu, linear and _guards_fn; the constants linear_weight and
+    linear_bias come before the op linear; getitem reads max (not a tensor op); mul reads relu twice."""
+    return _neighbors_of(ns, max_gate_graph(seed), ("x", "linear", "getitem", "mul"))
 
 
 # --- where the chapter teaches it ----------------------------------------------------------------
@@ -246,6 +289,14 @@ def op_word(text: str) -> str:
     if text.startswith("<built-in function "):
         return text.removeprefix("<built-in function ").rstrip(">")
     return text
+
+
+def graph_came_back_changed(seen: Any, expected: Any) -> bool:
+    """Some graph came back changed where the key's came back as it was."""
+    return any(
+        isinstance(got.get("changed"), list) and got["changed"] and want.get("changed") == []
+        for _, got, want in diagnosis.aligned(seen, expected, "changed")
+    )
 
 
 def _returns_described(seen: Any, expected: Any, kind: str) -> bool:
@@ -432,8 +483,17 @@ def missing_producers(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
     return [p for p in want["producers"] if p not in got["producers"]]
 
 
+def _misses_keyword_producer(seen: Any, expected: Any) -> bool:
+    """A computed producer missing (in the public cases: x, which mul_tensor reads as ``other=x``) while the
+    inputs a list holds are all there."""
+    return not _top_level_args(seen, expected) and any(
+        (lost := missing_producers(got, want)) and not any(p.endswith(("_weight", "_bias")) for p in lost)
+        for _, got, want in answers(seen, expected)
+    )
+
+
 def _no_constants(seen: Any, expected: Any) -> bool:
-    """Producers missing are model constants (public cases: their names, conv_b_weight, fc_bias)."""
+    """Producers missing are model constants (public cases: their names, conv_b_weight, linear_bias)."""
     return any(
         (lost := missing_producers(got, want)) and all(p.endswith(("_weight", "_bias")) for p in lost)
         for _, got, want in answers(seen, expected)
@@ -481,6 +541,7 @@ TARGETS_MISCONCEPTIONS = (
         "op_targets 只該回答圖上有哪些 op，圖是呼叫的人的。你的程式在回答之前改了圖（例如用 eliminate_dead_code() "
         "把沒有 consumer 的 getitem 刪掉），呼叫的人拿回來的圖就少了 node。只讀 gm.graph.nodes，不要呼叫會改圖的方法。",
         DELETING,
+        public=graph_came_back_changed,
     ),
     Misconception(
         "node_names",
@@ -571,6 +632,7 @@ NEIGHBORS_MISCONCEPTIONS = (
         "neighbors 只該回答問題，圖是呼叫的人的。你的程式改了圖（例如把 _guards_fn 刪掉），答案也許對了，"
         "呼叫的人的圖卻少了輸入形狀的檢查。要排除 _guards_fn，是在回傳的 consumers 裡不列它，不是把它從圖上刪掉。",
         FOUR_KINDS,
+        public=graph_came_back_changed,
     ),
     Misconception(
         "returns_names",
@@ -626,6 +688,7 @@ NEIGHBORS_MISCONCEPTIONS = (
         "node 也可以用 keyword 引數讀上游，例如 sub(y, other=conv2d)：conv2d 在 node.kwargs 裡，不在 node.args 裡。"
         "只攤平 args 會漏掉它；node.all_input_nodes 兩邊都看。",
         ARGS_AND_USERS,
+        public=_misses_keyword_producer,
     ),
     Misconception(
         "constants_not_producers",
@@ -691,7 +754,12 @@ PUBLIC = declare(
         "neighbors",
         NEIGHBORS_TITLE,
         ("neighbors",),
-        {"cat_pool": neighbors_cat_pool, "residual": neighbors_residual, "max_gate": neighbors_max_gate},
+        {
+            "cat_pool": neighbors_cat_pool,
+            "residual": neighbors_residual,
+            "gated_residual": neighbors_gated_residual,
+            "max_gate": neighbors_max_gate,
+        },
         misconceptions=NEIGHBORS_MISCONCEPTIONS,
     ),
 )

@@ -10,7 +10,15 @@ from torch.fx import GraphModule
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.misconceptions import Misconception, Section
-from selfcheck.public.m01_1 import described, export, node_labels
+from selfcheck.public.m01_1 import (
+    _chapter_graph,
+    described,
+    export,
+    graph_came_back_changed,
+    graph_changes,
+    graph_state,
+    node_labels,
+)
 
 TITLE = "find_nodes：依 node.target 找 op（OpOverloadPacket 與 OpOverload）"
 
@@ -23,10 +31,10 @@ def find_all(ns: Namespace, gm: GraphModule, queries: dict[str, Any]) -> dict[st
     return found
 
 
-def _chapter_graph(name: str, seed: int) -> GraphModule:
-    from common.models import get_model
-
-    return export(get_model(name), seeded_inputs(seed, (2, 3, 16, 16)))
+def searched(ns: Namespace, gm: GraphModule, queries: dict[str, Any]) -> dict[str, Any]:
+    """``find_all`` on ``gm``, and under ``changed`` how the calls changed it (they must not)."""
+    before = graph_state(gm)
+    return {**find_all(ns, gm, queries), "changed": graph_changes(before, gm)}
 
 
 class TwoConvs(torch.nn.Module):
@@ -45,7 +53,7 @@ def two_convs(ns: Namespace, seed: int) -> Any:
     """The chapter's TwoConvs: the packet finds both overloads, an overload only itself."""
     aten = torch.ops.aten
     gm = export(TwoConvs(), seeded_inputs(seed, (2, 3, 16, 16)))
-    return find_all(
+    return searched(
         ns,
         gm,
         {
@@ -67,7 +75,7 @@ def max_and_pool(ns: Namespace, seed: int) -> Any:
             return torch.max_pool2d(x - peak, 2)
 
     gm = export(MaxPool(), seeded_inputs(seed, (2, 3, 8, 8)))
-    return find_all(
+    return searched(
         ns,
         gm,
         {"aten.max": aten.max, "aten.max_pool2d": aten.max_pool2d, "aten.sub.Tensor": aten.sub.Tensor},
@@ -77,12 +85,12 @@ def max_and_pool(ns: Namespace, seed: int) -> Any:
 def chapter_models(ns: Namespace, seed: int) -> Any:
     """cat_pool (cat, two convs) and residual (relu twice, batch_norm, add) by packet and by overload."""
     aten = torch.ops.aten
-    cat_pool = find_all(
+    cat_pool = searched(
         ns,
         _chapter_graph("cat_pool", seed),
         {"aten.cat": aten.cat, "aten.conv2d": aten.conv2d, "aten.max_pool2d.default": aten.max_pool2d.default},
     )
-    residual = find_all(
+    residual = searched(
         ns,
         _chapter_graph("residual", seed),
         {
@@ -94,6 +102,71 @@ def chapter_models(ns: Namespace, seed: int) -> Any:
         },
     )
     return {"cat_pool": cat_pool, "residual": residual}
+
+
+def edited_residual_graph(seed: int) -> tuple[GraphModule, list[str]]:
+    """residual after two passes, and the name of the node left without consumers.
+
+    One pass rebuilt ``relu`` as ``relu_2`` (inserted before it), made conv2d_1 read the new node and has not
+    erased the old one yet: ``relu`` is still on the graph, without consumers, and ``relu_2`` comes first.
+    Another pass made ``add`` a ``mul.Tensor`` in place: the node keeps its name ``add``.
+    """
+    aten = torch.ops.aten
+    gm = _chapter_graph("residual", seed)
+    nodes = {n.name: n for n in gm.graph.nodes}
+    old = nodes["relu"]
+    with gm.graph.inserting_before(old):
+        new = gm.graph.create_node("call_function", aten.relu.default, (nodes["batch_norm"],), name="relu_2")
+    old.replace_all_uses_with(new)
+    nodes["add"].target = aten.mul.Tensor
+    gm.graph.lint()
+    gm.recompile()
+    return gm, [old.name]
+
+
+def edited_residual(ns: Namespace, seed: int) -> Any:
+    """residual after passes: a relu rebuilt before the old one (left without consumers), add turned into mul."""
+    aten = torch.ops.aten
+    gm, unused = edited_residual_graph(seed)
+    queries = {
+        "aten.relu": aten.relu,
+        "aten.relu.default": aten.relu.default,
+        "aten.mul": aten.mul,
+        "aten.mul.Tensor": aten.mul.Tensor,
+        "aten.add": aten.add,
+    }
+    return {**searched(ns, gm, queries), "unused": unused}
+
+
+class RoundTrip(torch.nn.Module):
+    """relu, then rounded to uint8 and back twice: by quantized_decomposed, then by aten.
+
+    ``quantized_decomposed.quantize_per_tensor.default`` and ``aten.quantize_per_tensor.default`` are both
+    called ``quantize_per_tensor.default``: only the namespace tells them apart.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        qd = torch.ops.quantized_decomposed
+        aten = torch.ops.aten
+        h = torch.relu(x)
+        q = qd.quantize_per_tensor.default(h, 0.05, 0, 0, 255, torch.uint8)
+        h = qd.dequantize_per_tensor.default(q, 0.05, 0, 0, 255, torch.uint8)
+        return aten.dequantize.self(aten.quantize_per_tensor.default(h, 0.05, 0, torch.quint8))
+
+
+def round_trip(ns: Namespace, seed: int) -> Any:
+    """Ops of two namespaces with the same name: quantized_decomposed's and aten's quantize_per_tensor."""
+    qd = torch.ops.quantized_decomposed
+    gm = export(RoundTrip(), seeded_inputs(seed, (2, 5)))
+    return searched(
+        ns,
+        gm,
+        {
+            "quantized_decomposed.quantize_per_tensor": qd.quantize_per_tensor,
+            "quantized_decomposed.dequantize_per_tensor.default": qd.dequantize_per_tensor.default,
+            "aten.quantize_per_tensor.default": torch.ops.aten.quantize_per_tensor.default,
+        },
+    )
 
 
 # --- where the chapter teaches it ----------------------------------------------------------------
@@ -141,7 +214,7 @@ def pairs(seen: Any, expected: Any) -> list[tuple[str, str, list[Any], list[Any]
     found = []
     for place, got, want in _aligned_answers(seen, expected):
         for query, wanted in want.items():
-            if isinstance(wanted, list) and isinstance(got.get(query), list):
+            if "." in str(query) and isinstance(wanted, list) and isinstance(got.get(query), list):
                 found.append((place, str(query), got[query], wanted))
     return found
 
@@ -269,6 +342,41 @@ def _longer_name(seen: Any, expected: Any) -> bool:
     )
 
 
+def _by_node_name(seen: Any, expected: Any) -> bool:
+    """Names lie: a node the key finds is missed although nothing else is (its name is not its op's, a pass
+    retargeted it), or a node found is no op the key finds anywhere on that graph (a constant, an input)."""
+    for _, query, got, want in pairs(seen, expected):
+        op = query_parts(query)[1]
+        if set(got) <= set(want) and any(node not in got and op not in str(node) for node in want):
+            return True
+    return any(not what for _, _, _, what in _extras(seen, expected))
+
+
+def _unused(expected: Any) -> set[str]:
+    """The nodes the cases say are left without consumers (``unused`` lists)."""
+    found: set[str] = set()
+    for case in diagnosis.cases(expected):
+        for _, record in diagnosis.walk(diagnosis.value(expected, case), "unused"):
+            if isinstance(record.get("unused"), list):
+                found |= {str(name) for name in record["unused"]}
+    return found
+
+
+def _skips_unused(seen: Any, expected: Any) -> bool:
+    """Every answer is the key's without the nodes no one reads, and one misses such a node."""
+    unused = _unused(expected)
+    if not unused:
+        return False
+    missed = False
+    for _, _, got, want in pairs(seen, expected):
+        if got == want:
+            continue
+        if got != [node for node in want if node not in unused]:
+            return False
+        missed = True
+    return missed
+
+
 def _order(seen: Any, expected: Any) -> bool:
     return any(
         got != want and sorted(map(str, got)) == sorted(map(str, want)) for _, _, got, want in pairs(seen, expected)
@@ -282,6 +390,7 @@ MISCONCEPTIONS = (
         "find_nodes 只該找出 node，圖是呼叫的人的。你在找之前先整理了圖（例如 eliminate_dead_code() 刪掉沒人用的 getitem），"
         "呼叫的人拿回來的圖就少了 node。只讀 gm.graph.nodes，不要呼叫會改圖的方法。",
         DELETING,
+        public=graph_came_back_changed,
     ),
     Misconception(
         "returns_names",
@@ -330,6 +439,7 @@ MISCONCEPTIONS = (
         "node 的名字只是標籤：名叫 relu_scale 的常數、名叫 sigmoid 的輸入都不是 op，pass 把 relu_1 換成 hardtanh 之後名字也不會變。"
         "只有 node.target 說得出這個 node 做什麼運算，要比的是它。",
         NAME_IS_NO_IDENTITY,
+        public=_by_node_name,
     ),
     Misconception(
         "overload_finds_packet",
@@ -345,6 +455,7 @@ MISCONCEPTIONS = (
         '"aten.max_pool2d.default".startswith("aten.max") 是 True，"aten.add" 也在 "aten.addmm.default" 裡：'
         "字串比對會把名字相近的 op 一起找進來。比物件本身：node.target == op，或 node.target.overloadpacket is op。",
         RULES,
+        public=_longer_name,
     ),
     Misconception(
         "ignores_namespace",
@@ -362,6 +473,7 @@ MISCONCEPTIONS = (
         "你跳過了沒有 users 的 node（或只從 output 往回找），它們就被漏掉了。"
         "依 gm.graph.nodes 走過每一個 call_function node，只看 node.target，不看有沒有人讀它。",
         DELETING,
+        public=_skips_unused,
     ),
     Misconception(
         "sorted_by_name",
@@ -380,7 +492,13 @@ PUBLIC = declare(
         "find_nodes",
         TITLE,
         ("find_nodes",),
-        {"chapter_models": chapter_models, "two_convs": two_convs, "max_and_pool": max_and_pool},
+        {
+            "chapter_models": chapter_models,
+            "two_convs": two_convs,
+            "max_and_pool": max_and_pool,
+            "edited_residual": edited_residual,
+            "round_trip": round_trip,
+        },
         misconceptions=MISCONCEPTIONS,
     ),
 )
