@@ -25,17 +25,26 @@ TITLE = "fold_bn：把 BN 折進 conv 的 weight 與 bias"
 RTOL, ATOL = 1e-4, 1e-5
 
 
+NEGATIVE_GAMMA = (1,)
+"""The output channels whose γ is negative in every affine BN of the public cases."""
+
+
 def trained_like(model: nn.Module, seed: int) -> nn.Module:
-    """Every BN gets γ, β, running mean and variance away from the defaults; eval mode."""
+    """Every BN gets running mean and variance away from the defaults, and, when affine, γ and β too (γ negative
+    on the channels ``NEGATIVE_GAMMA``); eval mode."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for bn in model.modules():
             if isinstance(bn, nn.modules.batchnorm._BatchNorm):
                 n = bn.num_features
-                bn.weight.copy_(torch.rand(n, generator=generator) + 0.5)
-                bn.bias.copy_(torch.rand(n, generator=generator) - 0.5)
+                gamma = torch.rand(n, generator=generator) + 0.5
+                beta = torch.rand(n, generator=generator) - 0.5
                 bn.running_mean.copy_(torch.rand(n, generator=generator) * 2 - 1)
                 bn.running_var.copy_(torch.rand(n, generator=generator) * 1.5 + 0.5)
+                if bn.affine:
+                    gamma[list(NEGATIVE_GAMMA)] *= -1
+                    bn.weight.copy_(gamma)
+                    bn.bias.copy_(beta)
     return model.eval()
 
 
@@ -43,6 +52,13 @@ def graph_constants(
     model: nn.Module, seed: int, conv: str, shape: tuple[int, ...] = (2, 3, 16, 16)
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The weight and bias that prepare_pt2e folded into the conv node called ``conv``."""
+    return graph_folds(model, seed, (conv,), shape)[conv]
+
+
+def graph_folds(
+    model: nn.Module, seed: int, convs: tuple[str, ...], shape: tuple[int, ...] = (2, 3, 16, 16)
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """The weight and bias that prepare_pt2e folded into each conv node named in ``convs`` (one export)."""
     from common.pt2e import Quantizer, export_module, prepare_pt2e
 
     class NoLabels(Quantizer):
@@ -53,9 +69,15 @@ def graph_constants(
             pass
 
     folded = prepare_pt2e(export_module(model, seeded_inputs(seed, shape)), NoLabels())
-    node = next(n for n in folded.graph.nodes if n.name == conv)
-    weight, bias = node.args[1], node.args[2]
-    return folded.get_parameter(weight.target).detach(), folded.get_parameter(bias.target).detach()
+    found = {}
+    for node in folded.graph.nodes:
+        if node.name in convs:
+            weight, bias = node.args[1], node.args[2]
+            found[node.name] = (
+                folded.get_parameter(weight.target).detach(),
+                folded.get_parameter(bias.target).detach(),
+            )
+    return found
 
 
 def _tensor(value: Any, what: str) -> torch.Tensor:
@@ -75,6 +97,35 @@ def channels_off(got: torch.Tensor, want: torch.Tensor) -> list[int]:
     return [c for c in range(want.shape[0]) if not bool(close[c].all())]
 
 
+def channel_factors(got: torch.Tensor, want: torch.Tensor) -> list[float | None] | None:
+    """Per output channel, the one number ``got`` is ``want`` times (4 significant digits): 1.0 where the channel
+    is right, None where it is not one number times the graph's; None for the whole when the shapes differ.
+    Canonical: every right fold gives 1.0 everywhere."""
+    if tuple(got.shape) != tuple(want.shape) or got.dim() == 0:
+        return None
+    off = set(channels_off(got, want))
+    mine, graph = got.to(torch.float64).reshape(got.shape[0], -1), want.to(torch.float64).reshape(want.shape[0], -1)
+    factors: list[float | None] = []
+    for c in range(want.shape[0]):
+        if c not in off:
+            factors.append(1.0)
+            continue
+        biggest = float(graph[c].abs().max())
+        keep = graph[c].abs() >= 0.05 * biggest if biggest > ATOL else None
+        if keep is None:
+            factors.append(None)
+            continue
+        ratios = (mine[c][keep] / graph[c][keep]).sort().values
+        middle = float(ratios[len(ratios) // 2])
+        spread = float(ratios[-1] - ratios[0])
+        finite = bool(torch.isfinite(ratios).all())
+        factors.append(float(f"{middle:.4g}") if finite and spread <= 1e-3 * max(abs(middle), 1e-6) else None)
+    return factors
+
+
+BN_STATE = ("weight", "bias", "running_mean", "running_var")
+
+
 def judge_fold(
     ns: Namespace,
     model: nn.Module,
@@ -83,20 +134,45 @@ def judge_fold(
     node: str,
     seed: int,
     shape: tuple[int, ...] = (2, 3, 16, 16),
+    graph: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> dict[str, Any]:
-    """The student's fold of ``conv`` and ``bn`` against the graph's constants: shapes and the channels that differ."""
-    graph_weight, graph_bias = graph_constants(model, seed, node, shape)
+    """The student's fold of ``conv`` and ``bn`` against the graph's constants: shapes, the channels that differ,
+    per channel by what factor (1.0 where right), and which arguments the call changed in place."""
+    graph_weight, graph_bias = graph if graph is not None else graph_constants(model, seed, node, shape)
+    conv_w = conv.weight.detach().clone()
     conv_b = conv.bias.detach().clone() if conv.bias is not None else None
-    result = ns["fold_bn"](conv.weight.detach().clone(), conv_b, bn)
+    before = {
+        "conv_w": conv_w.clone(),
+        "conv_b": conv_b.clone() if conv_b is not None else None,
+        "bn": [getattr(bn, name).detach().clone() for name in BN_STATE if getattr(bn, name) is not None],
+    }
+    result = ns["fold_bn"](conv_w, conv_b, bn)
     if type(result) not in (tuple, list) or len(result) != 2:
         raise EvidenceError(f"fold_bn 應該回傳 (weight, bias) 兩個 tensor，收到 {type(result).__name__}")
     weight, bias = _tensor(result[0], "回傳的 weight"), _tensor(result[1], "回傳的 bias")
+    after = {
+        "conv_w": conv_w,
+        "conv_b": conv_b,
+        "bn": [getattr(bn, name).detach() for name in BN_STATE if getattr(bn, name) is not None],
+    }
+    changed = [what for what in ("conv_w", "conv_b", "bn") if not _same_tensors(before[what], after[what])]
     return {
         "weight_shape": list(weight.shape),
         "bias_shape": list(bias.shape),
         "weight_channels_off": channels_off(weight, graph_weight),
         "bias_channels_off": channels_off(bias, graph_bias),
+        "weight_factors": channel_factors(weight, graph_weight),
+        "bias_factors": channel_factors(bias, graph_bias),
+        "arguments_changed": changed,
     }
+
+
+def _same_tensors(before: Any, after: Any) -> bool:
+    if before is None or after is None:
+        return before is None and after is None
+    if isinstance(before, list):
+        return len(before) == len(after) and all(_same_tensors(b, a) for b, a in zip(before, after, strict=True))
+    return tuple(before.shape) == tuple(after.shape) and bool(torch.equal(before, after))
 
 
 def residual_conv1(ns: Namespace, seed: int) -> Any:
@@ -116,23 +192,34 @@ def conv_bn_relu(ns: Namespace, seed: int) -> Any:
 
 
 class Conv1dBn(nn.Module):
-    """Conv1d → BatchNorm1d(eps=0.1) on a (batch, 3, length) input: a 3-D weight and an eps that matters."""
+    """On a (batch, 3, length) input, two Conv1d → BatchNorm1d branches: a conv with a bias and a BN whose eps is
+    0.1 (an eps that matters), and a conv without a bias and a BN without γ and β (affine=False)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.conv = nn.Conv1d(3, 4, 3)
         self.bn = nn.BatchNorm1d(4, eps=0.1)
+        self.plain_conv = nn.Conv1d(3, 4, 3, bias=False)
+        self.plain_bn = nn.BatchNorm1d(4, affine=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.bn(self.conv(x))
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.bn(self.conv(x)), self.plain_bn(self.plain_conv(x))
 
 
-def conv1d_eps(ns: Namespace, seed: int) -> Any:
-    """A Conv1d (3-D weight) and a BatchNorm1d with eps=0.1 and small variances."""
+def conv1d(ns: Namespace, seed: int) -> Any:
+    """Two Conv1d folds (3-D weights) from one graph: a BatchNorm1d with eps=0.1 and small variances after a conv
+    with a bias (``eps``), and a BatchNorm1d(affine=False) after a conv without one (``affine_false``: γ = 1,
+    β = 0, so the new bias is −μ·s alone)."""
     model = trained_like(Conv1dBn(), seed)
     with torch.no_grad():
         model.bn.running_var.mul_(0.2)
-    return judge_fold(ns, model, model.conv, model.bn, "conv1d", seed, (2, 3, 10))
+    folds = graph_folds(model, seed, ("conv1d", "conv1d_1"), (2, 3, 10))
+    return {
+        "eps": judge_fold(ns, model, model.conv, model.bn, "conv1d", seed, graph=folds["conv1d"]),
+        "affine_false": judge_fold(
+            ns, model, model.plain_conv, model.plain_bn, "conv1d_1", seed, graph=folds["conv1d_1"]
+        ),
+    }
 
 
 # --- where the chapter teaches it ----------------------------------------------------------------
@@ -145,19 +232,44 @@ RULES = Section("練習 1：fold_bn（5 分）")
 # --- what the public cases can show (the preview names it; the hidden detectors are the grader's) ------
 
 CONV2D_CASES = ("residual_conv1", "conv_bn_relu")
+EPS = ("conv1d", "eps")
+AFFINE_FALSE = ("conv1d", "affine_false")
+AFFINE = (("residual_conv1",), ("conv_bn_relu",), EPS)
+"""The folds whose BN has γ and β (γ negative on ``NEGATIVE_GAMMA``)."""
+FOLDS = (*AFFINE, AFFINE_FALSE)
+CONV_BIAS = (("conv_bn_relu",), EPS)
+"""The folds whose conv has a bias."""
 
 
-def _off(evidence: Any, case: str, what: str) -> list[Any] | None:
-    found = diagnosis.value(evidence, case, f"{what}_channels_off")
+def _record(evidence: Any, place: tuple[str, ...]) -> dict[str, Any] | None:
+    found = diagnosis.value(evidence, *place)
+    return found if isinstance(found, dict) else None
+
+
+def _off(evidence: Any, case: str | tuple[str, ...], what: str) -> list[Any] | None:
+    place = (case,) if isinstance(case, str) else case
+    found = diagnosis.at(_record(evidence, place), f"{what}_channels_off")
     return found if isinstance(found, list) else None
 
 
-def _right(evidence: Any, case: str, what: str) -> bool:
+def _right(evidence: Any, case: str | tuple[str, ...], what: str) -> bool:
     return _off(evidence, case, what) == []
 
 
-def _wrong(evidence: Any, case: str, what: str) -> bool:
+def _wrong(evidence: Any, case: str | tuple[str, ...], what: str) -> bool:
     return bool(_off(evidence, case, what))
+
+
+def _factors(evidence: Any, place: tuple[str, ...], what: str) -> list[float] | None:
+    """The per-channel factors of a fold's weight or bias, None unless every channel is one number times the graph's."""
+    found = diagnosis.at(_record(evidence, place), f"{what}_factors")
+    if not isinstance(found, list) or not found or not all(type(f) in (int, float) for f in found):
+        return None
+    return [float(f) for f in found]
+
+
+def _near(x: float, target: float, tolerance: float = 1e-3) -> bool:
+    return abs(x - target) <= tolerance * max(1.0, abs(target))
 
 
 def _none_error(seen: Any, case: str) -> bool:
@@ -174,44 +286,156 @@ def _crashes_without_conv_bias(seen: Any, expected: Any) -> bool:
     return _none_error(seen, "residual_conv1") and diagnosis.error(seen, "residual_conv1") != "EvidenceError"
 
 
+def _crashes_without_affine(seen: Any, expected: Any) -> bool:
+    """Right on the Conv2d folds (affine BNs), a crash on None only in the case with a BatchNorm1d(affine=False)."""
+    return (
+        _none_error(seen, "conv1d")
+        and diagnosis.error(seen, "conv1d") != "EvidenceError"
+        and all(_right(seen, case, what) for case in CONV2D_CASES for what in ("weight", "bias"))
+    )
+
+
 def _rank_hardcoded(seen: Any, expected: Any) -> bool:
     conv2d_right = all(_right(seen, case, "weight") for case in CONV2D_CASES)
-    shape = diagnosis.value(seen, "conv1d_eps", "weight_shape")
-    wrong_shape = shape is not None and shape != diagnosis.value(expected, "conv1d_eps", "weight_shape")
-    return conv2d_right and (wrong_shape or diagnosis.error(seen, "conv1d_eps") == "RuntimeError")
+    shape = diagnosis.value(seen, *EPS, "weight_shape")
+    wrong_shape = shape is not None and shape != diagnosis.value(expected, *EPS, "weight_shape")
+    return conv2d_right and (wrong_shape or diagnosis.error(seen, "conv1d") == "RuntimeError")
 
 
 def _input_channels(seen: Any, expected: Any) -> bool:
-    return any(
+    """A broadcast error at dimension 1, or, with every bias right, each output channel's weight off by a factor
+    whose reciprocals average to 1: one common s (its mean) spread over the input channels."""
+    if any(
         diagnosis.error(seen, case) == "RuntimeError" and "dimension 1" in diagnosis.error_message(seen, case)
+        for case in CONV2D_CASES
+    ):
+        return True
+    if not all(_right(seen, case, "bias") for case in CONV2D_CASES):
+        return False
+    spread = []
+    for case in CONV2D_CASES:
+        factors = _factors(seen, (case,), "weight")
+        if factors is None or not _wrong(seen, case, "weight") or any(f == 0 for f in factors):
+            return False
+        inverse = [1 / f for f in factors]  # s[c] / the one s spread over the input channels: they average to 1
+        spread.append(abs(sum(inverse) - len(inverse)) <= 1e-3 * sum(abs(x) for x in inverse))
+    return all(spread)
+
+
+def _gamma_sign_lost(seen: Any, expected: Any) -> bool:
+    """On every affine fold, the weight is the graph's times −1 exactly where γ < 0 and right elsewhere."""
+    for place in AFFINE:
+        factors = _factors(seen, place, "weight")
+        if factors is None:
+            return False
+        if not all(_near(f, -1.0 if c in NEGATIVE_GAMMA else 1.0) for c, f in enumerate(factors)):
+            return False
+    return True
+
+
+def _eps_only(seen: Any, expected: Any) -> list[float] | None:
+    """Right where eps is the default 1e-5, the weight wrong (shape right) where it is 0.1: its per-channel factors
+    (positive), None otherwise."""
+    default_right = all(_right(seen, case, what) for case in CONV2D_CASES for what in ("weight", "bias"))
+    shape = diagnosis.value(seen, *EPS, "weight_shape")
+    if not (default_right and shape == diagnosis.value(expected, *EPS, "weight_shape") and _wrong(seen, EPS, "weight")):
+        return None
+    factors = _factors(seen, EPS, "weight")
+    return factors if factors and all(f > 0 for f in factors) else None
+
+
+def _eps_too_small(seen: Any, expected: Any) -> bool:
+    """eps left out or fixed at 1e-5: |s| larger than the graph's on every channel where eps is 0.1."""
+    factors = _eps_only(seen, expected)
+    return factors is not None and all(f > 1 for f in factors)
+
+
+def _eps_outside(seen: Any, expected: Any) -> bool:
+    """sqrt(σ²) + ε: |s| smaller than the graph's on some channel where eps is 0.1 (dropping eps only makes it larger)."""
+    factors = _eps_only(seen, expected)
+    return factors is not None and min(factors) < 1
+
+
+def _scale_wrong(seen: Any, expected: Any) -> bool:
+    """Weight and bias both off on the Conv2d cases (eps at its default), the weight by a positive factor on every
+    channel: the size of s itself, not its sign."""
+    return all(
+        _wrong(seen, case, "weight")
+        and _wrong(seen, case, "bias")
+        and all(f > 0 for f in _factors(seen, (case,), "weight") or [0.0])
         for case in CONV2D_CASES
     )
 
 
-def _eps_only(seen: Any, expected: Any) -> bool:
-    """Right where eps is the default 1e-5, the weight wrong (shape right) where it is 0.1."""
-    default_right = all(_right(seen, case, what) for case in CONV2D_CASES for what in ("weight", "bias"))
-    shape = diagnosis.value(seen, "conv1d_eps", "weight_shape")
+def _weight_only(seen: Any, expected: Any) -> list[float] | None:
+    """Every bias right and the Conv2d weights wrong by one factor per output channel: those factors."""
+    if not all(_right(seen, case, "bias") for case in CONV2D_CASES):
+        return None
+    found: list[float] = []
+    for case in CONV2D_CASES:
+        factors = _factors(seen, (case,), "weight")
+        if factors is None or not _wrong(seen, case, "weight"):
+            return None
+        found += factors
+    return found
+
+
+def _weight_unscaled(seen: Any, expected: Any) -> bool:
+    """w unchanged: off by 1 / s, so negative on the channels where γ < 0."""
+    factors = _weight_only(seen, expected)
+    return factors is not None and any(f < 0 for f in factors)
+
+
+def _weight_divided(seen: Any, expected: Any) -> bool:
+    """w / s: off by 1 / s², positive on every channel, also where γ < 0."""
+    factors = _weight_only(seen, expected)
+    return factors is not None and all(f > 0 for f in factors)
+
+
+def _bias_only(seen: Any, expected: Any) -> bool:
+    """Every weight right, some bias wrong (nothing raised)."""
+    return all(_right(seen, place, "weight") for place in FOLDS) and any(_wrong(seen, place, "bias") for place in FOLDS)
+
+
+def _mean_flipped(seen: Any, expected: Any) -> bool:
+    """Where the new bias is −μ·s alone (affine=False, no conv bias), the student's is +μ·s."""
+    factors = _factors(seen, AFFINE_FALSE, "bias")
+    return _bias_only(seen, expected) and factors is not None and all(_near(f, -1.0) for f in factors)
+
+
+def _mean_missing(seen: Any, expected: Any) -> bool:
+    """Where the new bias is −μ·s alone, the student's is 0; and it is off after a conv with a bias too."""
+    factors = _factors(seen, AFFINE_FALSE, "bias")
     return (
-        default_right
-        and shape == diagnosis.value(expected, "conv1d_eps", "weight_shape")
-        and _wrong(seen, "conv1d_eps", "weight")
+        _bias_only(seen, expected)
+        and factors is not None
+        and all(abs(f) <= 1e-3 for f in factors)
+        and any(_wrong(seen, place, "bias") for place in CONV_BIAS)
     )
 
 
-def _scale_wrong(seen: Any, expected: Any) -> bool:
-    """Weight and bias both off on the Conv2d cases (eps at its default): the scale s itself."""
-    return all(_wrong(seen, case, "weight") and _wrong(seen, case, "bias") for case in CONV2D_CASES)
-
-
-def _weight_only(seen: Any, expected: Any) -> bool:
-    return all(_wrong(seen, case, "weight") and _right(seen, case, "bias") for case in CONV2D_CASES)
+def _beta_misplaced(seen: Any, expected: Any) -> bool:
+    """Right where β = 0 (affine=False), the bias off on an affine BN after a conv without a bias."""
+    return _bias_only(seen, expected) and _right(seen, AFFINE_FALSE, "bias") and _wrong(seen, "residual_conv1", "bias")
 
 
 def _conv_bias_only(seen: Any, expected: Any) -> bool:
-    """Right on residual's conv1 (no bias), the bias off after conv_bn_relu's conv (which has one)."""
-    weights_right = all(_right(seen, case, "weight") for case in CONV2D_CASES)
-    return weights_right and _right(seen, "residual_conv1", "bias") and _wrong(seen, "conv_bn_relu", "bias")
+    """Right after every conv without a bias, the bias off after conv_bn_relu's conv (which has one)."""
+    return (
+        _bias_only(seen, expected)
+        and _right(seen, "residual_conv1", "bias")
+        and _right(seen, AFFINE_FALSE, "bias")
+        and _wrong(seen, "conv_bn_relu", "bias")
+    )
+
+
+def _mutates(seen: Any, expected: Any) -> bool:
+    """Every fold right, yet some call changed conv_w, conv_b or the BN in place."""
+    records = [_record(seen, place) for place in FOLDS]
+    return all(
+        record is not None and _right(seen, place, "weight") and _right(seen, place, "bias")
+        for place, record in zip(FOLDS, records, strict=True)
+    ) and any(isinstance(r.get("arguments_changed"), list) and r["arguments_changed"] for r in records if r)
 
 
 MISCONCEPTIONS = (
@@ -238,6 +462,7 @@ MISCONCEPTIONS = (
         "BatchNorm 以 affine=False 建立時沒有可學的 γ、β，bn.weight 與 bn.bias 都是 None，拿來運算就出錯了。"
         "這時等於 γ = 1、β = 0：先檢查是不是 None，是的話換成全 1 與全 0 的 tensor。",
         RULES,
+        public=_crashes_without_affine,
     ),
     Misconception(
         "rank_hardcoded",
@@ -262,6 +487,7 @@ MISCONCEPTIONS = (
         "γ 可以是負的，s = γ / sqrt(σ² + ε) 的正負號跟著 γ 走。寫成 sqrt(γ² / (σ² + ε)) 或 γ.abs()，"
         "負號就丟了，那個 channel 的 weight 與 bias 整個反了號。只對 σ² + ε 開根號，γ 留在根號外面。",
         FORMULA,
+        public=_gamma_sign_lost,
     ),
     Misconception(
         "eps_not_bn_eps",
@@ -269,7 +495,7 @@ MISCONCEPTIONS = (
         "ε 是每個 BN 自己的設定，不一定是預設的 1e-5，也不能省略：variance 小的 channel，ε 佔了分母的一大部分。"
         "s 的分母要用 sqrt(bn.running_var + bn.eps)。",
         RULES,
-        public=_eps_only,
+        public=_eps_too_small,
     ),
     Misconception(
         "eps_outside_sqrt",
@@ -277,7 +503,7 @@ MISCONCEPTIONS = (
         "BN 的分母是 sqrt(σ² + ε)：ε 先加在 variance 上，再開根號。寫成 sqrt(σ²) + ε 時，"
         "預設的 ε = 1e-5 小到看不出差別，eps 比較大、variance 比較小的 BN 就差很多。把 bn.eps 放進 sqrt 裡面。",
         FORMULA,
-        public=_eps_only,
+        public=_eps_outside,
     ),
     Misconception(
         "no_sqrt",
@@ -293,7 +519,7 @@ MISCONCEPTIONS = (
         "BN 不只是平移，還把每個 channel 乘上 s：BN(w * x + b) = (s·w) * x + …，所以折完 weight 也要變。"
         "只改 bias、weight 原封不動，折完的圖算出來就和原模型不同。新的 weight 是 conv_w 沿 output channel 乘上 s。",
         FORMULA,
-        public=_weight_only,
+        public=_weight_unscaled,
     ),
     Misconception(
         "weight_divided",
@@ -302,7 +528,7 @@ MISCONCEPTIONS = (
         "「除以標準差」已經包含在 s = γ / sqrt(σ² + ε) 裡，weight 再除以 s 就反過來了。"
         "新的 weight 是 conv_w 沿 output channel 乘上 s。",
         FORMULA,
-        public=_weight_only,
+        public=_weight_divided,
     ),
     Misconception(
         "mean_sign_flipped",
@@ -310,6 +536,7 @@ MISCONCEPTIONS = (
         "BN 先把 conv 的輸出減掉 running_mean，也就是 y − μ，所以新 bias 是 (b − μ)·s + β。"
         "你的新 bias 裡 μ 的正負號反了（像是寫成 b + μ）：μ 要減掉，不是加上。",
         FORMULA,
+        public=_mean_flipped,
     ),
     Misconception(
         "mean_not_subtracted",
@@ -317,6 +544,7 @@ MISCONCEPTIONS = (
         "BN 先減 running_mean 再乘 s，這一步也要折進 bias：新 bias 是 (b − μ)·s + β。"
         "你的新 bias 少了 −μ·s 這一項，所以 conv 沒有 bias、BN 也沒有 β 時，它整個變成 0。",
         FORMULA,
+        public=_mean_missing,
     ),
     Misconception(
         "beta_misplaced",
@@ -324,6 +552,7 @@ MISCONCEPTIONS = (
         "BN 的最後一步才加 β，β 不乘 s：新 bias 是 (b − μ)·s + β。你的新 bias 少加了 β，或讓 β 也乘上了 s"
         "（affine=False 的 BN 沒有 β，所以在那裡看不出來）。先算 (b − μ)·s，最後再加上 bn.bias。",
         FORMULA,
+        public=_beta_misplaced,
     ),
     Misconception(
         "conv_bias_not_through_bn",
@@ -341,6 +570,7 @@ MISCONCEPTIONS = (
         "可是這些引數是呼叫端模型自己的 tensor（.detach() 之後仍然共用同一塊記憶體），改了它們，原模型的 conv 或 BN 也跟著變了，"
         "之後再跑原模型或再折一次都會算錯。用一般的乘法、加法產生新的 tensor 回傳，傳進來的引數保持原樣。",
         RULES,
+        public=_mutates,
     ),
 )
 
@@ -351,7 +581,7 @@ PUBLIC = declare(
         "fold_bn",
         TITLE,
         ("fold_bn",),
-        {"residual_conv1": residual_conv1, "conv_bn_relu": conv_bn_relu, "conv1d_eps": conv1d_eps},
+        {"residual_conv1": residual_conv1, "conv_bn_relu": conv_bn_relu, "conv1d": conv1d},
         misconceptions=MISCONCEPTIONS,
     ),
 )

@@ -108,6 +108,95 @@ def linear_models(ns: Namespace, seed: int) -> Any:
     }
 
 
+class Branches(nn.Module):
+    """Ten BNs in one graph (one export), each after an op the rules of section C must tell apart: conv1d with
+    numeric and string padding, conv_transpose1d, a conv without a bias, a linear after flatten (the model's
+    first input is 4-D), a linear on a 3-D input whose size differs from out_features, a matmul, a conv1d held in
+    an attribute called ``linear``, and two BNs whose neighbours in graph order are not their inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1d, self.conv1d_bn = nn.Conv1d(4, 4, 3, padding=1), nn.BatchNorm1d(4)
+        self.same, self.same_bn = nn.Conv1d(4, 4, 3, padding="same"), nn.BatchNorm1d(4)
+        self.up, self.up_bn = nn.ConvTranspose1d(4, 4, 3), nn.BatchNorm1d(4)
+        self.no_bias, self.no_bias_bn = nn.Conv2d(3, 4, 3, bias=False), nn.BatchNorm2d(4)
+        self.fc, self.fc_bn = nn.Linear(3 * 8 * 8, 5), nn.BatchNorm1d(5)
+        self.seq, self.seq_bn = nn.Linear(6, 5), nn.BatchNorm1d(4)
+        self.matrix, self.matrix_bn = nn.Parameter(torch.randn(3 * 8 * 8, 5) * 0.1), nn.BatchNorm1d(5)
+        self.linear, self.linear_bn = nn.Conv1d(4, 4, 3), nn.BatchNorm1d(4)
+        self.conv_p, self.conv_q = nn.Conv2d(3, 4, 3), nn.Conv2d(3, 4, 3)
+        self.p_bn, self.q_bn = nn.BatchNorm2d(4), nn.BatchNorm2d(4)
+
+    def forward(self, image: torch.Tensor, seq: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        flat = torch.flatten(image, 1)
+        out = (
+            self.conv1d_bn(self.conv1d(seq)),
+            self.same_bn(self.same(seq)),
+            self.up_bn(self.up(seq)),
+            self.no_bias_bn(self.no_bias(image)),
+            self.fc_bn(self.fc(flat)),
+            self.seq_bn(self.seq(seq)),
+            self.matrix_bn(torch.matmul(flat, self.matrix)),
+            self.linear_bn(self.linear(seq)),
+        )
+        p = torch.relu(self.conv_p(image))
+        q = self.conv_q(image)
+        return (*out, self.p_bn(p), self.q_bn(q))
+
+
+BRANCHES = (
+    "conv1d → BN",
+    'conv1d（padding="same"）→ BN',
+    "conv_transpose1d → BN",
+    "沒有 bias 的 conv → BN",
+    "flatten → linear → BN（模型輸入是 4-D）",
+    "linear → BN（3-D，第 1 維不等於 out_features）",
+    "matmul → BN",
+    "名叫 linear 的 conv1d → BN",
+    "conv → relu → BN（圖上緊接在另一個 conv 後面）",
+    "conv → BN（圖上緊接在上一個 BN 後面）",
+)
+(
+    CONV1D,
+    CONV1D_SAME,
+    TRANSPOSE,
+    NO_BIAS,
+    FLAT_LINEAR,
+    SEQ_LINEAR,
+    MATMUL,
+    MISNAMED,
+    AFTER_OTHER_CONV,
+    AFTER_OTHER_BN,
+) = BRANCHES
+
+
+def branches(ns: Namespace, seed: int) -> Any:
+    """``bn_survives`` for the ten BNs of ``Branches`` (by what each follows), and whether the graph the student was
+    handed is still the same afterwards. The conv1d held in the attribute ``linear`` is renamed ``linear`` on the
+    graph, as a pass that names ops after their modules would: a name tells nothing about the op."""
+    from common.pt2e import export_module
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Branches().eval()
+    gm = export_module(model, seeded_inputs(seed, (2, 3, 8, 8), (2, 4, 6)))
+    for node in gm.graph.nodes:
+        stack = node.meta.get("nn_module_stack") or {}
+        if node.op == "call_function" and stack and list(stack.values())[-1][0] == "linear":
+            node._rename("linear")
+    bns = [n for n in gm.graph.nodes if n.op == "call_function" and "batch_norm" in str(n.target)]
+    if len(bns) != len(BRANCHES):
+        raise RuntimeError(f"Branches: expected {len(BRANCHES)} batch_norm nodes, found {len(bns)}")
+    before = gm.graph.python_code("self").src
+    found: dict[str, Any] = {}
+    for label, bn in zip(BRANCHES, bns, strict=True):
+        answer = ns["bn_survives"](bn)
+        if type(answer) is not bool:
+            raise EvidenceError(f"bn_survives 應該回傳 True 或 False，收到 {type(answer).__name__}")
+        found[label] = answer
+    return {"bns": found, "graph_unchanged": gm.graph.python_code("self").src == before}
+
+
 # --- where the chapter teaches it ----------------------------------------------------------------
 
 ONLY_THE_INPUT = Section("C. 規則只看 BN 的第一個輸入")
@@ -129,6 +218,9 @@ def _answers(evidence: Any) -> dict[str, bool]:
         value = diagnosis.value(evidence, case)
         if isinstance(value, dict):
             found |= {str(key).rsplit("/", 1)[0]: answer for key, answer in value.items()}
+    value = diagnosis.value(evidence, "branches", "bns")
+    if isinstance(value, dict):
+        found |= {str(key): answer for key, answer in value.items() if str(key) in BRANCHES}
     return found
 
 
@@ -179,6 +271,50 @@ def _single_user(seen: Any, expected: Any) -> bool:
     return _says(seen, **_labels(conv=False, shared=True))
 
 
+def _graph_changed(seen: Any, expected: Any) -> bool:
+    return diagnosis.value(seen, "branches", "graph_unchanged") is False
+
+
+def _conv2d_only(seen: Any, expected: Any) -> bool:
+    return _says(seen, **_labels(conv=False), **{CONV1D: True})
+
+
+def _transpose_missed(seen: Any, expected: Any) -> bool:
+    return _says(seen, **{CONV1D: False, TRANSPOSE: True})
+
+
+def _padding_missed(seen: Any, expected: Any) -> bool:
+    return _says(seen, **{CONV1D: False, CONV1D_SAME: True})
+
+
+def _needs_bias(seen: Any, expected: Any) -> bool:
+    return _says(seen, **_labels(conv=False), **{CONV1D: False, NO_BIAS: True})
+
+
+def _linear_ignores_rank_too(seen: Any, expected: Any) -> bool:
+    return _linear_ignores_rank(seen, expected) and _says(seen, **{SEQ_LINEAR: False})
+
+
+def _linear_shape(seen: Any, expected: Any) -> bool:
+    return _says(seen, **_labels(linear_2d=False, linear_3d=False), **{SEQ_LINEAR: True})
+
+
+def _matmul_as_linear(seen: Any, expected: Any) -> bool:
+    return _says(seen, **_labels(linear_2d=False, linear_3d=True), **{MATMUL: False, SEQ_LINEAR: True})
+
+
+def _rank_of_model_input(seen: Any, expected: Any) -> bool:
+    return _says(seen, **_labels(linear_2d=False, linear_3d=True), **{FLAT_LINEAR: True})
+
+
+def _by_name(seen: Any, expected: Any) -> bool:
+    return _says(seen, **{CONV1D: False, MISNAMED: True})
+
+
+def _previous_in_order(seen: Any, expected: Any) -> bool:
+    return _says(seen, **_labels(conv_relu=True), **{AFTER_OTHER_CONV: False})
+
+
 MISCONCEPTIONS = (
     Misconception(
         "mutates_graph",
@@ -186,6 +322,7 @@ MISCONCEPTIONS = (
         "bn_survives 只是預測，圖是呼叫的人的，要原封不動還給他。你的程式在傳進來的圖上跑了折疊或改了 node，"
         "之後要 prepare 的那張圖就被改掉了。只讀 bn.args[0] 的 op、target 與 meta，照 C 段的表判斷。",
         RULES,
+        public=_graph_changed,
     ),
     Misconception(
         "every_bn_folds",
@@ -218,6 +355,7 @@ MISCONCEPTIONS = (
         "還有 conv_transpose1d／2d／3d。只比對 conv2d，其他 conv 後面的 BN 就被你判成不折了。"
         "拿 bn.args[0].target 和 setup 格的 CONV_OPS 比對。",
         ONLY_THE_INPUT,
+        public=_conv2d_only,
     ),
     Misconception(
         "transpose_missed",
@@ -225,6 +363,7 @@ MISCONCEPTIONS = (
         "conv_transpose 也是 conv：它的 weight 一樣吸收得了 BN 的 s，torchao 把 conv_transpose1d／2d／3d 後面的 BN 都折掉。"
         "你的判斷漏了其中幾種。用 setup 格的 CONV_OPS，不要自己列。",
         ONLY_THE_INPUT,
+        public=_transpose_missed,
     ),
     Misconception(
         "padding_overload_missed",
@@ -233,6 +372,7 @@ MISCONCEPTIONS = (
         "和 .default 是同一個 op 的兩種寫法，torchao 一樣折。你自己列的 op 少了其中幾個 .padding；"
         "用 setup 格的 CONV_OPS，九種都在裡面。",
         ONLY_THE_INPUT,
+        public=_padding_missed,
     ),
     Misconception(
         "fold_needs_bias",
@@ -241,6 +381,7 @@ MISCONCEPTIONS = (
         "torchao 遇到沒有 bias 的 conv（或 linear）會替它新增一個 bias 常數（M04-1 的 conv1_weight_bias），照樣折。"
         "有沒有 bias 不影響結果，只看 bn.args[0] 的 target。",
         WHEN,
+        public=_needs_bias,
     ),
     Misconception(
         "linear_never_folds",
@@ -257,7 +398,7 @@ MISCONCEPTIONS = (
         "torchao 發出 warning、把 BN 留在圖上。你把 linear 後面的 BN 一律判成折掉；"
         '要看 linear 自己的輸入（linear node 的 args[0]）的 .meta["val"].ndim，大於 2 就不折。',
         LINEAR_3D_STAYS,
-        public=_linear_ignores_rank,
+        public=_linear_ignores_rank_too,
     ),
     Misconception(
         "linear_shape_not_rank",
@@ -266,6 +407,7 @@ MISCONCEPTIONS = (
         "linear 作用在最後一維，兩者本來就是不同的維度，大小剛好相等也一樣不折（B 段 C = L = 4 的例子）。"
         '規則只看 linear 輸入（args[0]）的 .meta["val"].ndim：大於 2 就不折。',
         LINEAR_3D_STAYS,
+        public=_linear_shape,
     ),
     Misconception(
         "matmul_as_linear",
@@ -273,6 +415,7 @@ MISCONCEPTIONS = (
         "mm、addmm、matmul 也是乘上一個 weight，但 torchao 只認得 aten.linear：_fuse_linear_bn_ 只比對 LINEAR 這一個 target，"
         "其他乘法後面的 BN 不折，也沒有 warning。bn.args[0].target 要正好是 LINEAR 才套用 2-D 的規則。",
         ONLY_THE_INPUT,
+        public=_matmul_as_linear,
     ),
     Misconception(
         "rank_of_model_input",
@@ -280,6 +423,7 @@ MISCONCEPTIONS = (
         "規則看的是 linear 自己的輸入：模型輸入是 4-D 的圖片，flatten 之後進 linear 的卻是 2-D，這時 BN 照樣折。"
         "你看的是模型的輸入或別的 node，不是 linear node 的 args[0]。",
         RULES,
+        public=_rank_of_model_input,
     ),
     Misconception(
         "found_by_name",
@@ -287,6 +431,7 @@ MISCONCEPTIONS = (
         "node 的名字只是標記：叫 conv2d 的可能是模型輸入；pass 依 module 改名之後，叫 conv 的可能是 linear，"
         "叫 linear 的可能是 conv。op 的身分在 node.op 與 node.target：先確認是 call_function，再拿 target 和 CONV_OPS、LINEAR 比對。",
         TARGET,
+        public=_by_name,
     ),
     Misconception(
         "previous_in_graph_order",
@@ -294,6 +439,7 @@ MISCONCEPTIONS = (
         "bn.prev 只是圖的順序上排在 BN 前一個的 node，不一定是 BN 的輸入：conv 算完可能先算別的東西，"
         "緊鄰在 BN 前面的 conv 也可能和它無關。BN 吃的是哪個 tensor，要看 bn.args[0] 這條邊，不看排列順序。",
         ARGS,
+        public=_previous_in_order,
     ),
     Misconception(
         "looks_past_input",
@@ -320,7 +466,7 @@ PUBLIC = declare(
         "bn_survives",
         TITLE,
         ("bn_survives",),
-        {"conv_models": conv_models, "linear_models": linear_models},
+        {"conv_models": conv_models, "linear_models": linear_models, "branches": branches},
         misconceptions=MISCONCEPTIONS,
     ),
 )
