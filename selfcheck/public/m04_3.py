@@ -393,6 +393,79 @@ def last_member_single_user(places: list[Place]) -> bool:
     return bool(wrong) and all(len(p.users(g[-1])) > 1 for p, g in wrong)
 
 
+def relabels_claimed_member(places: list[Place]) -> bool:
+    """A non-last member of a fused chain also got an output label (a later one-op pattern labelled it again),
+    while some other chain's non-last members did not: not every member's output labelled."""
+    chains = _chains(places)
+    again = [(p, g) for p, g in chains if any(p.got[m][2] for m in g[:-1])]
+    clean = [(p, g) for p, g in chains if not any(p.got[m][2] for m in g[:-1])]
+    return (
+        bool(clean)
+        and any(all(p.got[m] == p.want[m] for m in g if not (p.got[m][2] and not p.want[m][2])) for p, g in again)
+        and all(p.got[g[-1]] == p.want[g[-1]] for p, g in again)
+    )
+
+
+def _lost_output(p: Place) -> list[str]:
+    """Claimed nodes whose output the key labels and the student's does not (the inputs the same)."""
+    return [n for n, (claimed, ins, out) in p.want.items() if claimed and out and p.got.get(n) == (True, ins, False)]
+
+
+def single_chain_taken_over(places: list[Place]) -> bool:
+    """A node the key labels on its own (an earlier pattern claimed its user) lost its output label, yet every edge
+    from it into its users stays labelled: the student started a chain there, looking at its first member only."""
+    found = False
+    for p in places:
+        for n in _lost_output(p):
+            users = [u for u in p.users(n) if n in p.want.get(u, (False, frozenset(), False))[1]]
+            kept = all(
+                n in got[1] if (got := p.got.get(u)) is not None and p.want.get(u) is not None else got is None
+                for u in p.users(n)
+            )
+            if not users or not kept:
+                return False
+            found = True
+    return found
+
+
+def fused_before_earlier_pattern(places: list[Place]) -> bool:
+    """A node the key labels on its own lost its output label and the edge into its user lost its label too: the
+    student fused two nodes that an earlier pattern in the list had already claimed one of (every node the
+    key labels labelled, none other)."""
+    if any(set(p.got) != set(p.want) for p in places):
+        return False
+    for p in places:
+        for n in _lost_output(p):
+            for u in p.users(n):
+                want, got = p.want.get(u), p.got.get(u)
+                if want and got and n in want[1] and n not in got[1] and got[1] <= want[1] and got[2] == want[2]:
+                    return True
+    return False
+
+
+def later_match_missing(places: list[Place]) -> bool:
+    """A whole chain of the key absent while another chain of the same ops is labelled exactly."""
+    for p in places:
+        groups = p.groups()
+        for g in groups:
+            if p.absent(g) and any(
+                h is not g and [stem(m) for m in h] == [stem(m) for m in g] and p.exact(h) for h in groups
+            ):
+                return True
+    return False
+
+
+def middle_unclaimed(places: list[Place]) -> bool:
+    """A middle member of a chain of three or more not claimed, its labels otherwise the key's."""
+    found = False
+    for p, g in _chains(places, 3):
+        for m in g[1:-1]:
+            got, want = p.got[m], p.want[m]
+            if not got[0] and got[1:] == want[1:]:
+                found = True
+    return found
+
+
 def other_observer(seen_specs: list[str], expected_specs: list[str]) -> bool:
     return bool(seen_specs) and bool(expected_specs) and set(seen_specs) != set(expected_specs)
 
@@ -474,6 +547,7 @@ MISCONCEPTIONS = (
         "你的程式照樣重貼，後面的 pattern 把前面融好的 node 又標了一次（像 (CONV,) 在已經融進 conv → relu 的 conv 上貼了輸出標籤）。"
         "標之前先檢查每個 member 的 _annotated。",
         RULES,
+        public=_public(relabels_claimed_member),
     ),
     Misconception(
         "checks_first_member_only",
@@ -481,6 +555,7 @@ MISCONCEPTIONS = (
         "chain 裡任何一個 member 被認領了，整個 chain 都不能標，不只看第一個。你只看 chain 的開頭，"
         "後面的 member 已經屬於別的 pattern 或前一個 Quantizer 時，又被你貼了一次標籤。每一個 member 的 _annotated 都要檢查。",
         RULES,
+        public=_public(single_chain_taken_over),
     ),
     Misconception(
         "labelled_means_claimed",
@@ -496,6 +571,7 @@ MISCONCEPTIONS = (
         "你對每個 node 依序試每個 pattern，圖上先出現的 node 就被比較後面的 pattern 搶走了。"
         "外層迴圈走 patterns，內層才走 model.graph.nodes。",
         RULES,
+        public=_public(fused_before_earlier_pattern),
     ),
     Misconception(
         "marks_only_labelled",
@@ -504,6 +580,7 @@ MISCONCEPTIONS = (
         "沒有認領，後面的 Quantizer 會以為它沒人負責，在 pattern 裡面貼標籤、插進 observer。"
         "還沒有標籤的 member，先放一張空的 QuantizationAnnotation() 再設 _annotated。",
         RULES,
+        public=_public(middle_unclaimed),
     ),
     Misconception(
         "labels_every_output",
@@ -628,6 +705,7 @@ MISCONCEPTIONS = (
         "一個 pattern 在圖上可能出現很多次（像兩組 conv → relu），每一個符合、而且還沒被認領的地方都要標。"
         "你找到第一個就停了，後面的 chain 沒有融合，也沒有標籤；把圖走完，不要 break。",
         RULES,
+        public=_public(later_match_missing),
     ),
     Misconception(
         "other_observer",
