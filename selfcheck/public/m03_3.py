@@ -8,18 +8,20 @@ evidence is whether validate raised ValueError and whether the message names the
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import nn
 from torch.fx import GraphModule, Node
 
 from common.pt2e import ANNOTATION_KEY, MinMaxObserver, QuantizationAnnotation, QuantizationSpec
 from common.qspecs import act_spec
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare
-from selfcheck.evidence import safe_text
+from selfcheck.evidence import describe_annotations, safe_text
 from selfcheck.misconceptions import Misconception, Section
 from selfcheck.public.m03_1 import export, labels, observers
 
@@ -45,23 +47,185 @@ def rule_residual_mlp(ns: Namespace, seed: int) -> Any:
     return {name: _rules(ns, name) for name in ("residual", "mlp", "cat_pool")}
 
 
+class _ConstantFirst(nn.Module):
+    """A model constant (a buffer, a get_attr node) added to a conv's output, the constant first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.register_buffer("offset", torch.full((1, 4, 1, 1), 0.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.offset + self.conv(x)
+
+
+class _ConvTwoReaders(nn.Module):
+    """A conv read by a relu and by an add: it has two consumers, so it does not fuse."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return torch.relu(y) + y
+
+
+class _ReluLater(nn.Module):
+    """Two convs, then their relus: each conv's only consumer is its relu, which is not the next node."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.left = nn.Conv2d(3, 4, 3)
+        self.right = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = self.left(x), self.right(x)
+        return torch.relu(a) * torch.relu(b)
+
+
+class _Conv1d(nn.Module):
+    """A conv1d (not the rule table's conv2d: its target's name only contains "conv") before a linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(3, 4, 3)
+        self.fc = nn.Linear(6, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(x))
+
+
+class _NoBias(nn.Module):
+    """A linear without bias: it exports as linear(x, weight), with no third argument."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 8, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x)
+
+
+SMALL = {
+    "constant_first": (_ConstantFirst, (2, 3, 8, 8)),
+    "conv_two_readers": (_ConvTwoReaders, (2, 3, 8, 8)),
+    "relu_later": (_ReluLater, (2, 3, 8, 8)),
+    "conv1d": (_Conv1d, (2, 3, 8)),
+    "no_bias": (_NoBias, (2, 16)),
+}
+"""The small models the public cases define (a shape each): what the chapter's models do not show."""
+
+RENAMED = {"conv2d": "block_a", "relu": "block_b", "max_pool2d": "block_c", "conv2d_1": "block_d"}
+"""``renamed``: small_cnn with these nodes given names that do not say their op (a pass may rename nodes)."""
+
+
+def export_small(name: str) -> GraphModule:
+    """One of ``SMALL`` (fixed weights) exported."""
+    from common.pt2e import export_module
+
+    factory, shape = SMALL[name]
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model, example = factory().eval(), torch.randn(shape)
+    return export_module(model, (example,))
+
+
+def renamed() -> GraphModule:
+    """small_cnn with the nodes of ``RENAMED`` renamed."""
+    gm = export("small_cnn")
+    for node in gm.graph.nodes:
+        if node.name in RENAMED:
+            node.name = RENAMED[node.name]
+    gm.recompile()
+    return gm
+
+
+def _rules_on(ns: Namespace, gm: GraphModule) -> dict[str, Any]:
+    from common.pt2e import prepare_pt2e
+
+    prepared = prepare_pt2e(gm, ns["RuleQuantizer"]())
+    found = labels(prepared)
+    return {"labels": found["positions"], "claimed": found["claimed"], **observers(prepared)}
+
+
+def rule_small_models(ns: Namespace, seed: int) -> Any:
+    """Small models of this case file: a constant added first (constant_first), a conv read by a relu and an add
+    (conv_two_readers), two convs whose relus come later (relu_later), a conv1d (not conv2d) before a linear;
+    and small_cnn with its nodes renamed (renamed)."""
+    out = {name: _rules_on(ns, export_small(name)) for name in ("constant_first", "conv_two_readers", "relu_later")}
+    out["conv1d"] = _rules_on(ns, export_small("conv1d"))
+    out["renamed"] = _rules_on(ns, renamed())
+    return out
+
+
+def rule_no_bias(ns: Namespace, seed: int) -> Any:
+    """A linear without bias (nn.Linear(16, 8, bias=False)): node.args has only x and the weight."""
+    return _rules_on(ns, export_small("no_bias"))
+
+
+def rule_labelled_before(ns: Namespace, seed: int) -> Any:
+    """mlp labelled before RuleQuantizer runs: the first linear's label claimed by another Quantizer
+    (``_annotated=True``, its output per-tensor symmetric), the second linear's a draft nobody claimed
+    (``_annotated=False``, its output int8 [-100, 100]). The evidence is the labels after prepare_pt2e."""
+    from common.pt2e import prepare_pt2e
+
+    gm = export("mlp")
+    nodes = {n.name: n for n in gm.graph.nodes}
+    other = QuantizationSpec(
+        dtype=torch.int8,
+        quant_min=-127,
+        quant_max=127,
+        qscheme=torch.per_tensor_symmetric,
+        observer_or_fake_quant_ctr=MinMaxObserver,
+    )
+    draft = QuantizationSpec(
+        dtype=torch.int8,
+        quant_min=-100,
+        quant_max=100,
+        qscheme=torch.per_tensor_affine,
+        observer_or_fake_quant_ctr=MinMaxObserver,
+    )
+    first = nodes["linear"]
+    first.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+        input_qspec_map={first.args[0]: other}, output_qspec=other, _annotated=True
+    )
+    nodes["linear_1"].meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=draft, _annotated=False)
+    found = labels(prepare_pt2e(gm, ns["RuleQuantizer"]()))
+    return {"labelled_before": found["positions"], "claimed": found["claimed"]}
+
+
 # --- validate -------------------------------------------------------------------------------------
 
 
-def xnnpack_labelled(name: str, spoil: Callable[[dict[str, Node]], None] | None = None) -> GraphModule:
-    """A chapter model (without BN) labelled in place by XNNPACKQuantizer (per-channel), then ``spoil``-ed."""
+def xnnpack_labelled(
+    name: str, spoil: Callable[[dict[str, Node]], None] | None = None, per_channel: bool = True
+) -> GraphModule:
+    """A chapter model (without BN) or one of ``SMALL`` (or ``renamed``) labelled in place by XNNPACKQuantizer
+    (per-channel unless ``per_channel`` is False), then ``spoil``-ed."""
     from common.pt2e import get_xnnpack_quantizer
 
-    quantizer = get_xnnpack_quantizer(is_per_channel=True)[0]
-    gm = quantizer.transform_for_annotation(export(name))
+    quantizer = get_xnnpack_quantizer(is_per_channel=per_channel)[0]
+    gm = export_small(name) if name in SMALL else renamed() if name == "renamed" else export(name)
+    gm = quantizer.transform_for_annotation(gm)
     quantizer.annotate(gm)
     if spoil is not None:
         spoil({n.name: n for n in gm.graph.nodes})
     return gm
 
 
+def _annotations_text(gm: GraphModule) -> str:
+    """Every label of ``gm`` as one text, to see whether validate changed one."""
+    try:
+        return json.dumps(describe_annotations(gm), sort_keys=True, default=str)
+    except Exception:  # a label of a shape describe_annotations cannot read: compare what it can
+        return repr(sorted(n.name for n in gm.graph.nodes if ANNOTATION_KEY in n.meta))
+
+
 def verdict(ns: Namespace, gm: GraphModule, node: str | None) -> str:
-    """``沒有出錯``, ``ValueError，訊息寫出 <node>``, ``ValueError，訊息沒寫出 <node>`` or the other error's name."""
+    """``沒有出錯``, ``沒有出錯，但改了標籤`` (validate changed a label), ``ValueError，訊息寫出 <node>``,
+    ``ValueError，訊息沒寫出 <node>`` or the other error's name."""
+    before = _annotations_text(gm)
     try:
         ns["CheckedRuleQuantizer"]().validate(gm)
     except ValueError as exc:
@@ -71,7 +235,7 @@ def verdict(ns: Namespace, gm: GraphModule, node: str | None) -> str:
         return f"ValueError，訊息{'寫出' if named else '沒寫出'} {node}"
     except Exception as exc:  # the wrong kind of error shows in the comparison
         return type(exc).__name__
-    return "沒有出錯"
+    return "沒有出錯" if _annotations_text(gm) == before else "沒有出錯，但改了標籤"
 
 
 def _label(nodes: dict[str, Node], name: str) -> Any:
@@ -112,6 +276,118 @@ def validate_spoiled(ns: Namespace, seed: int) -> Any:
         "fused_output": verdict(ns, xnnpack_labelled("conv_relu", fused_output), "conv2d"),
         "not_an_input": verdict(ns, xnnpack_labelled("small_cnn", not_an_input), "conv2d_1"),
         "too_wide": verdict(ns, xnnpack_labelled("cat_pool", too_wide), "cat"),
+    }
+
+
+def _spec(dtype: torch.dtype, low: int, high: int, scheme: torch.qscheme = torch.per_tensor_affine) -> QuantizationSpec:
+    """A spec of ``dtype`` over ``[low, high]`` (per-channel ones along ch_axis 0)."""
+    from common.pt2e import PerChannelMinMaxObserver
+
+    channel = scheme in (torch.per_channel_affine, torch.per_channel_symmetric)
+    return QuantizationSpec(
+        dtype=dtype,
+        quant_min=low,
+        quant_max=high,
+        qscheme=scheme,
+        ch_axis=0 if channel else None,
+        observer_or_fake_quant_ctr=PerChannelMinMaxObserver if channel else MinMaxObserver,
+    )
+
+
+class _ComputedWeight(nn.Module):
+    """A conv whose weight is computed by an op (a mul): the weight node is called mul, not ..._weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kernel = nn.Parameter(torch.randn(4, 3, 3, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.conv2d(x, self.kernel * 0.5)
+
+
+SMALL["computed_weight"] = (_ComputedWeight, (2, 3, 8, 8))
+
+
+def validate_correct_more(ns: Namespace, seed: int) -> Any:
+    """More correct labels: small_cnn's weights per-tensor symmetric (XNNPACKQuantizer's other setting); the relu
+    of conv_relu output uint8 [0, 255]; cat's inputs (in a list, node.args[0]) labelled too (cat_pool); a conv
+    read by a relu and an add, which does not fuse (conv_two_readers): its output label is right."""
+
+    def uint8_output(nodes: dict[str, Node]) -> None:
+        _label(nodes, "relu").output_qspec = _spec(torch.uint8, 0, 255)
+
+    def cat_inputs(nodes: dict[str, Node]) -> None:
+        cat = nodes["cat"]
+        label = cat.meta.setdefault(ANNOTATION_KEY, QuantizationAnnotation())
+        for producer in cat.all_input_nodes:
+            label.input_qspec_map[producer] = act_spec()
+        label.output_qspec = act_spec()
+        label._annotated = True
+
+    return {
+        "per_tensor_weight": verdict(ns, xnnpack_labelled("small_cnn", per_channel=False), None),
+        "uint8_output": verdict(ns, xnnpack_labelled("conv_relu", uint8_output), None),
+        "cat_inputs": verdict(ns, xnnpack_labelled("cat_pool", cat_inputs), None),
+        "conv_two_readers": verdict(ns, xnnpack_labelled("conv_two_readers"), None),
+    }
+
+
+def validate_spoiled_more(ns: Namespace, seed: int) -> Any:
+    """More wrong labels, one each: conv2d's weight per-channel affine (small_cnn); relu's output range [5, 5]
+    (conv_relu); the model input x's output int8 [0, 255] (cat_pool); conv2d's output labelled inside conv → relu
+    while relu has no label (conv_relu); conv2d's weight int8 [-127, 128] (small_cnn); an edge from x with spec
+    None on conv2d_1, which does not read x (small_cnn); a computed weight (mul) per-tensor affine
+    (computed_weight); conv2d's output inside conv → relu when the relu comes later (relu_later) and in small_cnn
+    with renamed nodes (renamed); linear's claimed output int8 [0, 255] (small_cnn)."""
+
+    def channel_affine(nodes: dict[str, Node]) -> None:
+        _label(nodes, "conv2d").input_qspec_map[nodes["conv1_weight"]] = _spec(
+            torch.int8, -128, 127, torch.per_channel_affine
+        )
+
+    def equal_range(nodes: dict[str, Node]) -> None:
+        _label(nodes, "relu").output_qspec = _spec(torch.int8, 5, 5)
+
+    def input_range(nodes: dict[str, Node]) -> None:
+        nodes["x"].meta[ANNOTATION_KEY] = QuantizationAnnotation(
+            output_qspec=_spec(torch.int8, 0, 255), _annotated=True
+        )
+
+    def relu_unlabelled(nodes: dict[str, Node]) -> None:
+        _label(nodes, "conv2d").output_qspec = act_spec()
+        del nodes["relu"].meta[ANNOTATION_KEY]
+
+    def weight_range(nodes: dict[str, Node]) -> None:
+        _label(nodes, "conv2d").input_qspec_map[nodes["conv1_weight"]] = _spec(
+            torch.int8, -127, 128, torch.per_channel_symmetric
+        )
+
+    def none_key(nodes: dict[str, Node]) -> None:
+        _label(nodes, "conv2d_1").input_qspec_map[nodes["x"]] = None
+
+    def computed_weight(nodes: dict[str, Node]) -> None:
+        _label(nodes, "conv2d").input_qspec_map[nodes["mul"]] = act_spec()
+
+    def fused_output(name: str) -> Callable[[dict[str, Node]], None]:
+        def spoil(nodes: dict[str, Node]) -> None:
+            _label(nodes, name).output_qspec = act_spec()
+
+        return spoil
+
+    def claimed_wide(nodes: dict[str, Node]) -> None:
+        _label(nodes, "linear").output_qspec = _spec(torch.int8, 0, 255)
+
+    return {
+        "channel_affine": verdict(ns, xnnpack_labelled("small_cnn", channel_affine), "conv2d"),
+        "equal_range": verdict(ns, xnnpack_labelled("conv_relu", equal_range), "relu"),
+        "input_range": verdict(ns, xnnpack_labelled("cat_pool", input_range), "x"),
+        "relu_unlabelled": verdict(ns, xnnpack_labelled("conv_relu", relu_unlabelled), "conv2d"),
+        "weight_range": verdict(ns, xnnpack_labelled("small_cnn", weight_range), "conv2d"),
+        "none_key": verdict(ns, xnnpack_labelled("small_cnn", none_key), "conv2d_1"),
+        "computed_weight": verdict(ns, xnnpack_labelled("computed_weight", computed_weight), "conv2d"),
+        "relu_later": verdict(ns, xnnpack_labelled("relu_later", fused_output("conv2d")), "conv2d"),
+        "renamed": verdict(ns, xnnpack_labelled("renamed", fused_output(RENAMED["conv2d"])), RENAMED["conv2d"]),
+        "claimed_wide": verdict(ns, xnnpack_labelled("small_cnn", claimed_wide), "linear"),
     }
 
 
@@ -172,10 +448,107 @@ def _public_nothing(seen: Any, expected: Any) -> bool:
 def _public_crash_on_inputs(seen: Any, expected: Any) -> bool:
     return any(
         name == "IndexError"
+        and case != "no_bias"
         and "tuple index" in diagnosis.error_message(seen, case)
         and "args[2]" not in diagnosis.error_message(seen, case)
         for case, name in diagnosis.errors(seen).items()
     )
+
+
+def _record(seen: Any, expected: Any, name: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """``(got, want)`` of the public model ``name`` (its path ends with it), None when either is absent."""
+    for place, got, want in rule_records(seen, expected):
+        if place and place[-1] == name:
+            return got, want
+    return None
+
+
+def _public_renamed(seen: Any, expected: Any) -> bool:
+    """Labels lost only where the nodes were renamed: small_cnn under its own names is labelled right."""
+    renamed, plain = _record(seen, expected, "renamed"), _record(seen, expected, "small_cnn")
+    if renamed is None or plain is None:
+        return False
+    lost, _ = _label_changes(*renamed)
+    return bool(lost) and plain[0]["labels"] == plain[1]["labels"]
+
+
+def _public_found_by_name(seen: Any, expected: Any) -> bool:
+    return _public_crash_on_inputs(seen, expected) or _public_renamed(seen, expected)
+
+
+def _public_look_alike(seen: Any, expected: Any) -> bool:
+    """conv1d (whose target's name contains "conv") labelled, the renamed small_cnn labelled right."""
+    look_alike, renamed = _record(seen, expected, "conv1d"), _record(seen, expected, "renamed")
+    if look_alike is None or renamed is None or renamed[0]["labels"] != renamed[1]["labels"]:
+        return False
+    _, gained = _label_changes(*look_alike)
+    return any("conv1d" in position for position in gained)
+
+
+def _before(seen: Any, expected: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    got, want = diagnosis.value(seen, "labelled_before"), diagnosis.value(expected, "labelled_before")
+    if isinstance(got, dict) and isinstance(want, dict):
+        mine, key = got.get("labelled_before"), want.get("labelled_before")
+        if isinstance(mine, dict) and isinstance(key, dict):
+            return mine, key
+    return {}, {}
+
+
+def _public_overwrote(seen: Any, expected: Any) -> bool:
+    """A position of the label another Quantizer claimed (per-tensor symmetric) carries another spec."""
+    mine, key = _before(seen, expected)
+    return any("per_tensor_symmetric" in str(spec) and mine.get(p) != spec for p, spec in key.items())
+
+
+def _public_draft_kept(seen: Any, expected: Any) -> bool:
+    """The unclaimed draft's spec (int8 [-100, 100]) is still on the graph after RuleQuantizer."""
+    mine, key = _before(seen, expected)
+    return any("[-100,100]" in str(spec) and key.get(p) != spec for p, spec in mine.items())
+
+
+def _public_bias_crash(seen: Any, expected: Any) -> bool:
+    """Only the linear without bias fails, with an IndexError: node.args[2] read where there is none."""
+    return diagnosis.errors(seen) == {"no_bias": "IndexError"} and "tuple index" in diagnosis.error_message(
+        seen, "no_bias"
+    )
+
+
+def _fused_in_key(want: dict[str, Any]) -> set[str]:
+    """The convs the key labels (an input edge) without an output label: those fused with their relu."""
+    convs = {edge[1] for edge in map(_edge_of, want["labels"]) if edge and op_named(edge[1], "conv2d")}
+    return {conv for conv in convs if f"{conv} 的輸出" not in want["labels"]}
+
+
+def _public_next_node(seen: Any, expected: Any) -> bool:
+    """Some conv the key fuses has an output label of its own, while another is fused right."""
+    apart = together = False
+    for _, got, want in rule_records(seen, expected):
+        for conv in _fused_in_key(want):
+            if f"{conv} 的輸出" in got["labels"]:
+                apart = True
+            else:
+                together = True
+    return apart and together
+
+
+def _public_fuses_shared(seen: Any, expected: Any) -> bool:
+    """A conv with two consumers lost its output label to the relu that reads it."""
+    for _, got, want in rule_records(seen, expected):
+        lost, gained = _label_changes(got, want)
+        if any(op_named(_output_of(p), "conv2d") for p in lost) and any(
+            op_named(_output_of(p), "relu") for p in gained
+        ):
+            return True
+    return False
+
+
+def _public_constant_edge(seen: Any, expected: Any) -> bool:
+    """An input edge of an add labelled that the key leaves alone (a model constant's)."""
+    for _, got, want in rule_records(seen, expected):
+        _, gained = _label_changes(got, want)
+        if any((edge := _edge_of(p)) and op_named(edge[1], "add") for p in gained):
+            return True
+    return False
 
 
 def _public_histogram(seen: Any, expected: Any) -> bool:
@@ -288,7 +661,7 @@ RULE_MISCONCEPTIONS = (
         "名叫 linear_90 的 node 其實是 conv。用名字認 op，換個模型就貼錯地方（模型輸入沒有 node.args，直接讀也會出錯）。"
         '要用 node.op == "call_function" 而且 node.target == CONV 這樣比對。',
         BY_TARGET,
-        public=_public_crash_on_inputs,
+        public=_public_found_by_name,
     ),
     Misconception(
         "target_substring",
@@ -297,6 +670,7 @@ RULE_MISCONCEPTIONS = (
         '"add" 會比對到 addmm，"max_pool2d" 會比對到 max_pool2d_with_indices：它們都不是規則表裡的 op。'
         "要拿 node.target 和 torch.ops.aten.conv2d.default 這些物件直接比相等。",
         BY_TARGET,
+        public=_public_look_alike,
     ),
     Misconception(
         "overwrites_claimed",
@@ -304,6 +678,7 @@ RULE_MISCONCEPTIONS = (
         "_annotated 為 True 表示這個 node 已經有 Quantizer 負責，標籤是它的。你的程式照樣重貼，覆蓋了別人的決定。"
         "先看 node.meta 裡的標籤，_annotated 是 True 就跳過。",
         RULES,
+        public=_public_overwrote,
     ),
     Misconception(
         "skips_unclaimed_label",
@@ -311,6 +686,7 @@ RULE_MISCONCEPTIONS = (
         "有標籤不代表有人認領：_annotated 為 False 的標籤是沒人負責的草稿，照規則重貼、再設 _annotated = True 才對。"
         "要跳過的只有 _annotated 是 True 的 node。",
         RULES,
+        public=_public_draft_kept,
     ),
     Misconception(
         "other_observer",
@@ -326,6 +702,7 @@ RULE_MISCONCEPTIONS = (
         "node.next 只是圖上排在後面的 node，不一定讀 conv 的輸出：relu 可能隔了好幾個 node，"
         "緊接在 conv 後面的 relu 也可能讀的是別的值。融合要看 node.users：conv 唯一的 consumer 是 relu 才融合。",
         USERS,
+        public=_public_next_node,
     ),
     Misconception(
         "fuses_shared_conv",
@@ -333,6 +710,7 @@ RULE_MISCONCEPTIONS = (
         "conv 的輸出沒有標籤、只把標籤貼在 relu 上，另一個 consumer 讀到的就是沒量化的 conv 輸出。"
         "只有 conv 唯一的 consumer 是 relu 時才融合；有兩個以上 consumer，conv 自己貼輸出標籤。",
         EDGE_AND_OUTPUT,
+        public=_public_fuses_shared,
     ),
     Misconception(
         "linear_fuses_relu",
@@ -388,6 +766,7 @@ RULE_MISCONCEPTIONS = (
         "nn.Linear(..., bias=False) export 出來是 linear(x, weight)，根本沒有 node.args[2]；沒有 bias 的 conv 也可能只有兩個引數。"
         "直接讀 node.args[2]，遇到沒有 bias 的模型就出錯。先確認 len(node.args) > 2 而且 node.args[2] 是 Node，才替 bias 設 None。",
         RULES,
+        public=_public_bias_crash,
     ),
     Misconception(
         "quantizes_bias",
@@ -403,6 +782,7 @@ RULE_MISCONCEPTIONS = (
         'op == "get_attr" 的 node 是模型常數（buffer），不是 activation；add 只標 activation 輸入，常數排第一個或第二個都一樣。'
         "過濾 node.args[:2] 時，除了純量，也要排除 get_attr。",
         RULES,
+        public=_public_constant_edge,
     ),
     Misconception(
         "add_no_output",
@@ -507,6 +887,95 @@ def _public_too_wide_passes(seen: Any, expected: Any) -> bool:
     )
 
 
+def _missed(seen: Any, expected: Any, name: str, case: str = "spoiled_more") -> bool:
+    """The spoiled graph ``name`` passed validate (the key raised on it)."""
+    mine, key = _verdicts(seen, case).get(name), _verdicts(expected, case).get(name)
+    return mine == "沒有出錯" and key is not None and key != mine
+
+
+def _refused(seen: Any, expected: Any, name: str) -> bool:
+    """The correct graph ``name`` of ``correct_more`` refused with a ValueError, the other correct graphs passed."""
+    mine, key = _verdicts(seen, "correct_more"), _verdicts(expected, "correct_more")
+    return (
+        not _rejected_correct(seen, expected)
+        and mine.get(name, "").startswith("ValueError")
+        and all(mine.get(other) == verdict for other, verdict in key.items() if other != name)
+    )
+
+
+def _public_changed_labels(seen: Any, expected: Any) -> bool:
+    return any(
+        "改了標籤" in verdict
+        for case in ("correct", "spoiled", "correct_more", "spoiled_more")
+        for verdict in _verdicts(seen, case).values()
+    )
+
+
+def _public_one_symmetric(seen: Any, expected: Any) -> bool:
+    return _public_per_tensor_only(seen, expected) or _refused(seen, expected, "per_tensor_weight")
+
+
+def _public_next_node_validate(seen: Any, expected: Any) -> bool:
+    """The relu that comes later is not seen as fused, or the conv with a relu next and an add was; the adjacent
+    conv → relu of the first spoiled graphs is checked right."""
+    mine, key = _verdicts(seen, "spoiled"), _verdicts(expected, "spoiled")
+    adjacent = mine.get("fused_output") == key.get("fused_output") is not None
+    return adjacent and (_missed(seen, expected, "relu_later") or _refused(seen, expected, "conv_two_readers"))
+
+
+def _public_claimed_only(seen: Any, expected: Any) -> bool:
+    """The unclaimed too-wide label passes, the claimed one (linear's output) does not."""
+    return _public_too_wide_passes(seen, expected) and not _missed(seen, expected, "claimed_wide")
+
+
+def _public_order_only(seen: Any, expected: Any) -> bool:
+    """Too-wide ranges pass, claimed or not."""
+    return _public_too_wide_passes(seen, expected) and _missed(seen, expected, "claimed_wide")
+
+
+def _public_renamed_fusion(seen: Any, expected: Any) -> bool:
+    mine, key = _verdicts(seen, "spoiled"), _verdicts(expected, "spoiled")
+    return mine.get("fused_output") == key.get("fused_output") is not None and _missed(seen, expected, "renamed")
+
+
+def _public_channel_affine(seen: Any, expected: Any) -> bool:
+    return _missed(seen, expected, "channel_affine")
+
+
+def _public_computed_weight(seen: Any, expected: Any) -> bool:
+    return _missed(seen, expected, "computed_weight")
+
+
+def _public_uint8_refused(seen: Any, expected: Any) -> bool:
+    return _refused(seen, expected, "uint8_output")
+
+
+def _public_cat_refused(seen: Any, expected: Any) -> bool:
+    return _refused(seen, expected, "cat_inputs")
+
+
+def _public_none_key(seen: Any, expected: Any) -> bool:
+    return _missed(seen, expected, "none_key")
+
+
+def _public_relu_unlabelled(seen: Any, expected: Any) -> bool:
+    return _missed(seen, expected, "relu_unlabelled")
+
+
+def _public_weight_range(seen: Any, expected: Any) -> bool:
+    """The weight's too-wide range passes, the same kind of range on an output (linear's) does not."""
+    return _missed(seen, expected, "weight_range") and not _missed(seen, expected, "claimed_wide")
+
+
+def _public_equal_range(seen: Any, expected: Any) -> bool:
+    return _missed(seen, expected, "equal_range")
+
+
+def _public_input_range(seen: Any, expected: Any) -> bool:
+    """x's too-wide output passes while the same range on cat (a call_function node) does not."""
+    return _missed(seen, expected, "input_range") and not _public_too_wide_passes(seen, expected)
+
+
 VALIDATE_MISCONCEPTIONS = (
     Misconception(
         "fixes_silently",
@@ -514,6 +983,7 @@ VALIDATE_MISCONCEPTIONS = (
         "validate 的工作是把錯的標籤擋下來、告訴寫 Quantizer 的人，不是替他修：你悄悄改掉標籤，"
         "錯的 Quantizer 就永遠沒有人知道，換個模型又出一樣的錯。validate 只讀標籤，違反規則就 raise ValueError。",
         VALIDATE,
+        public=_public_changed_labels,
     ),
     Misconception(
         "reads_every_spec",
@@ -569,7 +1039,7 @@ VALIDATE_MISCONCEPTIONS = (
         "symmetric 有兩種：torch.per_tensor_symmetric 與 torch.per_channel_symmetric，XNNPACK 的 weight 通常用 per-channel，"
         "也可以設定成 per-tensor。你只放行其中一種，另一種正確的 weight 也被擋掉；規則是兩種 symmetric 都接受。",
         CHECKS,
-        public=_public_per_tensor_only,
+        public=_public_one_symmetric,
     ),
     Misconception(
         "any_conv_output",
@@ -585,6 +1055,7 @@ VALIDATE_MISCONCEPTIONS = (
         "node.next 只是圖上排在後面的 node：conv 唯一的 consumer relu 可能隔了好幾個 node，"
         "緊接在 conv 後面的 relu 也可能讀的是別的值。判斷融合 pattern 要看 node.users。",
         USERS,
+        public=_public_next_node_validate,
     ),
     Misconception(
         "claimed_only",
@@ -592,7 +1063,7 @@ VALIDATE_MISCONCEPTIONS = (
         "prepare_pt2e 插 observer 時不看 _annotated：沒人認領的標籤照樣插 observer，錯了一樣會算錯。"
         "validate 要檢查每一張標籤。",
         ROLES,
-        public=_public_too_wide_passes,
+        public=_public_claimed_only,
     ),
     Misconception(
         "found_by_name",
@@ -600,6 +1071,7 @@ VALIDATE_MISCONCEPTIONS = (
         "node 的名字只是標記，pass 改過名字之後，叫 linear_90 的可能是 conv。用名字認 op，改過名字的圖就檢查錯了。"
         '要用 node.op == "call_function" 而且 node.target == CONV 判斷。',
         BY_TARGET,
+        public=_public_renamed_fusion,
     ),
     Misconception(
         "affine_only",
@@ -607,6 +1079,7 @@ VALIDATE_MISCONCEPTIONS = (
         "不是 symmetric 的方案不只 per_tensor_affine，還有 per_channel_affine：它一樣不是 XNNPACK 接受的 weight。"
         "規則是「qscheme 必須是兩種 symmetric 之一」，用白名單檢查，不要只列一種不行的。",
         CHECKS,
+        public=_public_channel_affine,
     ),
     Misconception(
         "weight_by_name",
@@ -614,6 +1087,7 @@ VALIDATE_MISCONCEPTIONS = (
         "weight 不一定叫 weight：它可以是由 op 算出來的 node（例如 mul_1）。conv 與 linear 的 weight 就是 node.args[1]，"
         "用 ann.input_qspec_map.get(node.args[1]) 拿它的規格。",
         RULES,
+        public=_public_computed_weight,
     ),
     Misconception(
         "int8_range_only",
@@ -621,6 +1095,7 @@ VALIDATE_MISCONCEPTIONS = (
         "每份規格的 dtype 不一定是 int8：uint8、int16、int32 的正確規格範圍都超出 [-128, 127]。"
         "範圍要照 spec.dtype 查：torch.iinfo(spec.dtype).min 與 .max。",
         CHECKS,
+        public=_public_uint8_refused,
     ),
     Misconception(
         "key_in_args",
@@ -628,6 +1103,7 @@ VALIDATE_MISCONCEPTIONS = (
         "node.args 不一定直接放著輸入：cat 的輸入在 node.args[0] 這個 list 裡，所以 cat 的正確標籤也被擋了。"
         "要用 node.all_input_nodes，它把 list 裡的輸入也攤開。",
         ADD_LABEL,
+        public=_public_cat_refused,
     ),
     Misconception(
         "skips_none_keys",
@@ -635,6 +1111,7 @@ VALIDATE_MISCONCEPTIONS = (
         "規則 1 問的是 input_qspec_map 的每個 key，規格是 None 的也一樣：None 只表示這條邊不量化，"
         "key 仍然說這條邊存在，不存在的邊出現在標籤裡就是 Quantizer 貼錯了。先檢查 key 在不在 node.all_input_nodes，再看規格。",
         CHECKS,
+        public=_public_none_key,
     ),
     Misconception(
         "fusion_from_relu",
@@ -643,6 +1120,7 @@ VALIDATE_MISCONCEPTIONS = (
         "你只在看到有標籤的 relu 時才回頭查 conv，輸出標籤從 relu 搬回 conv、relu 沒有標籤時就漏掉了。"
         "在 conv 的標籤上檢查它的 users。",
         CHECKS,
+        public=_public_relu_unlabelled,
     ),
     Misconception(
         "range_skips_weights",
@@ -650,6 +1128,7 @@ VALIDATE_MISCONCEPTIONS = (
         "規則 4 管每一份 QuantizationSpec，weight（per-channel 的也一樣）並不例外：規則 2 只看 qscheme，"
         "int8 放不下的 quant_max 仍然要擋。輸入邊、weight 與輸出的規格都要照 torch.iinfo(spec.dtype) 檢查範圍。",
         CHECKS,
+        public=_public_weight_range,
     ),
     Misconception(
         "allows_equal",
@@ -657,6 +1136,7 @@ VALIDATE_MISCONCEPTIONS = (
         "quant_min 等於 quant_max 的範圍只有一個整數值，什麼都表示不了，observer 算 scale 時還會除以零。"
         "規則是 quant_min < quant_max，比較要用 <，不是 <=。",
         CHECKS,
+        public=_public_equal_range,
     ),
     Misconception(
         "order_only",
@@ -664,7 +1144,7 @@ VALIDATE_MISCONCEPTIONS = (
         "範圍還必須是 dtype 表示得出來的整數：int8 放不下 255，uint8 沒有負數。"
         "用 torch.iinfo(spec.dtype) 拿到 dtype 的 min、max，確認 min <= quant_min 而且 quant_max <= max。",
         CHECKS,
-        public=_public_too_wide_passes,
+        public=_public_order_only,
     ),
     Misconception(
         "call_function_only",
@@ -672,6 +1152,7 @@ VALIDATE_MISCONCEPTIONS = (
         "標籤不只貼在 op 上：模型輸入（placeholder）x 也可以有輸出標籤，它的範圍一樣要檢查。"
         "validate 要看每個有標籤的 node，不要先過濾 node.op。",
         EDGE_AND_OUTPUT,
+        public=_public_input_range,
     ),
 )
 
@@ -682,14 +1163,25 @@ PUBLIC = declare(
         "rule_quantizer",
         "RuleQuantizer：依 node.target 照規則表貼標籤",
         ("RuleQuantizer",),
-        {"small_cnn": rule_small_cnn, "residual_mlp": rule_residual_mlp},
+        {
+            "small_cnn": rule_small_cnn,
+            "residual_mlp": rule_residual_mlp,
+            "small_models": rule_small_models,
+            "no_bias": rule_no_bias,
+            "labelled_before": rule_labelled_before,
+        },
         misconceptions=RULE_MISCONCEPTIONS,
     ),
     Exercise(
         "validate",
         "validate：擋住錯的標籤",
         ("CheckedRuleQuantizer",),
-        {"correct": validate_correct, "spoiled": validate_spoiled},
+        {
+            "correct": validate_correct,
+            "spoiled": validate_spoiled,
+            "correct_more": validate_correct_more,
+            "spoiled_more": validate_spoiled_more,
+        },
         misconceptions=VALIDATE_MISCONCEPTIONS,
     ),
 )
