@@ -97,7 +97,12 @@ def _minmax(qmin: int = -128, qmax: int = 127, qscheme: Any = torch.per_tensor_a
 def _run(ns: Namespace, seed: int, name: str, shape: tuple[int, ...], positions: list[tuple[Position, Any]]) -> Any:
     from common.models import get_model
 
-    gm = export(get_model(name), seeded_inputs(seed, shape))
+    return _run_graph(ns, seed, export(get_model(name), seeded_inputs(seed, shape)), shape, positions)
+
+
+def _run_graph(
+    ns: Namespace, seed: int, gm: GraphModule, shape: tuple[int, ...], positions: list[tuple[Position, Any]]
+) -> dict[str, Any]:
     returned = insert_all(ns, gm, positions)
     calibrate(gm, [shape], seed)
     return {
@@ -124,14 +129,46 @@ def cat_pool(ns: Namespace, seed: int) -> Any:
 
 
 def cat_pool_node(ns: Namespace, seed: int) -> Any:
-    """cat_pool: the node x, so both convs read x through the same observer node."""
-    return _run(ns, seed, "cat_pool", (2, 3, 16, 16), [(("node", "x"), _minmax())])
+    """cat_pool: the node x, so both convs read x through the same observer node; the node conv2d, which the
+    cat reads inside a list."""
+    return _run(ns, seed, "cat_pool", (2, 3, 16, 16), [(("node", "x"), _minmax()), (("node", "conv2d"), _minmax())])
 
 
 def mlp_shared(ns: Namespace, seed: int) -> Any:
-    """mlp: one observer instance on the node x and on the node relu (shared, like SharedQuantizationSpec)."""
+    """mlp: one observer instance on the node x and on the node relu (shared, like SharedQuantizationSpec), then
+    another instance on the node linear_1 (the shared one already hangs under two names)."""
     shared = _minmax()
-    return _run(ns, seed, "mlp", (4, 16), [(("node", "x"), shared), (("node", "relu"), shared)])
+    positions = [(("node", "x"), shared), (("node", "relu"), shared), (("node", "linear_1"), _minmax())]
+    return _run(ns, seed, "mlp", (4, 16), positions)
+
+
+class SquareGap(nn.Module):
+    """A linear squared (``h * h``: mul reads linear twice) and its gap to the input (``h - x``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.fc(x)
+        return h * h, h - x
+
+
+def square_gap(ns: Namespace, seed: int) -> Any:
+    """SquareGap after a pass rebuilt the sub as ``sub(linear, other=x)`` (x read through a keyword argument):
+    two edges from linear (to mul, which reads it twice, and to sub) and the node x."""
+    gm = export(SquareGap(), seeded_inputs(seed, (4, 6)))
+    sub = next(n for n in gm.graph.nodes if n.name == "sub")
+    first, second = sub.args
+    sub.args, sub.kwargs = (first,), {"other": second}
+    gm.graph.lint()
+    gm.recompile()
+    positions = [
+        (("edge", "linear", "mul"), _minmax()),
+        (("edge", "linear", "sub"), _minmax()),
+        (("node", "x"), _minmax()),
+    ]
+    return {**_run_graph(ns, seed, gm, (4, 6), positions), "keyword_reads": [["sub", "x"]]}
 
 
 # --- reading the evidence: the student's graph beside prepare_pt2e's (the preview and the grader alike) --------
@@ -141,6 +178,12 @@ UNBOUND = ("UnboundLocalError", "NameError")
 
 PREFILLED = ("prepared",)
 """Cases whose graph already holds observers (prepare_pt2e's) before the student inserts any."""
+
+SHARED_FIRST = ("mlp_shared",)
+"""Public cases where one instance already hangs under several names when another observer is inserted."""
+
+NAME_TRAPS = PREFILLED + SHARED_FIRST
+"""Cases where counting the observer instances gives a name that is already taken."""
 
 
 def graph_pairs(
@@ -299,14 +342,16 @@ def copies_observer(seen: Any, expected: Any) -> bool:
 def one_name(seen: Any, expected: Any) -> bool:
     """Observers of separate positions are one instance in a graph that had none before."""
     return any(
-        merged(got, want) for place, _, got, want, _returned in graph_pairs(seen, expected) if place[0] not in PREFILLED
+        merged(got, want)
+        for place, _, got, want, _returned in graph_pairs(seen, expected)
+        if place[0] not in NAME_TRAPS
     )
 
 
 def name_taken(seen: Any, expected: Any) -> bool:
     """Only in a graph that already had observers, a new observer took an existing one's place."""
     pairs = graph_pairs(seen, expected)
-    return any(merged(got, want) for place, _, got, want, _ in pairs if place[0] in PREFILLED) and not one_name(
+    return any(merged(got, want) for place, _, got, want, _ in pairs if place[0] in NAME_TRAPS) and not one_name(
         seen, expected
     )
 
@@ -351,10 +396,10 @@ def rebuilds_args(seen: Any, expected: Any) -> bool:
 
 def keyword_reads_missed(seen: Any, expected: Any) -> bool:
     """Every read that skips an observer prepare_pt2e's graph goes through is one the consumer makes through a
-    keyword argument (``keyword_reads``, hidden cases only), and there is one: only ``args`` were rewired."""
+    keyword argument (``keyword_reads``), and there is one: only ``args`` were rewired."""
     found = False
     for _, got, want in diagnosis.aligned(seen, expected, "positions"):
-        mine, theirs = got.get("mine"), want.get("prepare_pt2e")
+        mine, theirs = got.get("mine", got.get("graph")), want.get("prepare_pt2e", want.get("graph"))
         if not isinstance(mine, dict) or not isinstance(theirs, dict):
             continue
         lost = missed(mine, theirs)
@@ -497,6 +542,7 @@ MISCONCEPTIONS = (
         "你只換了 args 裡的 producer，用 keyword 讀它的 consumer 仍讀原值，沒有經過 observer。"
         "交給 replace_input_with（邊）或 replace_all_uses_with（node），它們 args 與 kwargs 都會換。",
         BY_HAND,
+        public=keyword_reads_missed,
     ),
     Misconception(
         "node_first_user_only",
@@ -533,7 +579,13 @@ PUBLIC = declare(
         "insert_observer",
         TITLE,
         ("insert_observer",),
-        {"conv_relu": conv_relu, "cat_pool": cat_pool, "cat_pool_node": cat_pool_node, "mlp_shared": mlp_shared},
+        {
+            "conv_relu": conv_relu,
+            "cat_pool": cat_pool,
+            "cat_pool_node": cat_pool_node,
+            "mlp_shared": mlp_shared,
+            "square_gap": square_gap,
+        },
         misconceptions=MISCONCEPTIONS,
     ),
 )

@@ -16,6 +16,7 @@ import torch
 
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare
+from selfcheck.compare import EXACT_FLOAT
 from selfcheck.evidence import EvidenceError
 from selfcheck.misconceptions import Misconception, Section
 
@@ -105,6 +106,26 @@ def qparams_chapter(ns: Namespace, seed: int) -> Any:
     return rows
 
 
+FIXED_RANGES: dict[str, tuple[tuple[float, ...], int, int, bool]] = {
+    "[-0.7, 0.9]，[-128,127] affine": ((-0.7, 0.9), -128, 127, False),
+    "min / scale 剛好是 -1.5，[-127,127] affine": ((-1.5 / 16, 252.5 / 16), -127, 127, False),
+    "min / scale 剛好是 -2.5，[-127,127] affine": ((-2.5 / 16, 251.5 / 16), -127, 127, False),
+}
+"""Ranges written by hand (label → (data, quant_min, quant_max, symmetric)): float32 arithmetic gives the same bits
+on every CPU, so these rows are compared bit for bit. (max − min) of [-0.7, 0.9] rounds in float32; the two ties
+meet an odd quant_min."""
+
+
+def qparams_fixed(ns: Namespace, seed: int) -> Any:
+    """Ranges written by hand, compared bit for bit: a difference that float32 rounds, .5 ties with quant_min -127."""
+    rows = {}
+    for label, (data, qmin, qmax, symmetric) in FIXED_RANGES.items():
+        seen = observer(qmin, qmax, symmetric)
+        seen(torch.tensor(data))
+        rows[label] = student_qparams(ns, seen, qmin, qmax, symmetric, EPS)
+    return rows
+
+
 def qparams_eps_and_channels(ns: Namespace, seed: int) -> Any:
     """eps = 2**-12 on all zeros; a 4-channel weight (one channel all 0), symmetric per-channel."""
     seen = observer(-128, 127, False, XNNPACK_EPS)
@@ -133,6 +154,7 @@ def _far() -> torch.Tensor:
 
 PUBLIC_QUANTIZE = {
     "quantize 剛好在 .5 附近（scale=0.1, zero_point=3）": (lambda: _ties(0.1, -40, 40), 0.1, 3, -128, 127),
+    "quantize 剛好在 .5 附近（scale=0.0123, zero_point=-5）": (lambda: _ties(0.0123, -40, 40), 0.0123, -5, -128, 127),
     "quantize 超出 4 bit 範圍 [-8,7]": (_far, 0.05, -1, -8, 7),
 }
 """The public quantize calls on fixed inputs (int8): label → (input, scale, zero point, quant_min, quant_max)."""
@@ -157,7 +179,18 @@ def quantize_chapter(ns: Namespace, seed: int) -> Any:
     for label, (make, scale, zero_point, qmin, qmax) in PUBLIC_QUANTIZE.items():
         got = ns["quantize"](make(), scale, zero_point, qmin, qmax, torch.int8)
         rows[label] = tensor_values(got, "quantize 的結果", integer=True, dtype=torch.int8)
+    every = torch.arange(-128, 128).to(torch.int8)
+    got = ns["dequantize"](every, EXACT_DEQUANTIZE[1], EXACT_DEQUANTIZE[2])
+    rows[EXACT_DEQUANTIZE[0]] = tensor_values(got, "dequantize 的結果", integer=False, dtype=torch.float32)
     return rows
+
+
+EXACT_DEQUANTIZE = ("dequantize 每個 int8（scale=0.0123, zero_point=-5）", 0.0123, -5)
+"""A dequantize row with a hand-written scale (label, scale, zero point): the same bits on every CPU, compared bit
+for bit."""
+
+EXACT_ROWS = {label: EXACT_FLOAT for label in (*FIXED_RANGES, EXACT_DEQUANTIZE[0])}
+"""The rows the previews compare bit for bit (their inputs and qparams are written by hand)."""
 
 
 # --- reading the evidence: the student's numbers beside torchao's (the preview and the grader alike) -----------
@@ -218,13 +251,21 @@ def qparams_rows(seen: Any, expected: Any) -> list[QparamsRow]:
                 if isinstance(g, dict) and isinstance(w, dict)
             ]
         elif isinstance(want, dict) and isinstance(got, dict):
-            pairs = [(str(label), got.get(label), entry, None, None) for label, entry in want.items()]
+            pairs = [(str(label), got.get(label), entry, *_fixed_range(str(label))) for label, entry in want.items()]
         else:
             continue
         for label, mine, theirs, low, high in pairs:
             if _qparams(mine) is not None and _qparams(theirs) is not None:
                 rows.append(QparamsRow(label, *_range_of(label), low, high, mine, theirs))
     return rows
+
+
+def _fixed_range(label: str) -> tuple[list[float] | None, list[float] | None]:
+    """The observed (min, max) of a public row written by hand, as float32 values (None for other rows)."""
+    if label not in FIXED_RANGES:
+        return None, None
+    data = torch.tensor(FIXED_RANGES[label][0])
+    return [float(data.min())], [float(data.max())]
 
 
 def _ratio(mine: float, want: float) -> float:
@@ -740,6 +781,7 @@ QPARAMS_MISCONCEPTIONS = (
         "你先算 qmin − min_neg / scale 才 round；四捨六入五成雙看的是捨入那一刻的數，quant_min 是奇數（例如 -127）時，"
         "剛好 .5 的值就捨入到另一邊，差 1。照 observer 的順序：先 round，再和 quant_min 相減。",
         AFFINE,
+        public=rounds_after_quant_min,
     ),
     Misconception(
         "round_half_away",
@@ -817,6 +859,7 @@ QDQ_MISCONCEPTIONS = (
         "但手寫的 scale（例如 0.0123）float32 存不下，兩種倒數會差最後一位，剛好在兩個整數中間附近的值就差 1。"
         "照抄 op：x * (1.0 / scale)，scale 保持 Python float。",
         QDQ,
+        public=reciprocal_in_float32,
     ),
     Misconception(
         "quantize_divides",
@@ -867,8 +910,13 @@ PUBLIC = declare(
         "calculate_qparams",
         QPARAMS_TITLE,
         ("calculate_qparams",),
-        {"chapter_ranges": qparams_chapter, "eps_and_channels": qparams_eps_and_channels},
+        {
+            "chapter_ranges": qparams_chapter,
+            "fixed_ranges": qparams_fixed,
+            "eps_and_channels": qparams_eps_and_channels,
+        },
         misconceptions=QPARAMS_MISCONCEPTIONS,
+        tolerances=EXACT_ROWS,
     ),
     Exercise(
         "quantize_dequantize",
@@ -876,5 +924,6 @@ PUBLIC = declare(
         ("quantize", "dequantize"),
         {"chapter_data": quantize_chapter},
         misconceptions=QDQ_MISCONCEPTIONS,
+        tolerances=EXACT_ROWS,
     ),
 )
