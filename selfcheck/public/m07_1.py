@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import nn
 from torch.fx import GraphModule, Node
 
 from selfcheck import diagnosis
@@ -182,6 +183,80 @@ def public_mlp(ns: Namespace, seed: int) -> Any:
     return describe_answers(ns, qat_graph(get_model("mlp"), seeded_inputs(seed, (2, 16))))
 
 
+class Blend(nn.Module):
+    """Two inputs, and operands where the digits graph does not have them: an activation that is the second
+    operand of ``minimum`` (a parameter first), an activation that reaches ``maximum`` only as the keyword
+    ``other`` (``public_operands`` moves it there), weights through a transpose and a ``stack``, a linear whose
+    weight position holds the second input, an add of two activations (one shared fake-quant) and an
+    activation plus a buffer."""
+
+    def __init__(self, features: int = 4) -> None:
+        super().__init__()
+        self.ceiling = nn.Parameter(torch.rand(features) + 1.0)
+        self.proj = nn.Parameter(torch.randn(features, features))
+        self.floor = nn.Parameter(-torch.rand(features))
+        self.rows = nn.Parameter(torch.randn(features))
+        self.cols = nn.Parameter(torch.randn(features))
+        self.register_buffer("bias", torch.randn(2))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = torch.minimum(self.ceiling, x)  # the activation is the second operand
+        h = nn.functional.linear(h, self.proj.t())  # a weight through a transpose
+        g = torch.maximum(self.floor, h)  # public_operands passes h as the keyword ``other``
+        out = nn.functional.linear(g, torch.stack([self.rows, self.cols]))  # a weight through stack
+        out = out + nn.functional.linear(x, y)  # y sits where a weight goes, and is an activation
+        return out + self.bias
+
+
+def public_operands(ns: Namespace, seed: int) -> Any:
+    """Blend: roles that only a walk over every input of every op (args and kwargs) up to the model's inputs
+    gets right, and an add whose inputs and output share one fake-quant instance."""
+    torch.manual_seed(seed)
+    gm = qat_graph(Blend(), seeded_inputs(seed, (2, 4), (2, 4)))
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target == torch.ops.aten.maximum.default:
+            node.kwargs = {"other": node.args[1]}  # maximum(floor, other=h): h is no positional argument
+            node.args = (node.args[0],)
+    gm.graph.lint()
+    gm.recompile()
+    return describe_answers(ns, gm)
+
+
+def public_inserted(ns: Namespace, seed: int) -> Any:
+    """mlp's QAT graph with call_module nodes inserted by hand: an ``nn.Identity`` named like prepare's
+    fake-quants, an observer (no fake-quant) on a weight, a fake-quant with another name on the input, a
+    ``LearnableFakeQuantize`` (a FakeQuantizeBase that is no FakeQuantize) on a weight, and a fake-quant
+    that is registered but never called."""
+    from torchao.quantization.pt2e import (
+        FakeQuantize,
+        LearnableFakeQuantize,
+        MinMaxObserver,
+        MovingAverageMinMaxObserver,
+    )
+
+    from common.models import get_model
+
+    gm = qat_graph(get_model("mlp"), seeded_inputs(seed, (2, 16)))
+    inserted = [
+        ("activation_post_process_40", nn.Identity(), "relu"),
+        ("activation_post_process_41", MinMaxObserver(), "fc2_weight"),
+        ("input_range", FakeQuantize(), "x"),
+        ("activation_post_process_42", LearnableFakeQuantize(observer=MovingAverageMinMaxObserver), "fc1_weight"),
+    ]
+    for name, module, after in inserted:
+        gm.add_submodule(name, module)
+        source = next(n for n in gm.graph.nodes if n.name == after)
+        with gm.graph.inserting_after(source):
+            node = gm.graph.call_module(name, (source,))
+        for user in list(source.users):
+            if user is not node:
+                user.replace_input_with(source, node)
+    gm.add_submodule("unused_fake_quant", FakeQuantize())  # registered, but no node calls it
+    gm.graph.lint()
+    gm.recompile()
+    return describe_answers(ns, gm)
+
+
 # --- where the chapter teaches it ----------------------------------------------------------------
 
 READING = Section("D. 讀懂 QAT 圖上的 fake-quant")
@@ -227,6 +302,117 @@ def _public_activations_as_weights(seen: Any, expected: Any) -> bool:
     return flipped(seen, expected, "activation", "conv_bn_relu", "mlp") > 0 and flipped(seen, expected, "weight") == 0
 
 
+def _listed(seen: Any, expected: Any, case: str) -> tuple[list[str], list[str], dict[str, str]]:
+    """The fake-quants the student lists and the key does not, those the key lists and the student does not,
+    and every call_module node's module class."""
+    got, want = answers(seen, case).get("roles", {}), answers(expected, case).get("roles", {})
+    modules = answers(expected, case).get("modules", {})
+    return [n for n in got if n not in want], [n for n in want if n not in got], modules
+
+
+def _public_found_by_name(seen: Any, expected: Any) -> bool:
+    """A module that is no fake-quant nor observer listed (the Identity named like one), or a fake-quant with
+    another kind of name left out (the student answered on that graph)."""
+    if not answers(seen, "inserted"):
+        return False
+    extra, missing, modules = _listed(seen, expected, "inserted")
+    lookalike = any("Observer" not in modules.get(name, "Observer") for name in extra)
+    renamed = any(not name.startswith("activation_post_process") for name in missing)
+    return lookalike or renamed
+
+
+def _public_fake_quantize_class(seen: Any, expected: Any) -> bool:
+    """Only the LearnableFakeQuantize (a FakeQuantizeBase that is no FakeQuantize) left out, nothing extra."""
+    extra, missing, modules = _listed(seen, expected, "inserted")
+    return bool(missing) and not extra and all(modules.get(name) == "LearnableFakeQuantize" for name in missing)
+
+
+def _public_observers_too(seen: Any, expected: Any) -> bool:
+    extra, missing, modules = _listed(seen, expected, "inserted")
+    return bool(extra) and not missing and all("Observer" in modules.get(name, "") for name in extra)
+
+
+def _public_by_class(seen: Any, expected: Any) -> bool:
+    """Every answer is "weight" exactly for the fake-quants of the weight's class, and some answer is wrong."""
+    if not role_flips(seen, expected):
+        return False
+    for case in diagnosis.cases(expected):
+        got, modules = answers(seen, case).get("roles", {}), answers(expected, case).get("modules", {})
+        if any((role == "weight") != (modules.get(name) == "FakeQuantize") for name, role in got.items()):
+            return False
+    return True
+
+
+def _public_digits_shapes(seen: Any, expected: Any) -> bool:
+    """The weights scaled by BN's γ/σ right; weights through a transpose, a stack or an inserted module answered
+    as activations; no activation as a weight."""
+    return (
+        flipped(seen, expected, "weight", "conv_bn_relu") == 0
+        and flipped(seen, expected, "weight") > 0
+        and flipped(seen, expected, "activation") == 0
+    )
+
+
+def _operand_activations(evidence: Any) -> int:
+    return sum(1 for role in answers(evidence, "operands").get("roles", {}).values() if role == "activation")
+
+
+def _operand_activations_lost(seen: Any, expected: Any) -> int:
+    """Activations of Blend answered as weights, when the other cases and every weight are right."""
+    if role_flips(seen, expected, "conv_bn_relu", "mlp", "inserted") or flipped(seen, expected, "weight", "operands"):
+        return 0
+    return flipped(seen, expected, "activation", "operands")
+
+
+def _public_args0_only(seen: Any, expected: Any) -> bool:
+    """Following args[0] crashes on stack's list, or loses the activation behind minimum(ceiling, x) and all
+    the way downstream: most of Blend's activations."""
+    crashed = diagnosis.error(seen, "operands") in ("AttributeError", "TypeError") and "list" in (
+        diagnosis.error_message(seen, "operands")
+    )
+    return crashed or 2 * _operand_activations_lost(seen, expected) > _operand_activations(expected)
+
+
+def _public_positional_only(seen: Any, expected: Any) -> bool:
+    """Only the activation reached through the keyword argument (and what follows it) lost: a few of Blend's
+    activations."""
+    lost = _operand_activations_lost(seen, expected)
+    return 0 < lost and 2 * lost <= _operand_activations(expected)
+
+
+def _public_by_consumer_position(seen: Any, expected: Any) -> bool:
+    """Wrong both ways (the buffer added to an activation as an activation, the input y in a weight's position as
+    a weight), while conv_bn_relu's roles are right."""
+    return (
+        not role_flips(seen, expected, "conv_bn_relu")
+        and flipped(seen, expected, "weight") > 0
+        and flipped(seen, expected, "activation") > 0
+    )
+
+
+def _instances(evidence: Any, case: str) -> Any:
+    return answers(evidence, case).get("instances")
+
+
+def _public_counts_nodes(seen: Any, expected: Any) -> bool:
+    """Where fake-quant nodes share an instance (Blend's add), the count is the number of nodes."""
+    for case in diagnosis.cases(expected):
+        nodes = len(answers(expected, case).get("roles", {}))
+        want = _instances(expected, case)
+        if isinstance(want, int) and want < nodes and _instances(seen, case) == nodes:
+            return True
+    return False
+
+
+def _public_counts_registered(seen: Any, expected: Any) -> bool:
+    """Only the graph with a registered fake-quant no node calls is off (by more), with every fake-quant listed."""
+    got, want = _instances(seen, "inserted"), _instances(expected, "inserted")
+    others = ("conv_bn_relu", "mlp", "operands")
+    others_right = all(_instances(seen, case) == _instances(expected, case) for case in others)
+    extra, missing, _ = _listed(seen, expected, "inserted")
+    return isinstance(got, int) and isinstance(want, int) and got > want and others_right and not extra and not missing
+
+
 MISCONCEPTIONS = (
     Misconception(
         "changes_graph",
@@ -244,6 +430,7 @@ MISCONCEPTIONS = (
         "fake-quant 也可以叫別的名字。要看 node 呼叫的 module 是不是 fake-quant："
         "isinstance(gm.get_submodule(node.target), FakeQuantizeBase)。",
         FAKE_QUANT,
+        public=_public_found_by_name,
     ),
     Misconception(
         "fake_quantize_class",
@@ -252,6 +439,7 @@ MISCONCEPTIONS = (
         "直接繼承 FakeQuantizeBase，不是 FakeQuantize 的子類別。你用 isinstance(..., FakeQuantize) 判斷，它就被漏掉了，"
         "實例也少算。題目要的是所有 FakeQuantizeBase。",
         RULES,
+        public=_public_fake_quantize_class,
     ),
     Misconception(
         "observers_too",
@@ -259,6 +447,7 @@ MISCONCEPTIONS = (
         "observer 只看資料、記下範圍，不改數值；fake-quant 會把數值量化再反量化，訓練時模型看得見誤差。"
         "common.graph_utils.is_observer 兩種都認，這裡只要 fake-quant：用 isinstance(module, FakeQuantizeBase) 判斷。",
         FAKE_QUANT,
+        public=_public_observers_too,
     ),
     Misconception(
         "by_class",
@@ -267,6 +456,7 @@ MISCONCEPTIONS = (
         "activation 的規格也可以用在常數上。角色要從圖上看：往上游追，碰得到模型的輸入（placeholder）就是 activation，"
         "碰不到就是 weight。",
         READING,
+        public=_public_by_class,
     ),
     Misconception(
         "direct_get_attr_only",
@@ -291,6 +481,7 @@ MISCONCEPTIONS = (
         "digits 的 QAT 圖裡，weight 進 fake-quant 前只會是 get_attr 或 get_attr 乘上 γ/σ；別的模型的 weight 可以經過轉置、"
         "cat、乘上常數，或中間夾著別人插的 module。列舉看過的樣子總會漏；規則是往上游追到底，碰不到模型的輸入就是 weight。",
         READING,
+        public=_public_digits_shapes,
     ),
     Misconception(
         "args0_only",
@@ -299,6 +490,7 @@ MISCONCEPTIONS = (
         "只追 args[0]，會走到常數而把 activation 當成 weight（或在串列上出錯）。"
         "每個 op 的所有輸入都要追：node.all_input_nodes。",
         READING,
+        public=_public_args0_only,
     ),
     Misconception(
         "positional_only",
@@ -307,6 +499,7 @@ MISCONCEPTIONS = (
         "只看 node.args，就追不到這條路上的模型輸入，把 activation 當成 weight。"
         "用 node.all_input_nodes，args 與 kwargs 裡的 node 都包含在內。",
         READING,
+        public=_public_positional_only,
     ),
     Misconception(
         "by_consumer_position",
@@ -315,6 +508,7 @@ MISCONCEPTIONS = (
         "weight 也可能先經過別的 op（乘 2、加法）才用到。角色要往上游看它讀的是什麼，不是往下游看誰用它："
         "碰得到模型的輸入就是 activation。",
         READING,
+        public=_public_by_consumer_position,
     ),
     Misconception(
         "counts_nodes",
@@ -322,6 +516,7 @@ MISCONCEPTIONS = (
         "共用 qparams 的位置（例如 add 的輸入與輸出）用的是同一個 fake-quant 實例，圖上卻有好幾個 node 呼叫它。"
         "實例要數不同的 module 物件：每個 fake-quant node 找到它的 module，同一個物件只算一次。",
         RULES,
+        public=_public_counts_nodes,
     ),
     Misconception(
         "counts_registered_modules",
@@ -329,6 +524,7 @@ MISCONCEPTIONS = (
         "gm.modules() 列出的是註冊在模型上的每個 module，包括沒有任何 node 呼叫的。"
         "圖上用到的 fake-quant 才算：從 call_module node 的 target 找 module，再數不同的實例。",
         RULES,
+        public=_public_counts_registered,
     ),
 )
 
@@ -339,7 +535,12 @@ PUBLIC = declare(
         "fake_quant_roles",
         TITLE,
         ("fake_quant_roles", "fake_quant_instances"),
-        {"conv_bn_relu": public_conv_bn, "mlp": public_mlp},
+        {
+            "conv_bn_relu": public_conv_bn,
+            "mlp": public_mlp,
+            "operands": public_operands,
+            "inserted": public_inserted,
+        },
         case_seconds=QAT_CASE_SECONDS,
         misconceptions=MISCONCEPTIONS,
     ),

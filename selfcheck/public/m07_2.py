@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import nn
 from torch.fx import GraphModule
 
 from selfcheck import diagnosis
@@ -118,6 +119,53 @@ def public_residual(ns: Namespace, seed: int) -> Any:
     return describe_frozen(ns, gm, [seeded_inputs(seed + 1, (4, 3, 16, 16))])
 
 
+class Head(nn.Module):
+    """A BN on the input, linear → BN1d with its own eps and momentum → relu → max_pool1d(ceil_mode) → a BN
+    that is left in eval mode, scaled by a second input named like a BN."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm_in = nn.BatchNorm1d(4)  # reads the model's input, no conv before it
+        self.fc = nn.Linear(4, 6)
+        self.bn = nn.BatchNorm1d(6, eps=1e-3, momentum=0.25)  # its own eps / momentum: freezing keeps them
+        self.fixed = nn.BatchNorm1d(3)  # public_head exports it in eval mode: already frozen
+
+    def forward(self, x: torch.Tensor, batch_norm_scale: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn(self.fc(self.norm_in(x))))
+        y = nn.functional.max_pool1d(y.unsqueeze(1), 2, ceil_mode=True).squeeze(1)  # ceil_mode is its args[5]
+        return self.fixed(y[:, :3]) * batch_norm_scale
+
+
+def bn_flags(gm: GraphModule) -> list[Any]:
+    """Every batch_norm node's training flag (args[5]), in graph order."""
+    return [
+        bool(n.args[5]) if len(n.args) > 5 else None for n in gm.graph.find_nodes(op="call_function", target=BATCH_NORM)
+    ]
+
+
+def bn_arguments(gm: GraphModule) -> list[str]:
+    """Every batch_norm's arguments but the training flag (args[5]), as text: eps and momentum stay the model's."""
+    return [
+        ", ".join(a.name if isinstance(a, torch.fx.Node) else repr(a) for i, a in enumerate(node.args) if i != 5)
+        for node in gm.graph.find_nodes(op="call_function", target=BATCH_NORM)
+    ]
+
+
+def public_head(ns: Namespace, seed: int) -> Any:
+    """Head: BNs that do not follow a conv (one on the input, one after a linear), a BN already frozen at export,
+    a BN with its own eps / momentum, a max_pool1d whose args[5] (ceil_mode) is True, an input named like a BN."""
+    torch.manual_seed(seed)
+    model = Head().train()
+    model.fixed.eval()  # exported with training=False
+    shapes = ((4, 4), (4, 3))
+    gm = export_train(model, seeded_inputs(seed, *shapes))
+    before = bn_flags(gm)
+    result = describe_frozen(ns, gm, [seeded_inputs(seed + 1, *shapes)])
+    result["flags_before"] = before
+    result["bn_arguments"] = bn_arguments(gm)
+    return result
+
+
 # --- where the chapter teaches it ----------------------------------------------------------------
 
 FREEZE = Section("A. 凍結 BN 的統計")
@@ -183,6 +231,61 @@ def _public_bn_replaced(seen: Any, expected: Any) -> bool:
 
 PUBLIC_CASES = ("conv_bn_relu", "residual")
 
+
+def _head_flags(seen: Any, expected: Any) -> list[tuple[Any, Any, Any]]:
+    """Head's BNs as ``(before the call, the student's flag after, the key's flag after)``; empty when a list is
+    missing or the lengths differ."""
+    before = frozen(expected, "head").get("flags_before")
+    got, want = flags(seen, "head"), flags(expected, "head")
+    if not isinstance(before, list) or got is None or want is None or not len(before) == len(got) == len(want):
+        return []
+    return list(zip(before, got, want, strict=True))
+
+
+def _public_found_by_name(seen: Any, expected: Any) -> bool:
+    """Head, whose second input is named batch_norm_scale, raised (an input has no args[5]); conv_bn_relu, whose
+    nodes called batch_norm are BNs, went through."""
+    return diagnosis.error(seen, "head") in ("IndexError", "TypeError", "AttributeError") and bool(
+        frozen(seen, "conv_bn_relu")
+    )
+
+
+def _public_after_conv_only(seen: Any, expected: Any) -> bool:
+    """conv_bn_relu's BN frozen; in Head (no conv) a BN in training mode left so, and none switched on."""
+    found = _head_flags(seen, expected)
+    return (
+        flags(seen, "conv_bn_relu") == flags(expected, "conv_bn_relu")
+        and any(b is True and g is True and w is False for b, g, w in found)
+        and not any(b is False and g is True for b, g, _ in found)
+    )
+
+
+def _public_toggles_flag(seen: Any, expected: Any) -> bool:
+    """Head's BN exported in eval mode (False before the call) is True after it."""
+    return any(b is False and g is True and w is False for b, g, w in _head_flags(seen, expected))
+
+
+def _public_any_sixth_argument(seen: Any, expected: Any) -> bool:
+    """A node other than a batch_norm (Head's max_pool1d, ceil_mode) had a True argument turned False."""
+    for case in diagnosis.cases(expected):
+        got, want = frozen(seen, case).get("others"), frozen(expected, case).get("others")
+        if isinstance(got, list) and isinstance(want, list) and len(got) == len(want):
+            for mine, theirs in zip(got, want, strict=True):
+                if mine != theirs and "True" in str(theirs) and mine == str(theirs).replace("True", "False"):
+                    return True
+    return False
+
+
+def _public_rebuilds_defaults(seen: Any, expected: Any) -> bool:
+    """Every flag of Head as the key's, yet some batch_norm's other arguments (eps, momentum) changed."""
+    got, want = frozen(seen, "head"), frozen(expected, "head")
+    return (
+        flags(seen, "head") == flags(expected, "head")
+        and isinstance(got.get("bn_arguments"), list)
+        and got.get("bn_arguments") != want.get("bn_arguments")
+    )
+
+
 MISCONCEPTIONS = (
     Misconception(
         "returns_copy",
@@ -198,6 +301,7 @@ MISCONCEPTIONS = (
         "node 的名字只是標記：模型的輸入也可以叫 batch_norm，它沒有 args[5]，改它就出錯（或改到不是 BN 的 node）。"
         '要用 node.op == "call_function" 而且 node.target == torch.ops.aten.batch_norm.default 認 BN。',
         BY_TARGET,
+        public=_public_found_by_name,
     ),
     Misconception(
         "wrong_bn_target",
@@ -214,6 +318,7 @@ MISCONCEPTIONS = (
         "BN 不一定接在 conv2d 後面：linear 後面可以接 BatchNorm1d，QAT 圖裡 BN 讀的是模擬折疊的 div / add，不是 conv。"
         "只凍結 conv → BN 這個樣子，其他的 BN 都還在更新統計。每個 target 是 aten.batch_norm.default 的 node 都要凍結，不看它前面是什麼。",
         QAT_BN,
+        public=_public_after_conv_only,
     ),
     Misconception(
         "toggles_flag",
@@ -221,6 +326,7 @@ MISCONCEPTIONS = (
         "凍結是把 training 設成 False，不是切換：本來就是 False（export 時就在 eval 模式）的 BN，用 not 反過來就被打開了，"
         "又開始更新統計。一律寫 False。",
         RULES,
+        public=_public_toggles_flag,
     ),
     Misconception(
         "any_sixth_argument",
@@ -228,6 +334,7 @@ MISCONCEPTIONS = (
         "args[5] 只有在 batch_norm 上才是 training；別的 op 的第 6 個引數是別的意思，例如 max_pool2d 的 ceil_mode。"
         "你把它們也改成 False，輸出的形狀就變了。先用 node.target 確定是 batch_norm，再改 args[5]。",
         BY_TARGET,
+        public=_public_any_sixth_argument,
     ),
     Misconception(
         "moves_to_eval",
@@ -251,6 +358,7 @@ MISCONCEPTIONS = (
         "batch_norm 的 args[5] 之後還有 momentum 和 eps，它們是模型自己設的，不一定是 F.batch_norm 的預設值 0.1 和 1e-5。"
         "你重建整組引數時把它們換成了預設值，凍結之後的輸出就和原本的模型不一樣。只換掉 args[5]，其他引數原樣留著。",
         FREEZE,
+        public=_public_rebuilds_defaults,
     ),
 )
 
@@ -261,7 +369,7 @@ PUBLIC = declare(
         "freeze_bn_stats",
         TITLE,
         ("freeze_bn_stats",),
-        {"conv_bn_relu": public_conv_bn_relu, "residual": public_residual},
+        {"conv_bn_relu": public_conv_bn_relu, "residual": public_residual, "head": public_head},
         misconceptions=MISCONCEPTIONS,
     ),
 )

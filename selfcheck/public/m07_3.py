@@ -16,8 +16,10 @@ import copy
 from typing import Any
 
 import torch
+from torch import nn
 from torch.fx import GraphModule, Node
 
+from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import CaseTimeout, EvidenceError, describe_annotations, describe_prepared, safe_text
@@ -131,6 +133,111 @@ def public_mlp(ns: Namespace, seed: int) -> Any:
     from common.models import get_model
 
     return quantize_with(ns["Int4WeightQuantizer"](), get_model("mlp"), seeded_inputs(seed, (2, 16)), seed)
+
+
+WEIGHTED = (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
+
+
+class Decoder(nn.Module):
+    """An input named ``linear_features``; linear → a 2×2 map → conv_transpose2d (its target also says conv,
+    yet it is no conv2d: no label) → relu → conv2d."""
+
+    def __init__(self, features: int = 6, channels: int = 3) -> None:
+        super().__init__()
+        self.channels = channels
+        self.fc = nn.Linear(features, channels * 4)
+        self.up = nn.ConvTranspose2d(channels, channels, 2, stride=2)
+        self.conv = nn.Conv2d(channels, 2, 3, padding=1)
+
+    def forward(self, linear_features: torch.Tensor) -> torch.Tensor:
+        grid = self.fc(linear_features).view(-1, self.channels, 2, 2)
+        return self.conv(torch.relu(self.up(grid)))
+
+
+class Reserver(Quantizer):
+    """Runs before the student's Quantizer: claims the first conv (int8, ``_annotated=True``) and leaves a draft
+    label nobody claimed (``_annotated=False``) on the last linear: a spec on its bias and its output, and
+    ``allow_implicit_sharing=False``. Replacing the draft keeps none of it; editing it keeps the bias spec and
+    the flag."""
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        from common.qspecs import act_spec, weight_spec
+
+        weighted = [n for n in model.graph.nodes if n.op == "call_function" and n.target in WEIGHTED]
+        first, last = weighted[0], weighted[-1]
+        self.claimed = [first.name]
+        first.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+            input_qspec_map={first.args[0]: act_spec(), first.args[1]: weight_spec(True)},
+            output_qspec=act_spec(),
+            _annotated=True,
+        )
+        last.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+            input_qspec_map={last.args[2]: act_spec()},
+            output_qspec=act_spec(),
+            allow_implicit_sharing=False,
+            _annotated=False,
+        )
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        pass
+
+
+class Finisher(Quantizer):
+    """Runs after the student's Quantizer: int8 per-tensor weights on every conv2d / linear nobody claimed."""
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        from common.qspecs import act_spec, weight_spec
+
+        for node in model.graph.nodes:
+            if node.op != "call_function" or node.target not in WEIGHTED:
+                continue
+            existing = node.meta.get(ANNOTATION_KEY)
+            if existing is not None and existing._annotated:
+                continue
+            node.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+                input_qspec_map={node.args[0]: act_spec(), node.args[1]: weight_spec(False)},
+                output_qspec=act_spec(),
+                _annotated=True,
+            )
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        pass
+
+
+class Chain(Quantizer):
+    """Quantizers one after another, as ComposableQuantizer runs them."""
+
+    def __init__(self, *quantizers: Any) -> None:
+        self.quantizers = quantizers
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        for quantizer in self.quantizers:
+            annotate_in_place(quantizer, model)
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        for quantizer in self.quantizers:
+            quantizer.validate(model)
+
+
+def public_decoder(ns: Namespace, seed: int) -> Any:
+    """Decoder: an input whose name starts with linear, a conv_transpose2d that is no conv2d."""
+    torch.manual_seed(seed)
+    return quantize_with(ns["Int4WeightQuantizer"](), Decoder(), seeded_inputs(seed, (2, 6)), seed)
+
+
+def public_in_between(ns: Namespace, seed: int) -> Any:
+    """small_cnn with a Quantizer before the student's (a claimed conv, a draft label on the linear) and one after
+    it (int8 on whatever nobody claimed)."""
+    from common.models import get_model
+
+    reserver = Reserver()
+    quantizer = Chain(reserver, ns["Int4WeightQuantizer"](), Finisher())
+    result = quantize_with(quantizer, get_model("small_cnn"), seeded_inputs(seed, (2, 3, 16, 16)), seed)
+    result["claimed"] = getattr(reserver, "claimed", [])
+    return result
 
 
 # --- where the chapter teaches it ----------------------------------------------------------------
@@ -253,7 +360,64 @@ def returned_a_copy(seen: Any, expected: Any) -> bool:
     return any("回傳了另一個" in diagnosis.error_message(seen, case) for case in diagnosis.errors(seen))
 
 
-PUBLIC_CASES = ("small_cnn", "mlp")
+PUBLIC_CASES = ("small_cnn", "mlp", "decoder")
+"""The public cases where the student's Quantizer is alone: its specs show there, nobody else's."""
+IN_BETWEEN = "in_between"
+
+
+def _public_found_by_name(seen: Any, expected: Any) -> bool:
+    """Decoder, whose input is named linear_features, raised; small_cnn went through."""
+    return diagnosis.error(seen, "decoder") in ("IndexError", "AttributeError", "TypeError", "KeyError") and bool(
+        labels(seen, "small_cnn")
+    )
+
+
+def _public_target_substring(seen: Any, expected: Any) -> bool:
+    """Alone, every node the key labels is labelled as the key does, plus other ops whose target also says conv
+    (conv_transpose2d) or linear."""
+    extra = [node for case in PUBLIC_CASES for node in labels(seen, case) if node not in labels(expected, case)]
+    return (
+        bool(extra)
+        and all("conv" in node or "linear" in node for node in extra)
+        and all(got == want for _, got, want in weight_pairs(seen, expected, *PUBLIC_CASES))
+    )
+
+
+def _own_specs_right(seen: Any, expected: Any) -> bool:
+    """Alone, the student's Quantizer labels every weight as the key does, and no more."""
+    pairs = weight_pairs(seen, expected, *PUBLIC_CASES)
+    return bool(pairs) and all(got == want for _, got, want in pairs) and not extra_edges(seen, expected, *PUBLIC_CASES)
+
+
+def _public_ignores_claimed(seen: Any, expected: Any) -> bool:
+    """The conv the Quantizer before the student's claimed does not keep its label."""
+    return any(got != want for _, got, want in weight_pairs(seen, expected, IN_BETWEEN, owned=False))
+
+
+def _public_skips_any_label(seen: Any, expected: Any) -> bool:
+    """Alone, right; in between, the node with an unclaimed draft label ends with the later Quantizer's weight spec,
+    while the other unclaimed node carries the student's."""
+    if not _own_specs_right(seen, expected) or unmarked(seen, expected, *PUBLIC_CASES):
+        return False
+    between = weight_pairs(seen, expected, IN_BETWEEN)
+    wrong = [node for node, got, want in between if got != want]
+    return bool(wrong) and len(wrong) < len(between)
+
+
+def _public_updates_in_place(seen: Any, expected: Any) -> bool:
+    """Alone, right; in between, a node keeps what the earlier Quantizer wrote on its draft label (the bias edge,
+    allow_implicit_sharing=False)."""
+    if not _own_specs_right(seen, expected):
+        return False
+    mine, key, taken = labels(seen, IN_BETWEEN), labels(expected, IN_BETWEEN), claimed(expected, IN_BETWEEN)
+    for node, want in key.items():
+        got = mine.get(node)
+        if node in taken or not isinstance(got, dict) or not isinstance(want, dict):
+            continue
+        if got.get("implicit_sharing") != want.get("implicit_sharing") or extra_edges(seen, expected, IN_BETWEEN):
+            return True
+    return False
+
 
 MISCONCEPTIONS = (
     Misconception(
@@ -271,6 +435,7 @@ MISCONCEPTIONS = (
         "node 的名字只是標記：模型的輸入也可以叫 linear，它沒有 args[1]，貼標籤就出錯。"
         '要用 node.op == "call_function" 而且 node.target in (CONV, LINEAR) 判斷。',
         BY_TARGET,
+        public=_public_found_by_name,
     ),
     Misconception(
         "target_substring",
@@ -279,6 +444,7 @@ MISCONCEPTIONS = (
         "這個練習也只標 conv2d 與 linear。你用子字串比對 str(node.target)，它也被貼上了 4-bit 的標籤。"
         "直接比較 node.target 是不是 CONV 或 LINEAR 這兩個 op。",
         BY_TARGET,
+        public=_public_target_substring,
     ),
     Misconception(
         "int4_dtype",
@@ -343,6 +509,7 @@ MISCONCEPTIONS = (
         "_annotated=True 表示這個 node 已經有 Quantizer 負責，它的標籤要原封不動。你的程式照樣貼上 4-bit 的標籤，"
         "覆蓋了別人的決定。先看 node.meta.get(ANNOTATION_KEY)，是 _annotated=True 的就跳過。",
         WITH_OTHERS,
+        public=_public_ignores_claimed,
     ),
     Misconception(
         "forgets_mark",
@@ -358,6 +525,7 @@ MISCONCEPTIONS = (
         "有標籤不代表有人認領：_annotated=False 的標籤是沒有人負責的草稿，照規則要換成你的。"
         "你跳過了它，最後被後面的 Quantizer 標成別的 spec。要跳過的只有 _annotated 是 True 的 node。",
         RULES,
+        public=_public_skips_any_label,
     ),
     Misconception(
         "updates_in_place",
@@ -366,6 +534,7 @@ MISCONCEPTIONS = (
         "前一個 Quantizer 寫在上面的東西（bias 的 spec、allow_implicit_sharing=False）就留了下來。"
         "直接寫 node.meta[ANNOTATION_KEY] = QuantizationAnnotation(...)，貼一張全新的標籤。",
         RULES,
+        public=_public_updates_in_place,
     ),
 )
 
@@ -376,7 +545,12 @@ PUBLIC = declare(
         "int4_quantizer",
         TITLE,
         ("Int4WeightQuantizer",),
-        {"small_cnn": public_small_cnn, "mlp": public_mlp},
+        {
+            "small_cnn": public_small_cnn,
+            "mlp": public_mlp,
+            "decoder": public_decoder,
+            "in_between": public_in_between,
+        },
         misconceptions=MISCONCEPTIONS,
     ),
 )
