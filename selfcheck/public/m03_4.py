@@ -7,6 +7,7 @@ claimed, the observers on every edge and the groups of edges one observer instan
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -25,10 +26,12 @@ CAT = torch.ops.aten.cat.default
 
 
 class ClaimsFirst(Quantizer):
-    """Another backend's Quantizer: claims the first ``target`` op with int8 [-100, 100] symmetric labels."""
+    """Another backend's Quantizer: claims the first ``target`` op with int8 [-100, 100] symmetric labels
+    (``claim=False``: leaves the same labels as a draft nobody claimed, ``_annotated=False``)."""
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: Any, claim: bool = True) -> None:
         self.target = target
+        self.claim = claim
 
     def annotate(self, model: GraphModule) -> GraphModule:
         node = next(n for n in model.graph.nodes if n.op == "call_function" and n.target == self.target)
@@ -40,7 +43,7 @@ class ClaimsFirst(Quantizer):
             observer_or_fake_quant_ctr=MinMaxObserver,
         )
         node.meta[ANNOTATION_KEY] = QuantizationAnnotation(
-            input_qspec_map=dict.fromkeys(node.all_input_nodes, spec), output_qspec=spec, _annotated=True
+            input_qspec_map=dict.fromkeys(node.all_input_nodes, spec), output_qspec=spec, _annotated=self.claim
         )
         return model
 
@@ -48,11 +51,18 @@ class ClaimsFirst(Quantizer):
         pass
 
 
-def prepared(quantizer: Quantizer, model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> dict[str, Any]:
-    """Export, prepare with ``quantizer``: the labels, the claimed nodes and the observers."""
+def prepared(
+    quantizer: Quantizer, model: nn.Module, inputs: tuple[torch.Tensor, ...], rename: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Export, prepare with ``quantizer``: the labels, the claimed nodes and the observers. ``rename``: nodes
+    renamed after export (as a graph pass may), old name → new name."""
     from common.pt2e import export_module, prepare_pt2e
 
-    gm = prepare_pt2e(export_module(model.eval(), inputs), quantizer)
+    exported = export_module(model.eval(), inputs)
+    for node in exported.graph.nodes:
+        if node.name in (rename or {}):
+            node._rename(rename[node.name])
+    gm = prepare_pt2e(exported, quantizer)
     found = labels(gm)
     return {"labels": found["positions"], "claimed": found["claimed"], **observers(gm)}
 
@@ -100,6 +110,51 @@ class CatThree(nn.Module):
         return torch.cat([torch.relu(x), x * 2, x], dim=1)
 
 
+class AddConstants(nn.Module):
+    """self.w + x (an nn.Parameter first) and self.offset + 1.0 (a buffer and a scalar: no activation at all)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.linspace(-1.0, 1.0, 4))
+        self.register_buffer("offset", torch.full((4,), 0.5))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.w + x, self.offset + 1.0
+
+
+class AddcmulThenAdd(nn.Module):
+    """x + addcmul(x, x, addend): an op whose name contains add but is not an add, an input called addend."""
+
+    def forward(self, x: torch.Tensor, addend: torch.Tensor) -> torch.Tensor:
+        return x + torch.addcmul(x, x, addend)
+
+
+class CatConstants(nn.Module):
+    """cat([self.pad, relu(x), self.w]) (a buffer first, an nn.Parameter last) and cat([self.pad, self.w])
+    (model constants only)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("pad", torch.zeros(1, 4))
+        self.w = nn.Parameter(torch.ones(1, 4))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.cat([self.pad, torch.relu(x), self.w], dim=0), torch.cat([self.pad, self.w], dim=0)
+
+
+class CatOfInput(nn.Module):
+    """cat of relu(x) and an input called category."""
+
+    def forward(self, x: torch.Tensor, category: torch.Tensor) -> torch.Tensor:
+        return torch.cat([torch.relu(x), category], dim=0)
+
+
+ADD_RENAMED = "total"
+"""The add of ``add_by_target``, renamed after export (its name no longer says add)."""
+CAT_RENAMED = "joined"
+"""The cat of ``cat_by_target``, renamed after export."""
+
+
 def _residual() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     from common.models import example_inputs, get_model
 
@@ -126,6 +181,32 @@ def add_self_and_claimed(ns: Namespace, seed: int) -> Any:
     }
 
 
+def add_constants(ns: Namespace, seed: int) -> Any:
+    """self.w + x (an nn.Parameter is a model constant too, and it comes first) and self.offset + 1.0 (no
+    activation: not labelled, not claimed)."""
+    return {
+        "(w + x, offset + 1.0)": prepared(ns["AddQuantizer"](share=True), AddConstants(), seeded_inputs(seed, (2, 4)))
+    }
+
+
+def add_by_target(ns: Namespace, seed: int) -> Any:
+    """x + addcmul(x, x, addend) with the add renamed after export: only node.target says which node adds;
+    and (a + b) + a whose first add carries a draft label nobody claimed (``_annotated=False``)."""
+    return {
+        "x + addcmul(x, x, addend)": prepared(
+            ns["AddQuantizer"](share=True),
+            AddcmulThenAdd(),
+            seeded_inputs(seed, (2, 4), (2, 4)),
+            rename={"add": ADD_RENAMED},
+        ),
+        "draft": prepared(
+            Chain([ClaimsFirst(ADD, claim=False), ns["AddQuantizer"](share=True)]),
+            TwoAdds(),
+            seeded_inputs(seed, (2, 4), (2, 4)),
+        ),
+    }
+
+
 def cat_pool(ns: Namespace, seed: int) -> Any:
     """cat_pool (the chapter's model), and cat_pool with the cat claimed by another Quantizer first."""
     from common.models import example_inputs, get_model
@@ -133,6 +214,24 @@ def cat_pool(ns: Namespace, seed: int) -> Any:
     return {
         "cat_pool": prepared(ns["CatQuantizer"](), get_model("cat_pool"), example_inputs(2)),
         "claimed": prepared(Chain([ClaimsFirst(CAT), ns["CatQuantizer"]()]), get_model("cat_pool"), example_inputs(2)),
+    }
+
+
+def cat_constants(ns: Namespace, seed: int) -> Any:
+    """cat([pad, relu(x), w]) with a buffer first and an nn.Parameter last, and cat([pad, w]) of constants only."""
+    return {"constants": prepared(ns["CatQuantizer"](), CatConstants(), seeded_inputs(seed, (2, 4)))}
+
+
+def cat_by_target(ns: Namespace, seed: int) -> Any:
+    """cat of relu(x) and an input called category, the cat renamed after export; and a cat of three inputs
+    carrying a draft label nobody claimed (``_annotated=False``)."""
+    return {
+        "cat(relu, category)": prepared(
+            ns["CatQuantizer"](), CatOfInput(), seeded_inputs(seed, (2, 4), (2, 4)), rename={"cat": CAT_RENAMED}
+        ),
+        "draft": prepared(
+            Chain([ClaimsFirst(CAT, claim=False), ns["CatQuantizer"]()]), CatThree(), seeded_inputs(seed, (2, 3, 4, 4))
+        ),
     }
 
 
@@ -177,7 +276,13 @@ def _recursion(seen: Any, expected: Any) -> bool:
 
 
 def _anchor_not_observed(seen: Any, expected: Any) -> bool:
-    return _raised(seen, "AssertionError", "only refer to edge or node that has observer")
+    """prepare_pt2e found no observer at the position shared: the add's / cat's own output (a shared spec naming
+    a producer's output is another mistake, ``labels_producer_outputs``)."""
+    return any(
+        name == "AssertionError"
+        and re.search(r"has observer.*: '(add|cat)(_\d+)?' not in", diagnosis.error_message(seen, case)) is not None
+        for case, name in diagnosis.errors(seen).items()
+    )
 
 
 def _anchor_on_producer(seen: Any, expected: Any) -> bool:
@@ -221,7 +326,10 @@ def _user_edges(seen: Any, expected: Any) -> bool:
 
 
 def _constant_labelled(seen: Any, expected: Any) -> bool:
-    return "b → add" in _labels(seen, "self_and_claimed", "(x + b) + 1.0")
+    """A model constant labelled: the buffer b, or the nn.Parameter w."""
+    return "b → add" in _labels(seen, "self_and_claimed", "(x + b) + 1.0") or "w → add" in _labels(
+        seen, "constants", "(w + x, offset + 1.0)"
+    )
 
 
 def _claim_overwritten(seen: Any, expected: Any) -> bool:
@@ -236,8 +344,109 @@ def _unmarked(seen: Any, expected: Any) -> bool:
 
 def _histogram(seen: Any, expected: Any) -> bool:
     return any("HistogramObserver" in str(text) for text in _labels(seen, "residual", "share=True").values()) or any(
-        "HistogramObserver" in str(text) for text in _labels(seen, "cat_pool").values()
+        "HistogramObserver" in str(text) for text in _labels(seen, "cat_pool", "cat_pool").values()
     )
+
+
+def _at(labels: dict[str, Any], node: str) -> list[str]:
+    """The labelled positions of ``node``: its input edges and its output."""
+    return [p for p in labels if p.split(" → ")[-1].removesuffix(" 的輸出") == node]
+
+
+def _only_failure(seen: Any, case: str, error: str, says: str) -> bool:
+    """``case`` alone raised ``error`` with ``says`` in its message; every other case returned."""
+    return (
+        diagnosis.error(seen, case) == error
+        and says in diagnosis.error_message(seen, case)
+        and set(diagnosis.errors(seen)) == {case}
+    )
+
+
+def _works_on_plain_adds(seen: Any) -> bool:
+    """The residual add (two activations) is labelled: the quantizer works at all."""
+    return bool(_labels(seen, "residual", "share=True"))
+
+
+def _anchor_on_constant_edge(seen: Any, expected: Any) -> bool:
+    """w + x: the shared specs point at the edge (w, add) from the constant, which has no label (KeyError)."""
+    return diagnosis.error(seen, "constants") == "KeyError" and diagnosis.error_message(seen, "constants").startswith(
+        "(w, "
+    )
+
+
+def _crashes_without_activation(seen: Any, expected: Any) -> bool:
+    """offset + 1.0 has no activation input: taking the first one raised IndexError, every other case ran."""
+    return _only_failure(seen, "constants", "IndexError", "list index out of range")
+
+
+def _claims_unlabelled_in(seen: Any, expected: Any, *place: str) -> bool:
+    """A node claimed (``_annotated=True``) without any label, where the key neither labels nor claims it."""
+    got, want = diagnosis.value(seen, *place, "claimed"), diagnosis.value(expected, *place, "claimed")
+    if not isinstance(got, list) or not isinstance(want, list):
+        return False
+    labels = _labels(seen, *place)
+    return any(node not in want and not _at(labels, str(node)) for node in got)
+
+
+def _claims_unlabelled(seen: Any, expected: Any) -> bool:
+    return _claims_unlabelled_in(seen, expected, "constants", "(w + x, offset + 1.0)")
+
+
+def _cat_claims_unlabelled(seen: Any, expected: Any) -> bool:
+    return _claims_unlabelled_in(seen, expected, "constants", "constants")
+
+
+def _skips_constant_operand(seen: Any, expected: Any) -> bool:
+    """(x + b) + 1.0 left unlabelled while the residual add (two activations) is labelled."""
+    place = ("self_and_claimed", "(x + b) + 1.0")
+    return (
+        diagnosis.value(seen, *place, "labels") == {} and bool(_labels(expected, *place)) and _works_on_plain_adds(seen)
+    )
+
+
+def _by_name(seen: Any, expected: Any, place: tuple[str, ...], renamed: str, look_alike: str) -> bool:
+    """A look-alike node labelled (its name says add / cat), or the renamed op left without labels."""
+    got, want = _labels(seen, *place), _labels(expected, *place)
+    if not want:
+        return False
+    if look_alike and _at(got, look_alike):
+        return True
+    return bool(_at(want, renamed)) and not _at(got, renamed) and diagnosis.value(seen, *place, "labels") is not None
+
+
+def _found_by_name(seen: Any, expected: Any) -> bool:
+    return _works_on_plain_adds(seen) and _by_name(
+        seen, expected, ("by_target", "x + addcmul(x, x, addend)"), ADD_RENAMED, "addcmul"
+    )
+
+
+def _cat_found_by_name(seen: Any, expected: Any) -> bool:
+    """The input called category taken for a cat (reading its args raised IndexError), or the renamed cat missed."""
+    if _only_failure(seen, "by_target", "IndexError", "tuple index out of range"):
+        return True
+    return bool(_labels(seen, "cat_pool", "cat_pool")) and _by_name(
+        seen, expected, ("by_target", "cat(relu, category)"), CAT_RENAMED, ""
+    )
+
+
+def _draft_kept(seen: Any, expected: Any, case: str) -> bool:
+    """The draft label nobody claimed (int8 [-100,100]) is still there where the key relabelled it."""
+    got, want = _labels(seen, case, "draft"), _labels(expected, case, "draft")
+    return any("[-100,100]" in str(text) and "[-100,100]" not in str(want.get(p)) for p, text in got.items())
+
+
+def _skips_draft(seen: Any, expected: Any) -> bool:
+    return _draft_kept(seen, expected, "by_target")
+
+
+def _cat_skips_draft(seen: Any, expected: Any) -> bool:
+    return _draft_kept(seen, expected, "by_target")
+
+
+def _cat_first_entry(seen: Any, expected: Any) -> bool:
+    """cat([pad, relu, w]): the constant listed first is labelled, the other constant is not."""
+    got = _labels(seen, "constants", "constants")
+    return "pad → cat" in got and "w → cat" not in got
 
 
 def _cat_unlabelled(seen: Any, expected: Any) -> bool:
@@ -266,7 +475,11 @@ def _cat_producer_output(seen: Any, expected: Any) -> bool:
 
 
 def _cat_constant_labelled(seen: Any, expected: Any) -> bool:
-    return "pad → cat" in _labels(seen, "three_inputs", "constant")
+    """A model constant labelled: a buffer (pad) or an nn.Parameter (w)."""
+    got = _labels(seen, "constants", "constants")
+    return "pad → cat" in _labels(seen, "three_inputs", "constant") or any(
+        position.split(" → ")[0] in ("pad", "w") for position in got
+    )
 
 
 def _cat_claim_overwritten(seen: Any, expected: Any) -> bool:
@@ -313,6 +526,7 @@ ADD_MISCONCEPTIONS = (
         "第一個運算元不一定是 activation：add(self.b, x) 的 node.args[0] 是模型常數，那條邊沒有標籤，"
         "共用就指向一個不存在的位置。錨點要用過濾之後的 inputs[0]，不是 node.args[0]。",
         ADD_RULES,
+        public=_anchor_on_constant_edge,
     ),
     Misconception(
         "crash_without_activation",
@@ -320,6 +534,7 @@ ADD_MISCONCEPTIONS = (
         "像 self.offset + 1.0 這樣的 add，兩個運算元都不是 activation，過濾之後 inputs 是空的，取 inputs[0] 就出錯。"
         "一個 activation 都不剩的 add 不用標，直接跳過。",
         ADD_RULES,
+        public=_crashes_without_activation,
     ),
     Misconception(
         "scalar_as_node",
@@ -343,6 +558,7 @@ ADD_MISCONCEPTIONS = (
         "add 的另一個運算元是常數或純量時，activation 那條邊和 add 的輸出還是要量化，只是常數本身不標。"
         "你把整個 add 跳過了，圖上就少了這幾個量化點。",
         ADD_RULES,
+        public=_skips_constant_operand,
     ),
     Misconception(
         "shares_without_share",
@@ -383,6 +599,7 @@ ADD_MISCONCEPTIONS = (
         "node 的名字只是標記，不代表它做什麼：名叫 add 的輸入、addmm 都不是加法；pass 改過名字之後，"
         '真正的 add 也可能叫別的名字。要用 node.op == "call_function" 而且 node.target == ADD 判斷。',
         BY_TARGET,
+        public=_found_by_name,
     ),
     Misconception(
         "overwrites_claimed",
@@ -398,6 +615,7 @@ ADD_MISCONCEPTIONS = (
         "有標籤不代表有人認領：_annotated=False 的標籤是沒有人負責的草稿，照規則重貼才對。"
         "要跳過的只有 _annotated 是 True 的 node。",
         ADD_RULES,
+        public=_skips_draft,
     ),
     Misconception(
         "forgets_annotated",
@@ -414,6 +632,7 @@ ADD_MISCONCEPTIONS = (
         "你替它放了一張空標籤並設 _annotated=True，等於替它認領，後面的 Quantizer 就會跳過它。"
         "沒有 activation 輸入的 add 直接跳過，不要建立標籤。",
         WITH_XNNPACK,
+        public=_claims_unlabelled,
     ),
     Misconception(
         "other_observer",
@@ -471,6 +690,7 @@ CAT_MISCONCEPTIONS = (
         "排在 list 第一個的不一定是 activation：cat([常數, r * 2, r]) 的第一個是模型常數，寫死它就把常數量化了，"
         "共用也錨在常數上。先濾掉常數與非 Node 的值，再取剩下的第一個。",
         CAT_RULES,
+        public=_cat_first_entry,
     ),
     Misconception(
         "cat_constant_labelled",
@@ -486,6 +706,7 @@ CAT_MISCONCEPTIONS = (
         "名叫 cat 的 placeholder 不是 cat，pass 改過名字之後真正的 cat 也可能叫別的名字。"
         '要用 node.op == "call_function" 而且 node.target == CAT 判斷。',
         BY_TARGET,
+        public=_cat_found_by_name,
     ),
     Misconception(
         "cat_no_shared_spec",
@@ -516,6 +737,7 @@ CAT_MISCONCEPTIONS = (
         "cat 有標籤就跳過，不看 _annotated",
         "有標籤不代表有人認領：_annotated=False 的標籤沒有人負責，照規則重貼才對。要跳過的只有 _annotated 是 True 的 cat。",
         CAT_RULES,
+        public=_cat_skips_draft,
     ),
     Misconception(
         "cat_forgets_annotated",
@@ -532,6 +754,7 @@ CAT_MISCONCEPTIONS = (
         "你替它放了一張空標籤並設 _annotated=True，等於替它認領，後面的 Quantizer 就會跳過它。"
         "沒有 activation 輸入的 cat 直接跳過，不要建立標籤。",
         WITH_XNNPACK,
+        public=_cat_claims_unlabelled,
     ),
     Misconception(
         "cat_other_observer",
@@ -550,14 +773,19 @@ PUBLIC = declare(
         "add_quantizer",
         "AddQuantizer：add 的輸入與輸出共用 qparams",
         ("AddQuantizer",),
-        {"residual": add_residual, "self_and_claimed": add_self_and_claimed},
+        {
+            "residual": add_residual,
+            "self_and_claimed": add_self_and_claimed,
+            "constants": add_constants,
+            "by_target": add_by_target,
+        },
         misconceptions=ADD_MISCONCEPTIONS,
     ),
     Exercise(
         "cat_quantizer",
         "CatQuantizer：cat 的所有輸入與輸出共用 qparams",
         ("CatQuantizer",),
-        {"cat_pool": cat_pool, "three_inputs": cat_three},
+        {"cat_pool": cat_pool, "three_inputs": cat_three, "constants": cat_constants, "by_target": cat_by_target},
         misconceptions=CAT_MISCONCEPTIONS,
     ),
 )
