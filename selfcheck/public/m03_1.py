@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import nn
 from torch.fx import GraphModule
 
 from common.pt2e import Quantizer
 from selfcheck import diagnosis
-from selfcheck.casekit import Exercise, Namespace, declare
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import describe_annotations, describe_prepared, plain
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.public.m01_1 import graph_changes, graph_state
 
 # --- canonical descriptions (shared by the M03 public cases) ----------------------------------------
 
@@ -107,17 +109,33 @@ def export(name: str) -> GraphModule:
 # --- add_label ------------------------------------------------------------------------------------
 
 
-def _spec(observer: Any = None) -> Any:
-    """int8 per-tensor affine [-128, 127] (the chapter's ``SPEC``), MinMaxObserver unless ``observer``."""
+def _spec(
+    observer: Any = None,
+    dtype: torch.dtype = torch.int8,
+    quant_range: tuple[int, int] = (-128, 127),
+    qscheme: torch.qscheme = torch.per_tensor_affine,
+) -> Any:
+    """int8 per-tensor affine [-128, 127] (the chapter's ``SPEC``) unless told otherwise, MinMaxObserver unless
+    ``observer``."""
     from common.pt2e import MinMaxObserver, QuantizationSpec
 
     return QuantizationSpec(
-        dtype=torch.int8,
-        quant_min=-128,
-        quant_max=127,
-        qscheme=torch.per_tensor_affine,
+        dtype=dtype,
+        quant_min=quant_range[0],
+        quant_max=quant_range[1],
+        qscheme=qscheme,
         observer_or_fake_quant_ctr=observer or MinMaxObserver,
     )
+
+
+def _uint8_spec() -> Any:
+    """uint8 per-tensor affine [0, 255] (a relu's output is never negative)."""
+    return _spec(dtype=torch.uint8, quant_range=(0, 255))
+
+
+def _symmetric_spec() -> Any:
+    """int8 per-tensor symmetric [-127, 127]."""
+    return _spec(quant_range=(-127, 127), qscheme=torch.per_tensor_symmetric)
 
 
 class Already(Quantizer):
@@ -138,10 +156,16 @@ def _described(gm: GraphModule) -> dict[str, Any]:
     return {"labels": found["positions"], "claimed": found["claimed"], **observers(prepare_pt2e(gm, Already()))}
 
 
+RELABELLED = {"conv_relu": ("relu 的輸出",)}
+"""Per public case, the positions labelled twice (the second spec is the one asked for)."""
+CLAIMED = {"conv_relu": "conv2d"}
+"""Per public case, the node someone else claimed before add_label was called."""
+
+
 def add_label_conv_relu(ns: Namespace, seed: int) -> Any:
     """conv_relu: conv2d already carries someone else's claimed label (bias not quantized); then
-    relu's output, and the two input edges x → conv2d and conv_weight → conv2d (the last one with
-    MovingAverageMinMaxObserver)."""
+    relu's output (labelled twice: first int8, then uint8 [0, 255]), and the two input edges
+    x → conv2d (int8 symmetric) and conv_weight → conv2d (MovingAverageMinMaxObserver)."""
     from common.pt2e import ANNOTATION_KEY, MovingAverageMinMaxObserver, QuantizationAnnotation
 
     gm = export("conv_relu")
@@ -150,31 +174,54 @@ def add_label_conv_relu(ns: Namespace, seed: int) -> Any:
         input_qspec_map={nodes["conv_bias"]: None}, _annotated=True
     )
     ns["add_label"](nodes["relu"], _spec())
-    ns["add_label"]((nodes["x"], nodes["conv2d"]), _spec())
+    ns["add_label"](nodes["relu"], _uint8_spec())
+    ns["add_label"]((nodes["x"], nodes["conv2d"]), _symmetric_spec())
     ns["add_label"]((nodes["conv_weight"], nodes["conv2d"]), _spec(MovingAverageMinMaxObserver))
     described = _described(gm)
     described["claimed"] = "conv2d" in described["claimed"]  # someone else's claim stays; claiming more is allowed
     return described
 
 
+KEYWORD_CASE = "conv_relu（conv2d 的 bias 用 keyword 傳）"
+"""The key of the cat_pool case's labels on a graph whose conv2d takes its bias by keyword."""
+
+
+def _keyword_bias(ns: Namespace) -> dict[str, Any]:
+    """conv_relu with conv2d rewritten to conv2d(x, conv_weight, bias=conv_bias), the edge conv_bias → conv2d
+    labelled (labels only: prepare_pt2e does not take a labelled node with a tensor keyword argument)."""
+    gm = export("conv_relu")
+    nodes = {n.name: n for n in gm.graph.nodes}
+    conv = nodes["conv2d"]
+    conv.args, conv.kwargs = conv.args[:2], {**conv.kwargs, "bias": nodes["conv_bias"]}
+    ns["add_label"]((nodes["conv_bias"], conv), _spec())
+    return labels(gm)["positions"]
+
+
 def add_label_cat_pool(ns: Namespace, seed: int) -> Any:
     """cat_pool: the edge x → conv2d and the edge conv2d_1 → cat (cat's inputs are in a list); then
-    an edge that does not exist, max_pool2d → cat, must raise ValueError and leave no label."""
+    an edge that does not exist, max_pool2d → cat, must raise ValueError whose message names both
+    nodes, and leave no label. Besides, an edge whose producer is passed by keyword (conv_relu)."""
+    keyword = _keyword_bias(ns)
     gm = export("cat_pool")
     nodes = {n.name: n for n in gm.graph.nodes}
     ns["add_label"]((nodes["x"], nodes["conv2d"]), _spec())
     ns["add_label"]((nodes["conv2d_1"], nodes["cat"]), _spec())
+    names_both: Any = None
     try:
         ns["add_label"]((nodes["max_pool2d"], nodes["cat"]), _spec())
-    except ValueError:
+    except ValueError as exc:
         raised = "ValueError"
+        names_both = "max_pool2d" in str(exc) and "cat" in str(exc).replace("max_pool2d", "")
     except Exception as exc:  # the wrong kind of error shows in the comparison
         raised = type(exc).__name__
     else:
         raised = "沒有出錯"
     described = _described(gm)
     del described["claimed"]
-    return {"max_pool2d → cat": raised, **described}
+    found = {"max_pool2d → cat": raised, **described, KEYWORD_CASE: {"labels": keyword}}
+    if names_both is not None:
+        found["錯誤訊息寫出兩個 node"] = names_both
+    return found
 
 
 # --- reads_quantized ------------------------------------------------------------------------------
@@ -205,6 +252,50 @@ def reads_output(ns: Namespace, seed: int) -> Any:
         "cat_pool": _reads(ns, "cat_pool", ("x",), "x"),
         "conv_relu": _reads(ns, "conv_relu", ("relu",), "relu"),
     }
+
+
+class Tap(nn.Module):
+    """A module that hands its input on unchanged: a call_module on the graph that is not an observer."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+class FourReaders(nn.Module):
+    """relu(x) read by four consumers: mul, neg, sigmoid and cat (inside cat's list)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        r = torch.relu(x)
+        return r * 2, torch.neg(r), torch.sigmoid(r), torch.cat([r, x])
+
+
+def _insert_module(gm: GraphModule, name: str, module: nn.Module, before: Any, source: Any) -> Any:
+    """Put ``name`` (running ``module``) between ``source`` and the node ``before``; returns its node."""
+    gm.add_submodule(name, module)
+    with gm.graph.inserting_before(before):
+        node = gm.graph.call_module(name, (source,))
+    before.replace_input_with(source, node)
+    return node
+
+
+def reads_by_hand(ns: Namespace, seed: int) -> Any:
+    """FourReaders prepared without labels, then changed by hand: two observers in a row (watch_a, watch_b,
+    names that are not activation_post_process) between relu and mul, a Tap module (not an observer)
+    between relu and neg, and a label on relu → sigmoid written after prepare_pt2e (no observer). Asked
+    about relu; ``changed``: how the call changed the graph (it must only read it)."""
+    from common.pt2e import ANNOTATION_KEY, MinMaxObserver, QuantizationAnnotation, export_module, prepare_pt2e
+
+    gm = prepare_pt2e(export_module(FourReaders().eval(), seeded_inputs(seed, (2, 4))), Already())
+    nodes = {n.name: n for n in gm.graph.nodes}
+    watch_b = _insert_module(gm, "watch_b", MinMaxObserver(), nodes["mul"], nodes["relu"])
+    _insert_module(gm, "watch_a", MinMaxObserver(), watch_b, nodes["relu"])
+    _insert_module(gm, "tap", Tap(), nodes["neg"], nodes["relu"])
+    nodes["sigmoid"].meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map={nodes["relu"]: _spec()})
+    gm.recompile()
+    before = graph_state(gm)
+    got = plain(ns["reads_quantized"](gm, "relu"))
+    answer = dict(sorted(got.items())) if isinstance(got, dict) else got
+    return {"relu": {"answer": answer, "changed": graph_changes(before, gm)}}
 
 
 # --- reading the evidence (the preview and the grader alike) -----------------------------------------
@@ -345,7 +436,7 @@ def verdicts(seen: Any, expected: Any) -> list[dict[str, Any]]:
                     {
                         "raised": None if raised == "沒有出錯" else raised,
                         "value_error": raised == "ValueError",
-                        "names_both": None,
+                        "names_both": value.get("錯誤訊息寫出兩個 node"),
                         "left_label": labels is not None and key in labels.positions,
                     }
                 )
@@ -392,6 +483,52 @@ def overwrites(seen: Any, expected: Any) -> bool:
             if kept is False or (kept is None and any(" → " in p for p in lost)):
                 return True
     return False
+
+
+def _claimed_node_pairs(seen: Any, expected: Any) -> Iterator[tuple[Labels, Labels, str]]:
+    """(the student's labels, the key's, the node someone else claimed) in the public cases that have one,
+    where that claim survived."""
+    for place, got, want, got_holder, want_holder in label_pairs(seen, expected):
+        node = CLAIMED.get(str(place[0]))
+        if node and _claim_kept(got, want, got_holder, want_holder, node):
+            yield got, want, node
+
+
+def overwrites_public(seen: Any, expected: Any) -> bool:
+    """``overwrites``, or, on the node someone else claimed (the claim kept), an edge label written earlier is
+    gone while a later one is there: the input_qspec_map was replaced."""
+    if overwrites(seen, expected):
+        return True
+    for got, want, node in _claimed_node_pairs(seen, expected):
+        lost = want.of(node) - got.of(node)
+        if got.of(node) and any(" → " in p for p in lost) and not set(got.positions) - set(want.positions):
+            return True
+    return False
+
+
+def skips_claimed_public(seen: Any, expected: Any) -> bool:
+    """On the node someone else claimed (the claim kept), none of the labels asked for; every other label there."""
+    found = False
+    for got, want, node in _claimed_node_pairs(seen, expected):
+        missing = _missing_by_node(got, want)
+        if set(got.positions) - set(want.positions) or set(missing) - {node}:
+            return False
+        if node in missing:
+            if got.of(node):
+                return False
+            found = True
+    return found
+
+
+def relabel_kept_old(seen: Any, expected: Any) -> bool:
+    """Specs differ from the ones passed in only at positions labelled twice (the first spec stayed)."""
+    places = [
+        (place, position)
+        for place, got, want, _, _ in label_pairs(seen, expected)
+        for position, spec in want.positions.items()
+        if position in got.positions and got.positions[position] != spec
+    ]
+    return bool(places) and all(position in RELABELLED.get(str(place[0]), ()) for place, position in places)
 
 
 def flags_lost(seen: Any, expected: Any) -> bool:
@@ -549,6 +686,21 @@ def stops_after_one_observer(seen: Any, expected: Any) -> bool:
     )
 
 
+BY_HAND = ("by_hand",)
+"""The public case with two observers in a row (added by hand)."""
+
+
+def stops_after_one_observer_public(seen: Any, expected: Any) -> bool:
+    """``stops_after_one_observer`` on the public cases: the second of the hand-added observers taken for a
+    consumer; elsewhere nothing extra but export's ``_guards_fn`` (which reads an observed input directly)."""
+    pairs = answer_pairs(seen, expected)
+    chained = [(got, want) for place, got, want, _ in pairs if place[0] in BY_HAND]
+    others = [(got, want) for place, got, want, _ in pairs if place[0] not in BY_HAND]
+    return any(set(got) - set(want) and set(want) - set(got) for got, want in chained) and all(
+        all(str(k).startswith("_guards") for k in set(got) - set(want)) for got, want in others
+    )
+
+
 def observer_as_consumer(seen: Any, expected: Any) -> bool:
     """The observer itself answered as a consumer (True), its real consumers missing."""
     pairs = [(got, want) for place, got, want, _ in answer_pairs(seen, expected) if place[0] not in CHAINED]
@@ -675,7 +827,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "你每次都放一張新的 QuantizationAnnotation，前面的標籤（連同別人的 _annotated）就不見了。"
         "用 node.meta.setdefault(ANNOTATION_KEY, QuantizationAnnotation()) 拿回原本那張，再把新的位置加上去。",
         ADD_LABEL_RULES,
-        public=overwrites,
+        public=overwrites_public,
     ),
     Misconception(
         "rebuilds_annotation",
@@ -691,6 +843,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "_annotated=True 是 Quantizer 之間的約定：後面的 Quantizer 看到它，決定要不要跳過這個 node。"
         "add_label 只是一個貼標籤的工具，被要求貼就要貼上去，要不要尊重別人的認領，是呼叫它的 Quantizer 的事。把位置加到原本那張標籤上。",
         ADD_LABEL_RULES,
+        public=skips_claimed_public,
     ),
     Misconception(
         "keeps_old_spec",
@@ -699,6 +852,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "你只在位置還空著時才寫入（或合併時讓舊的值優先），這個位置就一直用第一次的規格。"
         "輸出直接設 output_qspec = spec，邊直接設 input_qspec_map[producer] = spec。",
         ADD_LABEL_RULES,
+        public=relabel_kept_old,
     ),
     Misconception(
         "own_spec",
@@ -706,7 +860,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "spec 引數就是這個位置要用的量化規格：dtype、整數範圍、方案與 observer 都由呼叫的人決定。"
         "你換成自己的一份（例如 act_spec()），範圍與 observer 就和要求的不同。把傳進來的 spec 原封不動地放進標籤。",
         LABEL_LOOKS,
-        public=spec_replaced,
+        public=own_spec,
     ),
     Misconception(
         "copies_fields",
@@ -714,6 +868,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "QuantizationSpec 的 observer_or_fake_quant_ctr 也是規格的一部分，連它的引數（例如 averaging_constant）都是。"
         "你照 dtype、範圍重建一份，observer 卻寫死成別的類別，prepare_pt2e 插的就是另一種 observer。直接用傳進來的 spec，不要重建。",
         LABEL_LOOKS,
+        public=other_observer,
     ),
     Misconception(
         "no_check",
@@ -780,7 +935,7 @@ READS_MISCONCEPTIONS = (
         "observer 可能串接：一個位置同時有輸出標籤與屬性不同的邊標籤時，會有兩個 observer 一前一後。"
         "你走過第一個 observer 就停，把第二個 observer 當成 consumer。遇到 observer 要一路走下去，直到不是 observer 的 node。",
         READS_RULES,
-        public=stops_after_one_observer,
+        public=stops_after_one_observer_public,
     ),
     Misconception(
         "reads_direct_users",
@@ -847,7 +1002,7 @@ PUBLIC = declare(
         "reads_quantized",
         "reads_quantized：哪些 consumer 吃到量化後的值",
         ("reads_quantized",),
-        {"edge": reads_edge, "output": reads_output},
+        {"edge": reads_edge, "output": reads_output, "by_hand": reads_by_hand},
         misconceptions=READS_MISCONCEPTIONS,
     ),
 )
