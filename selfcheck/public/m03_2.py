@@ -18,6 +18,7 @@ from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import EvidenceError, plain
 from selfcheck.misconceptions import Misconception, Section
 from selfcheck.probes import CaptureLabels
+from selfcheck.public.m01_1 import graph_changes, graph_state
 from selfcheck.public.m03_1 import export
 
 
@@ -47,7 +48,21 @@ class Branches(nn.Module):
         e = torch.sigmoid(x - 1)
         f = torch.relu(x * 3)
         k = self.conv2(x)
-        return b, d, e, f, torch.relu(k), k, torch.exp(-x)
+        return (
+            b,
+            d,
+            e,
+            f,
+            torch.relu(k),
+            k,
+            torch.exp(-x),
+            torch.relu(torch.cos(x)),
+            torch.sigmoid(torch.sin(x)),
+            (
+                torch.tan(x) + x,
+                x + torch.atan(x),
+            ),
+        )
 
 
 def hand_labelled() -> GraphModule:
@@ -55,8 +70,11 @@ def hand_labelled() -> GraphModule:
 
     conv2d → tanh: fused (tanh's label nobody claimed); abs → relu: not fused (the edge is
     quantized); sub → sigmoid: fused (the edge's spec is None); mul → relu_1: not fused (mul's
-    input spec is None); conv2d_1 has two users; neg → exp: exp has no label. x's own output is
-    labelled too, and sub shares its input's spec.
+    input spec is None); conv2d_1 has two users; neg → exp: exp has no label; cos → relu_3: fused
+    (cos's input shares x's spec); sin → sigmoid_1: fused (sin's label nobody claimed); tan → add: fused
+    though add's other input edge (from x) is quantized; atan → add_1: not fused (atan is add_1's second
+    argument, and that edge is quantized). x's own output is labelled too, sub shares its input's spec as
+    well, and the constant conv2_weight has an output label.
     """
     from common.models import example_inputs
     from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, SharedQuantizationSpec, export_module
@@ -82,25 +100,41 @@ def hand_labelled() -> GraphModule:
     label("conv2d_1", {"x": act_spec(), "conv2_weight": weight_spec()})
     label("relu_2", {}, act_spec())
     label("neg", {"x": act_spec()})
+    label("cos", {"x": SharedQuantizationSpec(n["x"])})
+    label("relu_3", {}, act_spec())
+    label("sin", {"x": act_spec()}, claimed=False)
+    label("sigmoid_1", {}, act_spec())
+    label("tan", {"x": act_spec()})
+    label("add", {"x": act_spec()}, act_spec())
+    label("atan", {"x": act_spec()})
+    label("add_1", {"atan": act_spec()}, act_spec())
+    label("conv2_weight", {}, weight_spec())
     return copy.deepcopy(gm)
 
 
 def _positions(ns: Namespace, name: str) -> dict[str, Any]:
-    got = plain(ns["label_positions"](hand_labelled() if name == "hand" else labelled(name)))
+    gm = hand_labelled() if name == "hand" else labelled(name)
+    before = graph_state(gm)
+    got = plain(ns["label_positions"](gm))
     if not isinstance(got, dict) or set(got) != {"edges", "outputs"}:
         raise EvidenceError('label_positions 應該回傳 {"edges": [...], "outputs": [...]} 這樣的 dict')
     if not isinstance(got["edges"], list) or not all(isinstance(e, list) and len(e) == 2 for e in got["edges"]):
         raise EvidenceError("edges 應該是 (上游名稱, consumer 名稱) 的 list")
     if not isinstance(got["outputs"], list):
         raise EvidenceError("outputs 應該是 node 名稱的 list")
-    return {"edges": sorted(got["edges"], key=str), "outputs": sorted(got["outputs"], key=str)}
+    found = {"edges": sorted(got["edges"], key=str), "outputs": sorted(got["outputs"], key=str)}
+    return {**found, "changed": graph_changes(before, gm)} if name == "hand" else found
 
 
-def _pairs(ns: Namespace, name: str) -> list[Any]:
-    got = plain(ns["fused_patterns"](hand_labelled() if name == "hand" else labelled(name)))
+def _pairs(ns: Namespace, name: str) -> Any:
+    """The pairs, sorted; on the hand-labelled graph with ``changed``: how the call changed the graph."""
+    gm = hand_labelled() if name == "hand" else labelled(name)
+    before = graph_state(gm)
+    got = plain(ns["fused_patterns"](gm))
     if not isinstance(got, list) or not all(isinstance(p, list) and len(p) == 2 for p in got):
         raise EvidenceError("fused_patterns 應該回傳 (第一個 op, 最後一個 op) 的 list")
-    return sorted(got, key=str)
+    pairs = sorted(got, key=str)
+    return {"pairs": pairs, "changed": graph_changes(before, gm)} if name == "hand" else pairs
 
 
 def positions_residual(ns: Namespace, seed: int) -> Any:
@@ -251,10 +285,19 @@ def missing_within(seen: Any, expected: Any, hand: str, allowed: Any, *, elsewhe
     return bool(lost) and all(allowed(p) for r in on_hand for p in r.missing())
 
 
+def _public_changed(seen: Any, expected: Any) -> bool:
+    """The call changed the graph it was asked to read (nodes or labels)."""
+    return any(
+        isinstance(r.changed, list) and r.changed
+        for r in [*position_records(seen, expected), *pair_records(seen, expected)]
+    )
+
+
 # what the public hand-labelled graph holds (hand_labelled): labels nobody claimed, a shared spec, x's output
-BY_HAND_UNCLAIMED = {"tanh", "sub"}
-BY_HAND_SHARED = {("edge", "x", "sub")}
+BY_HAND_UNCLAIMED = {"tanh", "sub", "sin"}
+BY_HAND_SHARED = {("edge", "x", "sub"), ("edge", "x", "cos")}
 PLACEHOLDERS = {"x"}
+CONSTANTS = {"conv2_weight"}
 
 
 def _public_unclaimed(seen: Any, expected: Any) -> bool:
@@ -267,8 +310,17 @@ def _public_plain_specs(seen: Any, expected: Any) -> bool:
     return missing_within(seen, expected, "by_hand", lambda p: p in BY_HAND_SHARED, elsewhere=True)
 
 
+def _public_constants(seen: Any, expected: Any) -> bool:
+    """Only the output label of a constant (get_attr) is missing."""
+    return missing_within(seen, expected, "by_hand", lambda p: p[0] == "out" and p[1] in CONSTANTS)
+
+
 def _public_placeholders(seen: Any, expected: Any) -> bool:
-    return missing_within(seen, expected, "by_hand", lambda p: p[0] == "out" and p[1] in PLACEHOLDERS)
+    """The output label of the model input x is missing (a constant's may be too: neither is a call_function)."""
+    lost = [p for r in only_missing(seen, expected) if r.model == "by_hand" for p in r.missing()]
+    return any(p[0] == "out" and p[1] in PLACEHOLDERS for p in lost) and missing_within(
+        seen, expected, "by_hand", lambda p: p[0] == "out" and p[1] in PLACEHOLDERS | CONSTANTS
+    )
 
 
 POSITIONS_MISCONCEPTIONS = (
@@ -279,6 +331,7 @@ POSITIONS_MISCONCEPTIONS = (
         "（例如把規格是 None 的邊從 input_qspec_map 刪掉），之後的 prepare_pt2e 讀到的就不是 Quantizer 原本貼的。"
         "只讀 node.meta 裡的標籤，不要改它。",
         ROLES,
+        public=_public_changed,
     ),
     Misconception(
         "edges_reversed",
@@ -343,6 +396,7 @@ POSITIONS_MISCONCEPTIONS = (
         "XNNPACKQuantizer 在 weight、bias 上留的空標籤不列，是因為它們的 output_qspec 是 None，不是因為它們是常數。"
         "別的 Quantizer 可以在常數的輸出貼標籤，這時它就該列進 outputs。不要用 node.op 過濾，照 output_qspec 是不是 None 判斷。",
         POSITIONS_RULES,
+        public=_public_constants,
     ),
     Misconception(
         "ops_only",
@@ -457,7 +511,14 @@ def crashed_on_unlabelled(seen: Any, case: str) -> bool:
 # what the public hand-labelled graph holds (hand_labelled, Branches)
 BY_HAND_TRAPS: dict[Pair, set[str]] = {
     ("conv2d", "tanh"): {"apart", "unclaimed"},  # tanh's label: nobody claimed it; a node lies between them
-    ("sub", "sigmoid"): {"unclaimed", "none_edge"},  # sub's label: nobody claimed it; the edge's spec is None
+    ("sub", "sigmoid"): {"unclaimed", "first_unclaimed", "none_edge", "shared"},  # sub: unclaimed, shared spec
+    ("sin", "sigmoid_1"): {"unclaimed", "first_unclaimed"},  # sin's label: nobody claimed it
+    ("cos", "relu_3"): {"shared"},
+    ("tan", "add"): {"other_input_quantized"},  # add's edge from x is quantized, the edge tan → add is not
+    ("atan", "add_1"): {
+        "edge_quantized",
+        "second_argument",
+    },  # atan is add_1's second argument  # cos's input spec is a SharedQuantizationSpec
     ("abs_1", "relu"): {"edge_quantized"},
     ("mul", "relu_1"): {"inputs_unquantized"},
     ("conv2d_1", "relu_2"): {"two_users"},
@@ -492,7 +553,22 @@ def _public_apart(seen: Any, expected: Any) -> bool:
 
 
 def _public_unclaimed_pairs(seen: Any, expected: Any) -> bool:
-    return missing_only(seen, expected, by_hand("unclaimed"))
+    return missing_only(seen, expected, by_hand("unclaimed"), every=by_hand("first_unclaimed"))
+
+
+def _public_other_input(seen: Any, expected: Any) -> bool:
+    """Only pairs whose last op has another quantized input edge are missing."""
+    return missing_only(seen, expected, by_hand("other_input_quantized"))
+
+
+def _public_first_argument(seen: Any, expected: Any) -> bool:
+    """Only pairs whose first op is the last op's second argument are extra (its first argument's edge was read)."""
+    return extra_only(seen, expected, by_hand("second_argument"))
+
+
+def _public_shared_unseen(seen: Any, expected: Any) -> bool:
+    """Every pair whose labels use a SharedQuantizationSpec is missing, and only those."""
+    return missing_only(seen, expected, by_hand("shared"), every=by_hand("shared"))
 
 
 def _public_none_edge(seen: Any, expected: Any) -> bool:
@@ -522,6 +598,7 @@ FUSED_MISCONCEPTIONS = (
         "fused_patterns 只該讀標籤、回答哪些 op 融合在一起，圖和標籤都是呼叫的人的。你的程式在找的時候拿掉或改了標籤"
         "（例如把用過的標籤 pop 掉），呼叫的人之後再 prepare_pt2e，observer 就插錯了。只讀 node.meta，不要改它。",
         ROLES,
+        public=_public_changed,
     ),
     Misconception(
         "pairs_reversed",
@@ -537,6 +614,7 @@ FUSED_MISCONCEPTIONS = (
         "第 3 點只問「第一個 op → 最後一個 op」這一條邊有沒有量化。最後一個 op 可以有好幾個輸入（例如 add），"
         "別的輸入邊有標籤，不影響中間這條邊有沒有量化點。只看 input_qspec_map 裡名字是第一個 op 的那一條邊。",
         FUSED_RULES,
+        public=_public_other_input,
     ),
     Misconception(
         "wrong_edge",
@@ -544,6 +622,7 @@ FUSED_MISCONCEPTIONS = (
         "最後一個 op 有兩個輸入時，第一個 op 不一定是它的第一個引數，也不一定是 input_qspec_map 裡的第一條。"
         "你只看了 args[0] 或第一條邊，中間真正的那條邊有量化也沒發現。要在 input_qspec_map 裡找名字等於第一個 op 的那一條，看它的規格是不是 None。",
         FUSED_RULES,
+        public=_public_first_argument,
     ),
     Misconception(
         "fused_plain_specs",
@@ -552,6 +631,7 @@ FUSED_MISCONCEPTIONS = (
         "你只認 QuantizationSpec，共用輸出的最後一個 op 被當成沒有輸出標籤，共用輸出的 op 反而被當成 pattern 的開頭。"
         "有沒有標籤，看規格是不是 None，不是看它的類別。",
         FUSED_RULES,
+        public=_public_shared_unseen,
     ),
     Misconception(
         "by_op_kind",
