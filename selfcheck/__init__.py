@@ -6,6 +6,7 @@ computed from the answer key when the course is released, in ``selfcheck/expecte
 and the comparison. It holds no answer key and no hidden case.
 """
 
+from selfcheck.practice import practice
 from selfcheck.preview import PREVIEW_SEED, ChecksFailed, preview
 
-__all__ = ["PREVIEW_SEED", "ChecksFailed", "preview"]
+__all__ = ["PREVIEW_SEED", "ChecksFailed", "practice", "preview"]

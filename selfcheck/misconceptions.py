@@ -63,7 +63,9 @@ class Misconception:
     believed and why it is wrong; ``section``: where the chapter teaches it; ``public``: a detector over
     the public cases' evidence, for the preview (``None`` where the public cases cannot show it);
     ``not_public``: where there is no public detector, why the public cases cannot show this mistake without
-    giving the answer away (empty while nobody has judged it; the notebook rate counts both kinds).
+    giving the answer away (empty while nobody has judged it; the notebook rate counts both kinds);
+    ``practice``: a short exercise of its own on this one idea (``selfcheck.practice.Practice``), offered by every
+    diagnosis that names the misconception.
     """
 
     key: str
@@ -72,6 +74,8 @@ class Misconception:
     section: Section
     public: Detector | None = None
     not_public: str = ""
+    practice: Any = None
+    """A ``selfcheck.practice.Practice`` (``Any`` here: that module imports this one)."""
 
     def __post_init__(self) -> None:
         if self.public is not None and self.not_public:
@@ -132,7 +136,12 @@ def cause_lines(notebook: str, misconception: Misconception, first: bool = True)
     cause (a second one is introduced as such).
     """
     lead = "可能的原因" if first else "也可能是"
-    return [f"{lead}：{misconception.name}", misconception.text, reread_line(notebook, misconception.section)]
+    lines = [f"{lead}：{misconception.name}", misconception.text, reread_line(notebook, misconception.section)]
+    if misconception.practice is not None:
+        from selfcheck.practice import offer_line
+
+        lines.append(offer_line(notebook, misconception.key))
+    return lines
 
 
 def reread_line(notebook: str, section: Section) -> str:

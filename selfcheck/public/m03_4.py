@@ -18,6 +18,7 @@ from common.pt2e import ANNOTATION_KEY, MinMaxObserver, QuantizationAnnotation, 
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 from selfcheck.probes import ChainQuantizer as Chain
 from selfcheck.public.m03_1 import labels, observers
 
@@ -492,6 +493,218 @@ def _cat_unmarked(seen: Any, expected: Any) -> bool:
     return got == [] and bool(diagnosis.value(expected, "cat_pool", "cat_pool", "claimed"))
 
 
+# --- practice after a mistake (issue 50): one idea each, checked on tiny graphs of its own ----------------
+
+
+class _PlainAdd(nn.Module):
+    """a + b."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a + b
+
+
+class _BranchAdd(nn.Module):
+    """relu(x) + x * 3: both inputs come from x, through two ops."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) + x * 3
+
+
+class _OperandKinds(nn.Module):
+    """Adds of every kind of operand: x + x, x + a buffer, a buffer + x, x + 2.0, a buffer + 1.0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("bias", torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x + x, x + self.bias, self.bias + x, x + 2.0, self.bias + 1.0
+
+
+def _adds(gm: GraphModule) -> list[Any]:
+    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target == ADD]
+
+
+def _observer_groups(annotate: Any, model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> list[list[str]]:
+    """Export ``model``, let ``annotate(node, spec)`` label each add, prepare, calibrate: the groups of edges one
+    observer instance serves."""
+    from common.pt2e import export_module, prepare_pt2e
+    from common.qspecs import act_spec
+
+    class OnlyAdds(Quantizer):
+        def annotate(self, model: GraphModule) -> GraphModule:
+            for node in _adds(model):
+                annotate(node, act_spec())
+                if ANNOTATION_KEY in node.meta:
+                    node.meta[ANNOTATION_KEY]._annotated = True
+            return model
+
+        def validate(self, model: GraphModule) -> None:
+            pass
+
+    prepared = prepare_pt2e(export_module(model.eval(), inputs), OnlyAdds())
+    prepared(*inputs)
+    return observers(prepared)["shared"]
+
+
+def _check_share_add(annotate_shared_add: Any) -> list[str]:
+    problems = []
+    for title, model, inputs, positions in (
+        ("a + b", _PlainAdd(), (torch.ones(2, 4), torch.full((2, 4), 5.0)), {"a → add", "b → add", "add → output"}),
+        (
+            "relu(x) + x * 3",
+            _BranchAdd(),
+            (torch.linspace(-1, 1, 8).reshape(2, 4),),
+            {"relu → add", "mul → add", "add → output"},
+        ),
+    ):
+        shared = _observer_groups(annotate_shared_add, model, inputs)
+        together = next((set(group) & positions for group in shared if set(group) & positions), set())
+        if together == positions:
+            continue
+        if not together:
+            problems.append(f"{title}：三個位置（{'、'.join(sorted(positions))}）各有自己的 observer，沒有共用。")
+        else:
+            apart = "、".join(sorted(positions - together))
+            problems.append(f"{title}：{'、'.join(sorted(together))} 共用一個 observer，{apart} 卻另有一個。")
+    return problems
+
+
+SHARE_ADD = Practice(
+    "annotate_shared_add",
+    "寫 annotate_shared_add(node, spec)：node 是一個 add，兩個輸入都是 activation（不同的兩個 node）。"
+    "替它貼上標籤，讓兩條輸入邊和 add 的輸出三個位置共用同一個 observer。"
+    "檢查會在 a + b 與 relu(x) + x * 3 兩張小圖上 prepare，數每個 observer 服務幾個位置。",
+    "from torch.fx import Node\n"
+    "from common.pt2e import SharedQuantizationSpec, annotate_input_qspec_map, annotate_output_qspec\n\n\n"
+    "def annotate_shared_add(node, spec):\n"
+    "    first, second = node.args[0], node.args[1]\n"
+    "    raise NotImplementedError()\n",
+    _check_share_add,
+    "只有第一個位置用 spec 本身：annotate_input_qspec_map(node, first, spec)。其餘兩個位置都寫同一份 "
+    "SharedQuantizationSpec，指向那個第一個位置，也就是邊 (first, node)。",
+    "from common.pt2e import SharedQuantizationSpec, annotate_input_qspec_map, annotate_output_qspec\n\n\n"
+    "def annotate_shared_add(node, spec):\n"
+    "    first, second = node.args[0], node.args[1]\n"
+    "    annotate_input_qspec_map(node, first, spec)\n"
+    "    shared = SharedQuantizationSpec((first, node))\n"
+    "    annotate_input_qspec_map(node, second, shared)\n"
+    "    annotate_output_qspec(node, shared)\n",
+    "輸出也用 shared。指向 node 自己的 SharedQuantizationSpec(node) 不行：prepare 處理輸入邊時，輸出還沒有 observer。",
+)
+
+
+def _check_activation_inputs(activation_inputs: Any) -> list[str]:
+    from common.pt2e import export_module
+
+    gm = export_module(_OperandKinds().eval(), (torch.ones(2, 4),))
+    adds = _adds(gm)
+    wanted = (["x"], ["x"], ["x"], ["x"], [])
+    shown = ("x + x", "x + self.bias", "self.bias + x", "x + 2.0", "self.bias + 1.0")
+    problems = []
+    for node, want, title in zip(adds, wanted, shown, strict=True):
+        got = activation_inputs(node)
+        names = [getattr(a, "name", repr(a)) for a in got] if isinstance(got, list | tuple) else got
+        if names != want:
+            problems.append(f"{title}：應該回傳 {want}，你的是 {names}")
+    return problems
+
+
+ACTIVATION_INPUTS = Practice(
+    "activation_inputs",
+    "寫 activation_inputs(node)：回傳 add 的 node.args[:2] 裡「要貼標籤」的輸入，也就是來自 activation 的 Node，"
+    '每個只出現一次，照原本的順序。Python 純量不是 Node；op == "get_attr" 的是模型常數；add(x, x) 的 x 只算一次。'
+    "檢查用一張有五個 add 的小圖：x + x、x + 常數、常數 + x、x + 2.0、常數 + 1.0。",
+    "from torch.fx import Node\n\n\ndef activation_inputs(node):\n    raise NotImplementedError()\n",
+    _check_activation_inputs,
+    '一次只處理一種：先留下 isinstance(a, Node) 的，再去掉 a.op == "get_attr" 的，最後去掉重複的'
+    "（list(dict.fromkeys(...)) 會保留第一次出現的順序）。",
+    "from torch.fx import Node\n\n\n"
+    "def activation_inputs(node):\n"
+    '    nodes = [a for a in node.args[:2] if isinstance(a, Node) and a.op != "get_attr"]\n'
+    "    return list(dict.fromkeys(nodes))\n",
+    "一個都不剩（常數 + 純量）的 add 就不用標：在 AddQuantizer 裡，inputs 是空的就跳過。",
+)
+
+
+def _check_should_annotate(should_annotate: Any) -> list[str]:
+    from common.pt2e import export_module
+    from common.qspecs import act_spec
+
+    problems = []
+    for title, meta, want in (
+        ("沒有標籤", None, True),
+        ("有標籤，_annotated=False（沒有人認領的草稿）", False, True),
+        ("有標籤，_annotated=True（別的 Quantizer 認領了）", True, False),
+    ):
+        gm = export_module(_PlainAdd().eval(), (torch.ones(2, 4), torch.ones(2, 4)))
+        node = _adds(gm)[0]
+        if meta is not None:
+            node.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=act_spec(), _annotated=meta)
+        got = should_annotate(node)
+        if got is not want:
+            problems.append(f"{title}：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+SHOULD_ANNOTATE = Practice(
+    "should_annotate",
+    "寫 should_annotate(node)：這個 add 該不該由你的 Quantizer 貼標籤？只有別的 Quantizer 認領過的"
+    "（node.meta[ANNOTATION_KEY]._annotated 是 True）才跳過；沒有標籤、或標籤的 _annotated 是 False，都該你貼。"
+    "回傳 True 或 False。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\ndef should_annotate(node):\n    raise NotImplementedError()\n",
+    _check_should_annotate,
+    "標籤不一定存在：先用 node.meta.get(ANNOTATION_KEY) 拿，拿到 None 就是沒有標籤。有標籤時，答案只看它的 _annotated。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\n"
+    "def should_annotate(node):\n"
+    "    annotation = node.meta.get(ANNOTATION_KEY)\n"
+    "    return annotation is None or not annotation._annotated\n",
+    "貼完標籤記得設 _annotated = True：下一個 Quantizer 讀到的就是「有人認領」。",
+)
+
+
+class _Names(nn.Module):
+    """An input called add, an addmm, and a real add."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(4, 4))
+
+    def forward(self, add: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.addmm(add, y, self.w) + y
+
+
+def _check_is_add(is_add: Any) -> list[str]:
+    from common.pt2e import export_module
+
+    gm = export_module(_Names().eval(), (torch.ones(2, 4), torch.ones(2, 4)))
+    real = _adds(gm)[0]
+    real.name = "renamed_by_a_pass"
+    problems = []
+    for node in gm.graph.nodes:
+        want = node is real
+        got = is_add(node)
+        if bool(got) is not want:
+            problems.append(
+                f"名叫 {node.name} 的 node（op={node.op}，target={node.target}）：應該回傳 {want}，你的是 {got!r}"
+            )
+    return problems
+
+
+IS_ADD = Practice(
+    "is_add",
+    "寫 is_add(node)：node 是不是一個 add？用 node 做什麼判斷，不要用它叫什麼名字。"
+    "檢查用的圖裡有一個名叫 add 的輸入、一個 addmm，和一個被 pass 改過名字的真正的 add。",
+    "import torch\n\nADD = torch.ops.aten.add.Tensor\n\n\ndef is_add(node):\n    raise NotImplementedError()\n",
+    _check_is_add,
+    'node 做什麼寫在兩個屬性：node.op（"call_function" 才是呼叫一個 op）和 node.target（是哪一個 op）。',
+    "import torch\n\nADD = torch.ops.aten.add.Tensor\n\n\n"
+    "def is_add(node):\n"
+    '    return node.op == "call_function" and node.target == ADD\n',
+    "名字只是標記：名叫 add 的可能是輸入，addmm 也以 add 開頭，pass 還可能把真正的 add 改名。",
+)
+
+
 ADD_MISCONCEPTIONS = (
     Misconception(
         "self_add_twice",
@@ -501,6 +714,7 @@ ADD_MISCONCEPTIONS = (
         "同一個 node 只算一次，例如 list(dict.fromkeys(...))。",
         LIMITS,
         public=_recursion,
+        practice=ACTIVATION_INPUTS,
     ),
     Misconception(
         "anchor_on_add_output",
@@ -510,6 +724,7 @@ ADD_MISCONCEPTIONS = (
         "共用要指向先量化的位置：第一條輸入邊 (inputs[0], node)。",
         SHARED_SPEC,
         public=_anchor_not_observed,
+        practice=SHARE_ADD,
     ),
     Misconception(
         "anchor_on_producer_output",
@@ -519,6 +734,7 @@ ADD_MISCONCEPTIONS = (
         "只有 node 的輸出才直接寫 node。",
         SHARED_SPEC,
         public=_anchor_on_producer,
+        practice=SHARE_ADD,
     ),
     Misconception(
         "anchor_on_first_argument",
@@ -527,6 +743,7 @@ ADD_MISCONCEPTIONS = (
         "共用就指向一個不存在的位置。錨點要用過濾之後的 inputs[0]，不是 node.args[0]。",
         ADD_RULES,
         public=_anchor_on_constant_edge,
+        practice=ACTIVATION_INPUTS,
     ),
     Misconception(
         "crash_without_activation",
@@ -535,6 +752,7 @@ ADD_MISCONCEPTIONS = (
         "一個 activation 都不剩的 add 不用標，直接跳過。",
         ADD_RULES,
         public=_crashes_without_activation,
+        practice=ACTIVATION_INPUTS,
     ),
     Misconception(
         "scalar_as_node",
@@ -543,6 +761,7 @@ ADD_MISCONCEPTIONS = (
         "貼標籤之前先用 isinstance(a, Node) 把純量濾掉。",
         LIMITS,
         public=_scalar_key,
+        practice=ACTIVATION_INPUTS,
     ),
     Misconception(
         "constant_labelled",
@@ -551,6 +770,7 @@ ADD_MISCONCEPTIONS = (
         "add 只標來自 activation 的邊，常數排第一個或第二個都一樣。",
         LIMITS,
         public=_constant_labelled,
+        practice=ACTIVATION_INPUTS,
     ),
     Misconception(
         "constant_operand_skips_add",
@@ -559,6 +779,7 @@ ADD_MISCONCEPTIONS = (
         "你把整個 add 跳過了，圖上就少了這幾個量化點。",
         ADD_RULES,
         public=_skips_constant_operand,
+        practice=ACTIVATION_INPUTS,
     ),
     Misconception(
         "shares_without_share",
@@ -576,6 +797,7 @@ ADD_MISCONCEPTIONS = (
         "指向第一條輸入邊。",
         SHARED_SPEC,
         public=_never_shares,
+        practice=SHARE_ADD,
     ),
     Misconception(
         "output_not_shared",
@@ -584,6 +806,7 @@ ADD_MISCONCEPTIONS = (
         "它就有自己的 observer 和 scale。輸出也要寫 SharedQuantizationSpec((inputs[0], node))。",
         SHARED_SPEC,
         public=_output_apart,
+        practice=SHARE_ADD,
     ),
     Misconception(
         "output_as_user_edges",
@@ -600,6 +823,7 @@ ADD_MISCONCEPTIONS = (
         '真正的 add 也可能叫別的名字。要用 node.op == "call_function" 而且 node.target == ADD 判斷。',
         BY_TARGET,
         public=_found_by_name,
+        practice=IS_ADD,
     ),
     Misconception(
         "overwrites_claimed",
@@ -608,6 +832,7 @@ ADD_MISCONCEPTIONS = (
         "（放在 XNNPACKQuantizer 後面時，會拆掉它的 add + relu 融合）。先看 node.meta[ANNOTATION_KEY]._annotated，是 True 就跳過。",
         WITH_XNNPACK,
         public=_claim_overwritten,
+        practice=SHOULD_ANNOTATE,
     ),
     Misconception(
         "skips_unclaimed_label",
@@ -616,6 +841,7 @@ ADD_MISCONCEPTIONS = (
         "要跳過的只有 _annotated 是 True 的 node。",
         ADD_RULES,
         public=_skips_draft,
+        practice=SHOULD_ANNOTATE,
     ),
     Misconception(
         "forgets_annotated",
@@ -624,6 +850,7 @@ ADD_MISCONCEPTIONS = (
         "沒有設，下一個 Quantizer 會以為沒人標過，把你的標籤換掉。",
         WITH_XNNPACK,
         public=_unmarked,
+        practice=SHOULD_ANNOTATE,
     ),
     Misconception(
         "claims_unlabelled",
@@ -633,6 +860,7 @@ ADD_MISCONCEPTIONS = (
         "沒有 activation 輸入的 add 直接跳過，不要建立標籤。",
         WITH_XNNPACK,
         public=_claims_unlabelled,
+        practice=ACTIVATION_INPUTS,
     ),
     Misconception(
         "other_observer",

@@ -19,6 +19,7 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 TITLE = "fold_bn：把 BN 折進 conv 的 weight 與 bias"
 
@@ -438,6 +439,95 @@ def _mutates(seen: Any, expected: Any) -> bool:
     ) and any(isinstance(r.get("arguments_changed"), list) and r["arguments_changed"] for r in records if r)
 
 
+# --- practice after a mistake (issue 50): one idea each, on BatchNorm layers of their own -------------------
+
+
+def _practice_bns() -> list[tuple[str, nn.Module]]:
+    """A BatchNorm2d with a negative γ, a variance near 0 and an ε of its own; a BatchNorm1d without γ and β."""
+    affine = nn.BatchNorm2d(3, eps=1e-3).eval()
+    with torch.no_grad():
+        affine.weight.copy_(torch.tensor([-2.0, 0.5, 1.0]))
+        affine.bias.copy_(torch.tensor([0.1, -0.2, 0.3]))
+        affine.running_mean.copy_(torch.tensor([1.0, -1.0, 0.5]))
+        affine.running_var.copy_(torch.tensor([4.0, 0.25, 1e-6]))
+    plain = nn.BatchNorm1d(2, affine=False).eval()
+    with torch.no_grad():
+        plain.running_mean.copy_(torch.tensor([2.0, -3.0]))
+        plain.running_var.copy_(torch.tensor([9.0, 16.0]))
+    return [("BatchNorm2d(3, eps=1e-3)，γ = [-2, 0.5, 1]", affine), ("BatchNorm1d(2, affine=False)", plain)]
+
+
+def _reference_scale(bn: nn.Module) -> torch.Tensor:
+    gamma = bn.weight if bn.weight is not None else torch.ones_like(bn.running_var)
+    return gamma.detach() / torch.sqrt(bn.running_var + bn.eps)
+
+
+def _compare(what: str, got: Any, want: torch.Tensor) -> str | None:
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+        return f"{what}：應該是形狀 {tuple(want.shape)} 的 tensor，你的是 {shape}"
+    if not torch.allclose(got.detach().float(), want, rtol=1e-4, atol=1e-6):
+        return f"{what}：應該是 {[round(v, 4) for v in want.tolist()]}，你的是 {[round(v, 4) for v in got.detach().float().tolist()]}"
+    return None
+
+
+def _check_bn_scale(bn_scale: Any) -> list[str]:
+    problems = []
+    for title, bn in _practice_bns():
+        found = _compare(title, bn_scale(bn), _reference_scale(bn))
+        if found:
+            problems.append(found)
+    return problems
+
+
+BN_SCALE = Practice(
+    "bn_scale",
+    "寫 bn_scale(bn)：回傳 BN 對每個 channel 乘上的倍數 s（一個 tensor，每個 channel 一個值）。"
+    "檢查用一個 γ 有負數、variance 幾乎是 0、ε 不是預設值的 BatchNorm2d，和一個沒有 γ、β 的 BatchNorm1d。",
+    "import torch\n\n\ndef bn_scale(bn):\n    raise NotImplementedError()\n",
+    _check_bn_scale,
+    "BN 的公式是 γ · (x − μ) / sqrt(σ² + ε) + β：乘在 x 上的是 γ / sqrt(σ² + ε)。ε 在根號裡面，用的是 bn.eps；"
+    "γ 的正負號要留著；affine=False 的 BN 沒有 γ（bn.weight 是 None），當成 1。",
+    "import torch\n\n\n"
+    "def bn_scale(bn):\n"
+    "    gamma = bn.weight if bn.weight is not None else torch.ones_like(bn.running_var)\n"
+    "    return gamma.detach() / torch.sqrt(bn.running_var + bn.eps)\n",
+    "variance 接近 0 的 channel 最能看出 ε 放在哪裡：sqrt(1e-6 + 1e-3) 和 sqrt(1e-6) + 1e-3 差了好幾倍。",
+)
+
+
+def _check_folded_bias(folded_bias: Any) -> list[str]:
+    problems = []
+    for title, bn in _practice_bns():
+        scale = _reference_scale(bn)
+        channels = scale.shape[0]
+        beta = bn.bias.detach() if bn.bias is not None else torch.zeros(channels)
+        for which, conv_b in (("conv 有 bias", torch.linspace(-0.5, 0.5, channels)), ("conv 沒有 bias", None)):
+            base = conv_b if conv_b is not None else torch.zeros(channels)
+            want = (base - bn.running_mean) * scale + beta
+            found = _compare(f"{title}，{which}", folded_bias(conv_b, bn, scale.clone()), want)
+            if found:
+                problems.append(found)
+    return problems
+
+
+FOLDED_BIAS = Practice(
+    "folded_bias",
+    "寫 folded_bias(conv_b, bn, s)：conv 的 bias 經過 BN 以後變成多少？s 是 bn_scale(bn)（已經算好給你），"
+    "conv_b 可能是 None（conv 沒有 bias）。回傳每個 channel 一個值的 tensor。",
+    "import torch\n\n\ndef folded_bias(conv_b, bn, s):\n    raise NotImplementedError()\n",
+    _check_folded_bias,
+    "把 conv 的輸出 y = W·x + b 代進 BN：γ · (y − μ) / sqrt(σ² + ε) + β = s · W·x + s · (b − μ) + β。"
+    "新 bias 是 s · (b − μ) + β：先減 μ 再乘 s，β 最後原封不動加上；b 是 None 時當成 0。",
+    "import torch\n\n\n"
+    "def folded_bias(conv_b, bn, s):\n"
+    "    b = conv_b if conv_b is not None else torch.zeros_like(bn.running_mean)\n"
+    "    beta = bn.bias.detach() if bn.bias is not None else torch.zeros_like(bn.running_mean)\n"
+    "    return (b - bn.running_mean) * s + beta\n",
+    "conv 沒有 bias 時，折完也一定要有 bias：BN 的平移 −s·μ + β 要有地方放。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "returns_none_bias",
@@ -447,6 +537,7 @@ MISCONCEPTIONS = (
         "conv_b 是 None 時把 b 當成 0，照樣算出 shape (out,) 的新 bias 回傳。",
         WHAT_IT_FOLDS_TO,
         public=_returns_none_bias,
+        practice=FOLDED_BIAS,
     ),
     Misconception(
         "assumes_conv_bias",
@@ -455,6 +546,7 @@ MISCONCEPTIONS = (
         "這時公式裡的 b 就是 0：先把 None 換成和 running_mean 一樣 shape 的零，再照同一個公式算新 bias。",
         RULES,
         public=_crashes_without_conv_bias,
+        practice=FOLDED_BIAS,
     ),
     Misconception(
         "assumes_affine",
@@ -463,6 +555,7 @@ MISCONCEPTIONS = (
         "這時等於 γ = 1、β = 0：先檢查是不是 None，是的話換成全 1 與全 0 的 tensor。",
         RULES,
         public=_crashes_without_affine,
+        practice=BN_SCALE,
     ),
     Misconception(
         "rank_hardcoded",
@@ -488,6 +581,7 @@ MISCONCEPTIONS = (
         "負號就丟了，那個 channel 的 weight 與 bias 整個反了號。只對 σ² + ε 開根號，γ 留在根號外面。",
         FORMULA,
         public=_gamma_sign_lost,
+        practice=BN_SCALE,
     ),
     Misconception(
         "eps_not_bn_eps",
@@ -496,6 +590,7 @@ MISCONCEPTIONS = (
         "s 的分母要用 sqrt(bn.running_var + bn.eps)。",
         RULES,
         public=_eps_too_small,
+        practice=BN_SCALE,
     ),
     Misconception(
         "eps_outside_sqrt",
@@ -504,6 +599,7 @@ MISCONCEPTIONS = (
         "預設的 ε = 1e-5 小到看不出差別，eps 比較大、variance 比較小的 BN 就差很多。把 bn.eps 放進 sqrt 裡面。",
         FORMULA,
         public=_eps_outside,
+        practice=BN_SCALE,
     ),
     Misconception(
         "no_sqrt",
@@ -512,6 +608,7 @@ MISCONCEPTIONS = (
         "weight 與 bias 也就跟著錯；s 要寫成 γ / sqrt(σ² + ε)。",
         FORMULA,
         public=_scale_wrong,
+        practice=BN_SCALE,
     ),
     Misconception(
         "weight_not_scaled",
@@ -537,6 +634,7 @@ MISCONCEPTIONS = (
         "你的新 bias 裡 μ 的正負號反了（像是寫成 b + μ）：μ 要減掉，不是加上。",
         FORMULA,
         public=_mean_flipped,
+        practice=FOLDED_BIAS,
     ),
     Misconception(
         "mean_not_subtracted",
@@ -545,6 +643,7 @@ MISCONCEPTIONS = (
         "你的新 bias 少了 −μ·s 這一項，所以 conv 沒有 bias、BN 也沒有 β 時，它整個變成 0。",
         FORMULA,
         public=_mean_missing,
+        practice=FOLDED_BIAS,
     ),
     Misconception(
         "beta_misplaced",
@@ -553,6 +652,7 @@ MISCONCEPTIONS = (
         "（affine=False 的 BN 沒有 β，所以在那裡看不出來）。先算 (b − μ)·s，最後再加上 bn.bias。",
         FORMULA,
         public=_beta_misplaced,
+        practice=FOLDED_BIAS,
     ),
     Misconception(
         "conv_bias_not_through_bn",
@@ -562,6 +662,7 @@ MISCONCEPTIONS = (
         "conv_b 有值時，把它放進 (b − μ)·s + β 裡的 b。",
         WHAT_IT_FOLDS_TO,
         public=_conv_bias_only,
+        practice=FOLDED_BIAS,
     ),
     Misconception(
         "mutates_arguments",
