@@ -186,6 +186,89 @@ def replace_fan_out(ns: Namespace, seed: int) -> Any:
     return describe_pass(ns, "replace_op", FanOut(), inputs, aten.relu.default, aten.hardtanh.default, (-1.0, 1.0))
 
 
+class ClampMinFan(nn.Module):
+    """A linear clamped below at 0 (clamp_min), read by a cat (inside a list) and by a mul."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.fc(x)
+        c = torch.clamp_min(y, 0.0)
+        return torch.cat([c, y], dim=1), c * y
+
+
+def replace_clamp_min(ns: Namespace, seed: int) -> Any:
+    """clamp_min(y, 0) → clamp(y, 0, 6): the old op has two arguments, the extra one goes after both; the node is
+    read inside a cat's list and by a mul."""
+    aten = torch.ops.aten
+    inputs = seeded_inputs(seed, (4, 6), scales=(8.0,))
+    return describe_pass(ns, "replace_op", ClampMinFan(), inputs, aten.clamp_min.default, aten.clamp.default, (6.0,))
+
+
+def gelu_in_place(gm: GraphModule) -> None:
+    """An earlier pass swapped the activation in place: the node ``relu`` now runs gelu (its name stays)."""
+    node = next(n for n in gm.graph.nodes if n.name == "relu")
+    node.target = torch.ops.aten.gelu.default
+
+
+def replace_retargeted(ns: Namespace, seed: int) -> Any:
+    """mlp after a pass made its relu a gelu in place (still named relu): gelu → hardtanh(0, 6)."""
+    model, inputs = _chapter("mlp", seed)
+    aten = torch.ops.aten
+    return describe_pass(
+        ns,
+        "replace_op",
+        model,
+        inputs,
+        aten.gelu.default,
+        aten.hardtanh.default,
+        (0.0, 6.0),
+        edit=gelu_in_place,
+    )
+
+
+def other_overloads(op: OpOverload, found: list[str]) -> Callable[[GraphModule], None]:
+    """An ``edit`` that changes nothing: it puts in ``found`` the names of the nodes of another overload of ``op``."""
+
+    def note(gm: GraphModule) -> None:
+        found.extend(
+            n.name
+            for n in gm.graph.nodes
+            if n.op == "call_function"
+            and isinstance(n.target, OpOverload)
+            and n.target.overloadpacket is op.overloadpacket
+            and n.target != op
+        )
+
+    return note
+
+
+def with_other_overloads(
+    ns: Namespace, name: str, model: nn.Module, inputs: tuple[torch.Tensor, ...], op: OpOverload, *args: Any
+) -> dict[str, Any]:
+    """``describe_pass`` of ``ns[name](gm, op, *args)``, and under ``other_overloads`` the nodes of another
+    overload of ``op`` (they must be left alone)."""
+    others: list[str] = []
+    result = describe_pass(ns, name, model, inputs, op, *args, edit=other_overloads(op, others))
+    return {**result, "other_overloads": others}
+
+
+class SumGate(nn.Module):
+    """x times its sum over channels (sum.dim_IntList) plus its sum over everything (sum.default)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * x.sum(dim=1, keepdim=True) + x.sum()
+
+
+def replace_sums(ns: Namespace, seed: int) -> Any:
+    """sum.dim_IntList → amax: the sum of everything (sum.default, another overload) stays."""
+    aten = torch.ops.aten
+    inputs = seeded_inputs(seed, (2, 3, 4))
+    return with_other_overloads(ns, "replace_op", SumGate(), inputs, aten.sum.dim_IntList, aten.amax.default)
+
+
 def clamp_mlp(ns: Namespace, seed: int) -> Any:
     """mlp: a clamp after each of the two linears (the second is the output)."""
     model, inputs = _chapter("mlp", seed)
@@ -202,6 +285,33 @@ def clamp_fan_out(ns: Namespace, seed: int) -> Any:
     """A linear read by a relu and by an add: both read the clamp."""
     inputs = seeded_inputs(seed, (4, 6))
     return describe_pass(ns, "insert_clamp", FanOut(), inputs, torch.ops.aten.linear.default, -0.3, 0.4)
+
+
+def fused_names(gm: GraphModule) -> None:
+    """An earlier pass rebuilt the relu as ``hardtanh(linear, 0, 6)`` and named it after the fused pair:
+    ``linear_relu6`` is no linear."""
+    nodes = {n.name: n for n in gm.graph.nodes}
+    relu = nodes["relu"]
+    with gm.graph.inserting_after(relu):
+        relu6 = gm.graph.create_node(
+            "call_function", torch.ops.aten.hardtanh.default, (relu.args[0], 0.0, 6.0), name="linear_relu6"
+        )
+    relu.replace_all_uses_with(relu6)
+    gm.graph.erase_node(relu)
+
+
+def clamp_fused_names(ns: Namespace, seed: int) -> Any:
+    """mlp after a pass named its relu6 ``linear_relu6``: a clamp after each of the two linears only."""
+    model, inputs = _chapter("mlp", seed)
+    return describe_pass(ns, "insert_clamp", model, inputs, torch.ops.aten.linear.default, -0.5, 0.5, edit=fused_names)
+
+
+def clamp_two_convs(ns: Namespace, seed: int) -> Any:
+    """M01-2's TwoConvs: a clamp after the conv2d.default only, not after the padding="same" one (conv2d.padding)."""
+    from selfcheck.public.m01_2 import TwoConvs
+
+    inputs = seeded_inputs(seed, (2, 3, 8, 8))
+    return with_other_overloads(ns, "insert_clamp", TwoConvs(), inputs, torch.ops.aten.conv2d.default, -1.0, 2.0)
 
 
 # --- where the chapter teaches it ----------------------------------------------------------------
@@ -400,6 +510,23 @@ def _other_overloads_touched(seen: Any, expected: Any) -> bool:
     return False
 
 
+NAME_TRAPS = ("retargeted", "fused_names")
+"""Public cases whose node names no longer tell their ops (a pass changed a target in place, or named a node)."""
+
+
+def _only_where_names_lie(seen: Any, expected: Any) -> bool:
+    """The graph whose node names no longer match their ops is edited wrong, and no other graph is but those with
+    a node of another overload of the op (named like it: a name test takes it too)."""
+    if diagnosis.errors(seen):
+        return False
+    records = passes(seen, expected)
+    wrong = {
+        place[0] for place, got, want in records if got["counts"] != want["counts"] or got["wiring"] != want["wiring"]
+    }
+    overloads = {place[0] for place, _, want in records if want.get("other_overloads")}
+    return bool(wrong & set(NAME_TRAPS)) and wrong <= set(NAME_TRAPS) | overloads
+
+
 def _packet_target(seen: Any, expected: Any) -> bool:
     """The new nodes' target is the packet of the op the key uses (``aten.clamp`` for ``aten.clamp.default``)."""
     for _, got, want in passes(seen, expected):
@@ -525,6 +652,7 @@ REPLACE_MISCONCEPTIONS = (
         "node 的名字只是標籤：別的 pass 原地改過 target 之後，叫 sigmoid 的 node 可能是 relu。"
         "要換的是 node.target == old 的 node，名字不能用來認 op。",
         BY_TARGET,
+        public=_only_where_names_lie,
     ),
     Misconception(
         "other_overloads",
@@ -533,6 +661,7 @@ REPLACE_MISCONCEPTIONS = (
         "比 node.target.overloadpacket 會把同一個 op 的其他 overload（x.mean() 是 mean.default，不是 mean.dim）也一起換掉，"
         "它們的引數和 old 不同，換了就錯。直接比 node.target == old。",
         OVERLOADS,
+        public=_other_overloads_touched,
     ),
     Misconception(
         "first_argument_only",
@@ -617,6 +746,7 @@ CLAMP_MISCONCEPTIONS = (
         "node 的名字只是標籤：op 依 module 改過名之後，叫 proj 的是 linear，名字以 linear 開頭的卻可能是 relu。"
         "要找的是 node.target == target 的 node，名字不能用來認 op。",
         BY_TARGET,
+        public=_only_where_names_lie,
     ),
     Misconception(
         "other_overloads",
@@ -625,6 +755,7 @@ CLAMP_MISCONCEPTIONS = (
         '比 node.target.overloadpacket 會把同一個 op 的其他 overload（padding="same" 的 conv 是 conv2d.padding）也算進去。'
         "直接比 node.target == target。",
         OVERLOADS,
+        public=_other_overloads_touched,
     ),
     Misconception(
         "packet_target",
@@ -699,14 +830,27 @@ PUBLIC = declare(
         "replace_op",
         REPLACE_TITLE,
         ("replace_op",),
-        {"mlp": replace_mlp, "residual": replace_residual, "fan_out": replace_fan_out},
+        {
+            "mlp": replace_mlp,
+            "residual": replace_residual,
+            "fan_out": replace_fan_out,
+            "clamp_min": replace_clamp_min,
+            "retargeted": replace_retargeted,
+            "sums": replace_sums,
+        },
         misconceptions=REPLACE_MISCONCEPTIONS,
     ),
     Exercise(
         "insert_clamp",
         CLAMP_TITLE,
         ("insert_clamp",),
-        {"mlp": clamp_mlp, "cat_pool": clamp_cat_pool, "fan_out": clamp_fan_out},
+        {
+            "mlp": clamp_mlp,
+            "cat_pool": clamp_cat_pool,
+            "fan_out": clamp_fan_out,
+            "fused_names": clamp_fused_names,
+            "two_convs": clamp_two_convs,
+        },
         misconceptions=CLAMP_MISCONCEPTIONS,
     ),
 )
