@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 import torch
+from torch import nn
 from torch.fx import GraphModule, Node
 
 from selfcheck import diagnosis
@@ -209,6 +210,60 @@ def layers_residual(ns: Namespace, seed: int) -> Any:
     quantizer, _ = get_xnnpack_quantizer(is_per_channel=True)
     prepared, converted = quantized_pair(get_model("residual"), inputs, quantizer, seed)
     return describe_table(ns, prepared, converted, inputs, kinds=False)
+
+
+def sqnr_dead_channel(ns: Namespace, seed: int) -> Any:
+    """An activation (N, C, H, W) after relu whose channel 1 is all zeros (a dead channel), 6-bit, per channel."""
+    (x,) = seeded_inputs(seed + 5, (2, 3, 4, 4))
+    x = torch.relu(x) + 0.25
+    x[:, 1] = 0.0
+    return db_list(ns["sqnr"](x, fake_quant(x, bits=6), dim=1), "sqnr(x, test, dim=1) ")
+
+
+def sqnr_halved(ns: Namespace, seed: int) -> Any:
+    """test = reference / 2: a quarter of the reference's power, noise one quarter of it: 6.02 dB."""
+    (reference,) = seeded_inputs(seed + 6, (4, 5))
+    return db(ns["sqnr"](reference, reference / 2), "sqnr(reference, reference / 2) ")
+
+
+def sqnr_bfloat16(ns: Namespace, seed: int) -> Any:
+    """A bfloat16 activation (2 or 3 significant digits) and its 4-bit version, also bfloat16."""
+    (x,) = seeded_inputs(seed + 7, (4, 64))
+    x = x.to(torch.bfloat16)
+    return db(ns["sqnr"](x, fake_quant(x.float(), bits=4).to(torch.bfloat16)), "sqnr(x, test) ")
+
+
+class Masked(nn.Module):
+    """Two inputs, image and mask: sigmoid of the mask (the quantizer leaves it alone: the same output on both
+    graphs, an SQNR of inf), then the model's own ``fake_quant_per_channel`` (a q/dq op by its target, on both
+    graphs); the image through conv → relu → chunk (a list of two tensors); low + high × gate."""
+
+    def __init__(self, channels: int = 2) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2 * channels, 3, padding=1)
+        self.register_buffer("scales", torch.full((channels,), 0.05))
+        self.register_buffer("zero_points", torch.zeros(channels, dtype=torch.int32))
+
+    def forward(self, image: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        gate = torch.ops.quantized_decomposed.fake_quant_per_channel(
+            torch.sigmoid(mask), self.scales, self.zero_points, 1, -128, 127
+        )
+        low, high = torch.chunk(torch.relu(self.conv(image)), 2, dim=1)
+        return low + high * gate
+
+
+def layers_masked(ns: Namespace, seed: int) -> Any:
+    """Masked (two inputs, a chunk, a q/dq op of the model's own) with the XNNPACKQuantizer."""
+    import common.pt2e  # noqa: F401  (registers the quantized_decomposed ops)
+    from common.pt2e import get_xnnpack_quantizer
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Masked()
+    inputs = seeded_inputs(seed, (2, 1, 6, 6), (2, 2, 6, 6))
+    quantizer, _ = get_xnnpack_quantizer(is_per_channel=False)
+    prepared, converted = quantized_pair(model, inputs, quantizer, seed)
+    return describe_table(ns, prepared, converted, inputs)
 
 
 # --- where the chapter teaches it ----------------------------------------------------------------
@@ -432,6 +487,22 @@ def _public_slice_signal(seen: Any, expected: Any) -> bool:
     return _whole_right_slices_wrong(seen, expected, whole, [*slices, ("activation", "per_channel")])
 
 
+def _public_zero_over_zero(seen: Any, expected: Any) -> bool:
+    """nan where the key has inf (an all-zero slice: 0 / 0)."""
+    return any(got == "nan" and want == "inf" for _, got, want in db_pairs(seen, expected))
+
+
+def _public_test_power(seen: Any, expected: Any) -> bool:
+    """test = reference / 2: a signal read from test has a quarter of the power, 6.02 dB less."""
+    got, want = diagnosis.value(seen, "halved"), diagnosis.value(expected, "halved")
+    return isinstance(got, float) and isinstance(want, float) and abs(got - want - 10 * math.log10(0.25)) < 0.02
+
+
+def _public_input_dtype(seen: Any, expected: Any) -> bool:
+    """Wrong on bfloat16 inputs only: float32 and float64 inputs are right."""
+    return some_wrong(seen, expected, "bfloat16") and all_right(seen, expected, "outlier_weight", "activation", "close")
+
+
 SQNR_MISCONCEPTIONS = (
     Misconception(
         "returns_tensor",
@@ -458,6 +529,7 @@ SQNR_MISCONCEPTIONS = (
         "你的 SQNR 就成了 nan，而不是 inf。雜訊是 0 表示完全相同，不管訊號是多少都是 inf："
         '先判斷雜訊是不是 0，是就回傳 float("inf")，不要靠除法。',
         SQNR_RULES,
+        public=_public_zero_over_zero,
     ),
     Misconception(
         "finite_when_identical",
@@ -515,6 +587,7 @@ SQNR_MISCONCEPTIONS = (
         "訊號是原本的值（reference）的功率，test 是量化後的近似，只出現在雜訊 reference − test 裡。"
         "用 test 的平方和當訊號，test 被縮小或放大時 SQNR 就跟著偏了。分子一律用 reference。",
         SQNR_FORMULA,
+        public=_public_test_power,
     ),
     Misconception(
         "slices_on_dim0",
@@ -557,6 +630,7 @@ SQNR_MISCONCEPTIONS = (
         "bfloat16、float16 只有 2 到 3 位有效數字，在它們裡面平方、加總，誤差比量化雜訊本身還大。"
         "不管輸入是什麼 dtype，都先用 .to(torch.float64) 轉成 float64 再算。",
         SQNR_RULES,
+        public=_public_input_dtype,
     ),
 )
 
@@ -681,6 +755,21 @@ def graphs_changed(seen: Any, expected: Any) -> bool:
     )
 
 
+def _public_non_tensor(seen: Any, expected: Any) -> bool:
+    """The model with a chunk (its output a list of tensors) raised about a list or a tuple."""
+    message = diagnosis.error_message(seen, "masked")
+    return bool(diagnosis.error(seen, "masked")) and ("list" in message or "tuple" in message)
+
+
+def _public_one_input(seen: Any, expected: Any) -> bool:
+    """The two-input model raised for want of an argument, the one-input models did not."""
+    message = diagnosis.error_message(seen, "masked")
+    missing = any(
+        words in message for words in ("positional argument", "required argument", "missing", "not enough values")
+    )
+    return missing and not any(case != "masked" for case in diagnosis.errors(seen))
+
+
 LAYER_MISCONCEPTIONS = (
     Misconception(
         "non_tensor_outputs",
@@ -688,6 +777,7 @@ LAYER_MISCONCEPTIONS = (
         "torch.split 這類 op 的輸出是 tensor 的 list，後面接的 getitem 才是 tensor；拿 list 去算 SQNR 就出錯了。"
         "表裡只放兩邊輸出都是 tensor 的 node：先用 isinstance(..., torch.Tensor) 檢查，不是就跳過。",
         LAYER_RULES,
+        public=_public_non_tensor,
     ),
     Misconception(
         "one_input_only",
@@ -695,6 +785,7 @@ LAYER_MISCONCEPTIONS = (
         "inputs 是一個 tuple，模型有幾個輸入它就有幾項。你只把第一項送進模型（例如 run(inputs[0])），"
         "兩個輸入的模型就缺了一個引數而出錯。把整個 tuple 展開傳進去：run(*inputs)。",
         LAYER_TABLE,
+        public=_public_one_input,
     ),
     Misconception(
         "layer_python_division",
@@ -712,6 +803,7 @@ LAYER_MISCONCEPTIONS = (
         "模型自己呼叫的 fake_quant_per_channel 就是一個，而且 prepared 與 converted 上都有同名的 node。"
         "你看名字（或只看 prepared 上有沒有同名的 node）認 q/dq，它就被放進表裡了。改用 node.target 判斷。",
         LAYER_RULES,
+        public=named_like_qdq,
     ),
     Misconception(
         "lists_non_ops",
@@ -772,14 +864,22 @@ PUBLIC = declare(
         "sqnr",
         SQNR_TITLE,
         ("sqnr",),
-        {"outlier_weight": sqnr_weight, "activation": sqnr_activation, "close": sqnr_close, "types": sqnr_types},
+        {
+            "outlier_weight": sqnr_weight,
+            "activation": sqnr_activation,
+            "close": sqnr_close,
+            "types": sqnr_types,
+            "dead_channel": sqnr_dead_channel,
+            "halved": sqnr_halved,
+            "bfloat16": sqnr_bfloat16,
+        },
         misconceptions=SQNR_MISCONCEPTIONS,
     ),
     Exercise(
         "layer_sqnr",
         LAYER_TITLE,
         ("layer_sqnr",),
-        {"small_cnn": layers_small_cnn, "residual": layers_residual},
+        {"small_cnn": layers_small_cnn, "residual": layers_residual, "masked": layers_masked},
         misconceptions=LAYER_MISCONCEPTIONS,
     ),
 )

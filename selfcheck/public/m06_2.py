@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 import torch
+from torch import nn
 from torch.fx import GraphModule, Node
 
 from selfcheck import diagnosis
@@ -193,7 +194,7 @@ def small_cnn_bad_conv(ns: Namespace, seed: int) -> Any:
 
     batches = seeded_batches(seed, (2, 3, 16, 16))
     comparison, prepared = comparison_of(get_model("small_cnn"), batches, bits_quantizer({"conv2d_1": 3}))
-    return describe_answers(ns, comparison, prepared)
+    return {**describe_answers(ns, comparison, prepared), "sqnr": mean_sqnr(comparison)}
 
 
 def residual_bad_first(ns: Namespace, seed: int) -> Any:
@@ -202,7 +203,63 @@ def residual_bad_first(ns: Namespace, seed: int) -> Any:
 
     batches = seeded_batches(seed, (2, 3, 16, 16))
     comparison, prepared = comparison_of(get_model("residual"), batches, bits_quantizer({"conv2d_1": 3}))
-    return describe_answers(ns, comparison, prepared)
+    return {**describe_answers(ns, comparison, prepared), "sqnr": mean_sqnr(comparison)}
+
+
+class Fork(nn.Module):
+    """stem → relu → split (its output is a list, not compared) → left conv, right conv → add(left, right) →
+    flatten → linear. The right conv (the add's second input) is the one the case quantizes badly."""
+
+    def __init__(self, channels: int = 2, size: int = 6) -> None:
+        super().__init__()
+        self.channels = channels
+        self.stem = nn.Conv2d(1, 2 * channels, 3, padding=1)
+        self.left = nn.Conv2d(channels, channels, 3, padding=1)
+        self.right = nn.Conv2d(channels, channels, 3, padding=1)
+        self.fc = nn.Linear(channels * size * size, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        low, high = torch.split(torch.relu(self.stem(x)), self.channels, dim=1)
+        return self.fc(torch.flatten(self.left(low) + self.right(high), 1))
+
+
+class Detour(nn.Module):
+    """x + a detour a hundred times smaller: stem → relu → avg pool → tail conv (weights / 100) → x + tail →
+    flatten → linear. The case gives the pool a 4-bit output (the culprit has no weight) after an 8-bit stem;
+    the add's SQNR then climbs far back above the tail's (x itself is exact): a negative drop larger than any."""
+
+    def __init__(self, channels: int = 4, size: int = 6) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(1, channels, 3, padding=1)
+        self.pool = nn.AvgPool2d(3, stride=1, padding=1)
+        self.tail = nn.Conv2d(channels, 1, 1)
+        self.fc = nn.Linear(size * size, 3)
+        with torch.no_grad():
+            self.tail.weight /= 100
+            self.tail.bias /= 100
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = self.tail(self.pool(torch.relu(self.stem(x))))
+        return self.fc(torch.flatten(x + t, 1))
+
+
+def fork_bad_right(ns: Namespace, seed: int) -> Any:
+    """Fork with its right conv (conv2d_2, the add's second input) at 3-bit weights."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Fork()
+    comparison, prepared = comparison_of(model, seeded_batches(seed, (2, 1, 6, 6)), bits_quantizer({"conv2d_2": 3}))
+    return {**describe_answers(ns, comparison, prepared), "sqnr": mean_sqnr(comparison)}
+
+
+def detour_bad_pool(ns: Namespace, seed: int) -> Any:
+    """Detour with an 8-bit stem and a 4-bit output on the pool (the culprit, without weights)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Detour()
+    quantizer = bits_quantizer({"conv2d": 8}, outputs={"avg_pool2d": 4})
+    comparison, prepared = comparison_of(model, seeded_batches(seed, (2, 1, 6, 6)), quantizer)
+    return {**describe_answers(ns, comparison, prepared), "sqnr": mean_sqnr(comparison)}
 
 
 # --- where the chapter teaches it ----------------------------------------------------------------
@@ -235,14 +292,148 @@ def changed_graph(seen: Any, expected: Any) -> bool:
 
 
 def rise_not_drop(seen: Any, expected: Any) -> bool:
-    """Every drop has the key's size with the opposite sign (yours − upstream)."""
+    """Every drop has the key's size with the opposite sign (yours − upstream), within ``DECIBELS``."""
     signs = []
     for _, got, want in drop_pairs(seen, expected):
         for name, number in want["drops"].items():
             mine = got["drops"].get(name)
             if _is_number(number) and _is_number(mine) and abs(number) > 0.5:
-                signs.append(abs(mine + number) <= 1e-3 + 1e-4 * abs(number))
+                signs.append(abs(mine + number) <= DECIBELS.absolute + 1e-4 * abs(number))
     return bool(signs) and all(signs)
+
+
+def _close(a: Any, b: Any, tolerance: float = DECIBELS.absolute) -> bool:
+    return _is_number(a) and _is_number(b) and math.isclose(a, b, rel_tol=1e-4, abs_tol=tolerance)
+
+
+def _same_drops(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    return set(got["drops"]) == set(want["drops"]) and all(
+        _close(got["drops"][name], number) for name, number in want["drops"].items()
+    )
+
+
+def _differing(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    return [name for name, number in want["drops"].items() if not _close(got["drops"].get(name), number)]
+
+
+def _sqnr(want: dict[str, Any]) -> dict[str, float]:
+    """The key's mean SQNR of every compared node (the cases record it), numbers only."""
+    table = want.get("sqnr")
+    return {n: v for n, v in table.items() if _is_number(v)} if isinstance(table, dict) else {}
+
+
+def largest_in_size(seen: Any, expected: Any) -> bool:
+    """The drops are right; the answer is the largest drop in size (a large negative one wins), somewhere not
+    the culprit."""
+    found = False
+    for _, got, want in drop_pairs(seen, expected):
+        if not _same_drops(got, want):
+            return False
+        sizes = {n: abs(d) for n, d in want["drops"].items() if _is_number(d)}
+        if not sizes or got.get("worst") != max(sizes, key=sizes.get):
+            return False
+        found = found or got.get("worst") != want.get("worst")
+    return found
+
+
+def split_stops_walk(seen: Any, expected: Any) -> bool:
+    """Right on the models without a split; on the fork (after a split) it raised or lost the layers there."""
+    others = [(got, want) for case, got, want in drop_pairs(seen, expected) if case != "fork"]
+    if len(others) < 3 or not all(set(got["drops"]) == set(want["drops"]) for got, want in others):
+        return False
+    if diagnosis.error(seen, "fork") and not any(diagnosis.error(seen, c) for c in ("small_cnn", "residual", "detour")):
+        return True
+    return any(
+        case == "fork" and set(got["drops"]) < set(want["drops"]) for case, got, want in drop_pairs(seen, expected)
+    )
+
+
+def previous_entry(seen: Any, expected: Any) -> bool:
+    """Every drop is the previous entry's SQNR (graph order) minus this one's, and somewhere that is not the key's."""
+    differs, checked = False, 0
+    for _, got, want in drop_pairs(seen, expected):
+        sqnr = _sqnr(want)
+        # graph order: the case's own table in the live evidence (the shipped JSON has its keys sorted)
+        order = [name for name in _sqnr(got) if name in sqnr]
+        for name, number in got["drops"].items():
+            if name not in sqnr or order.index(name) == 0:
+                return False
+            before = order[order.index(name) - 1]
+            if not _close(number, sqnr[before] - sqnr[name], 2 * DECIBELS.absolute):
+                return False
+            checked += 1
+        differs = differs or bool(_differing(got, want))
+    return differs and checked > 0
+
+
+def not_worst_upstream(seen: Any, expected: Any) -> bool:
+    """Only some drops are off, each larger than the key's, and each measured from another node's SQNR: a node
+    with several upstreams compared with one that is not the worst."""
+    found = False
+    for _, got, want in drop_pairs(seen, expected):
+        if set(got["drops"]) != set(want["drops"]):
+            return False
+        sqnr = _sqnr(want)
+        off = _differing(got, want)
+        if 2 * len(off) > len(want["drops"]):
+            return False
+        for name in off:
+            mine = got["drops"][name]
+            if not _is_number(mine) or mine <= want["drops"][name] or name not in sqnr:
+                return False
+            if not any(
+                _close(mine + sqnr[name], level, 2 * DECIBELS.absolute) for o, level in sqnr.items() if o != name
+            ):
+                return False
+            found = True
+    return found
+
+
+def one_run_or_sum(seen: Any, expected: Any) -> bool:
+    """The same nodes, most drops a little off (one run instead of their mean) or off by one factor (their sum)."""
+    mine, theirs = [], []
+    for _, got, want in drop_pairs(seen, expected):
+        if set(got["drops"]) != set(want["drops"]):
+            return False
+        for name, number in want["drops"].items():
+            if _is_number(got["drops"][name]) and _is_number(number):
+                mine.append(got["drops"][name])
+                theirs.append(number)
+    off = [not _close(a, b) for a, b in zip(mine, theirs, strict=True)]
+    if not mine or 2 * sum(off) < len(off):
+        return False
+    close = [abs(a - b) <= max(2.0, 0.25 * abs(b)) for a, b in zip(mine, theirs, strict=True)]
+    near = 4 * sum(close) >= 3 * len(close)
+    big = [(a, b) for a, b in zip(mine, theirs, strict=True) if abs(b) > 1]
+    ratios = [a / b for a, b in big]
+    scaled = bool(ratios) and max(ratios) - min(ratios) < 0.05 and abs(abs(ratios[0]) - 1) > 0.1 and ratios[0] > 0
+    return near or scaled
+
+
+def lowest_chosen(seen: Any, expected: Any) -> bool:
+    """In every case the answer is the node with the lowest SQNR, and somewhere that is not the culprit."""
+    found = False
+    pairs = drop_pairs(seen, expected)
+    for _, got, want in pairs:
+        sqnr = _sqnr(want)
+        if not sqnr or got.get("worst") != min(sqnr, key=sqnr.get):
+            return False
+        found = found or got.get("worst") != want.get("worst")
+    return found
+
+
+def weighted_chosen(seen: Any, expected: Any) -> bool:
+    """The drops are right; the answer is the largest drop among the conv / linear layers, which misses a culprit
+    without weights."""
+    found = False
+    for _, got, want in drop_pairs(seen, expected):
+        if not _same_drops(got, want):
+            return False
+        weighted = {n: d for n, d in want["drops"].items() if n.startswith(("conv", "linear")) and _is_number(d)}
+        if not weighted or got.get("worst") != max(weighted, key=weighted.get):
+            return False
+        found = found or got.get("worst") != want.get("worst")
+    return found
 
 
 def sources_listed(seen: Any, expected: Any) -> bool:
@@ -285,6 +476,7 @@ MISCONCEPTIONS = (
         "會比上游高很多。你用絕對值比大小，回升最多的那一層就被當成了禍首。"
         "worst_layer 要找的是「上游 − 自己」最大的那一個，直接比帶正負號的掉幅。",
         RULES,
+        public=largest_in_size,
     ),
     Misconception(
         "sources_counted",
@@ -310,6 +502,7 @@ MISCONCEPTIONS = (
         "你的程式把它當成一個數字（或在那裡停下），split 之後的層就出錯或找不到上游。"
         "只把每次結果都是單一數字的 node 放進表，不在表裡的 node 一律穿過。",
         RULES,
+        public=split_stops_walk,
     ),
     Misconception(
         "previous_in_order",
@@ -317,6 +510,7 @@ MISCONCEPTIONS = (
         "比較結果依圖上 node 的順序排，但前一項不一定是這一層的輸入：兩個分支相加時，add 的前一項可能是另一個分支的 conv。"
         "上游要沿著圖的邊找：從 node.all_input_nodes 往上走。",
         RULES,
+        public=previous_entry,
     ),
     Misconception(
         "best_upstream",
@@ -324,6 +518,7 @@ MISCONCEPTIONS = (
         "add、cat 這類 op 有好幾個上游；其中一個上游已經很差時，那是上游的錯，不是這一層的。"
         "掉幅要和最差（SQNR 最低）的上游比：min(上游的 SQNR) − 自己的 SQNR。你取了最好的（或第一個）上游，這一層的掉幅被算大了。",
         RULES,
+        public=not_worst_upstream,
     ),
     Misconception(
         "not_mean_of_runs",
@@ -331,6 +526,7 @@ MISCONCEPTIONS = (
         "logger 每跑一次就記一筆，summary.results 裡有每次執行的結果。你只取了其中一筆（或把它們加總），"
         "每層的 SQNR 就和題目要的平均不同，掉幅也跟著偏掉。把每一筆的 float(result.sqnr) 加起來除以筆數。",
         THREE_FUNCTIONS,
+        public=one_run_or_sum,
     ),
     Misconception(
         "lowest_sqnr",
@@ -338,6 +534,7 @@ MISCONCEPTIONS = (
         "每一層吃的是上一層已經有誤差的輸出，誤差一路往下游累積，SQNR 最低的常常是最後幾層，它們只是承接了前面的誤差。"
         "禍首是 SQNR 比上游掉最多的那一層：worst_layer 要在 layer_drops 裡找最大的。",
         PROPAGATES,
+        public=lowest_chosen,
     ),
     Misconception(
         "weighted_only",
@@ -345,6 +542,7 @@ MISCONCEPTIONS = (
         "不只 conv 與 linear 會量化壞：add、pool 的輸出如果只用很少的 bit，一樣會掉很多 dB。"
         "你只在有 weight 的層裡挑，禍首是 add 時就答錯了。worst_layer 要在 layer_drops 的所有 node 裡找掉最多的。",
         RULES,
+        public=weighted_chosen,
     ),
 )
 
@@ -355,8 +553,13 @@ PUBLIC = declare(
         "worst_layer",
         TITLE,
         ("layer_drops", "worst_layer"),
-        {"small_cnn": small_cnn_bad_conv, "residual": residual_bad_first},
-        tolerances={"drops": DECIBELS},
+        {
+            "small_cnn": small_cnn_bad_conv,
+            "residual": residual_bad_first,
+            "fork": fork_bad_right,
+            "detour": detour_bad_pool,
+        },
+        tolerances={"drops": DECIBELS, "sqnr": DECIBELS},
         misconceptions=MISCONCEPTIONS,
     ),
 )

@@ -232,6 +232,48 @@ class StemBlock(nn.Module):
         return self.block(torch.relu(self.stem(x)))
 
 
+class Tower(nn.Module):
+    """flatten → ``out``: a linear whose name is also a top-level module's."""
+
+    def __init__(self, features: int, width: int) -> None:
+        super().__init__()
+        self.out = nn.Linear(features, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.flatten(x, 1))
+
+
+class SideNet(nn.Module):
+    """side(x) + sidecar(x) (two 1×1 convs, one name the prefix of the other) → tower → torch.relu → out.
+
+    Names to match exactly: ``side`` is not ``sidecar``, ``out`` is not ``tower.out``."""
+
+    def __init__(self, channels: int = 4, size: int = 4, width: int = 8) -> None:
+        super().__init__()
+        self.side = nn.Conv2d(1, channels, 1)
+        self.sidecar = nn.Conv2d(1, channels, 1)
+        self.tower = Tower(channels * size * size, width)
+        self.out = nn.Linear(width, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.tower(self.side(x) + self.sidecar(x))))
+
+
+SIDE_SKIPS = {"names": ["side", "out"], "inner": ["tower.out"]}
+"""The side_net case's two runs: ``side`` (a prefix of ``sidecar``) and ``out`` (the last segment of
+``tower.out``); then a module nested in another."""
+
+
+def filter_side(ns: Namespace, seed: int) -> Any:
+    """SideNet, twice: skipping ``side`` and ``out`` (not ``sidecar``, not ``tower.out``), then ``tower.out`` alone
+    (not the whole tower, not the top-level ``out``)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = SideNet()
+    inputs = seeded_inputs(seed, (2, 1, 4, 4))
+    return {run: filtered(ns, model, inputs, skipped, seed) for run, skipped in SIDE_SKIPS.items()}
+
+
 # --- greedy_skip ------------------------------------------------------------------------------------
 
 
@@ -369,6 +411,39 @@ def case_already(ns: Namespace, seed: int) -> Any:
     return run_search(ns, layers, table_metric(layers, 30.0, {"conv1": 1.0, "conv2": 2.0, "fc": 3.0}), 25.0)
 
 
+def case_below_zero(ns: Namespace, seed: int) -> Any:
+    """Every score is negative (a very noisy model, in dB): the best candidate is still picked at each step."""
+    layers = ["embed", "mixer", "proj"]
+    evaluate = table_metric(layers, -12.0, {"embed": 2.0, "mixer": 5.0, "proj": 3.0})
+    return run_search(ns, layers, evaluate, -4.5)
+
+
+def case_out_of_reach(ns: Namespace, seed: int) -> Any:
+    """Every layer in fp32 stays below the target: all of them, in pick order (not the order of ``layers``).
+
+    The second step's best (12) is lower than the first's (13): each step finds its own best. The list
+    handed to the search is read back afterwards (``layers_after``): it must be as it was.
+    """
+    layers = ["embed", "mixer", "proj"]
+    evaluate = table_metric(
+        layers, 8.0, {"embed": 2.0, "mixer": 1.0, "proj": 5.0}, {("proj", "embed"): -4.0, ("proj", "mixer"): -2.0}
+    )
+    handed = list(layers)
+    return {**run_search(ns, layers, evaluate, 20.0, handed=handed), "layers_after": list(handed)}
+
+
+def case_exact(ns: Namespace, seed: int) -> Any:
+    """The first pick reaches the target exactly (21.5): that is enough."""
+    layers = ["embed", "mixer", "proj"]
+    return run_search(ns, layers, table_metric(layers, 20.0, {"embed": 0.5, "mixer": 1.5, "proj": 1.0}), 21.5)
+
+
+def case_tie(ns: Namespace, seed: int) -> Any:
+    """proj and embed tie exactly; proj comes first in ``layers`` (the order is not alphabetical), so it wins."""
+    layers = ["proj", "embed", "mixer"]
+    return run_search(ns, layers, table_metric(layers, 10.0, {"proj": 2.0, "embed": 2.0, "mixer": 0.5}), 11.75)
+
+
 # --- where the chapter teaches it ----------------------------------------------------------------
 
 BY_PATTERN = Section("B. filter function：自己決定哪些 node 可以量化")
@@ -437,7 +512,35 @@ def _public_name(seen: Any, expected: Any) -> bool:
     return fp32_relation(seen, expected, "digits_conv2") == "more" and fp32_relation(seen, expected, "block") != "more"
 
 
-PUBLIC_FILTERS = (("digits_conv2",), ("block",))
+PUBLIC_FILTERS = (("digits_conv2",), ("block",), *(("side_net", run) for run in SIDE_SKIPS))
+
+
+def only_off(seen: Any, expected: Any, place: tuple[str, ...], how: str) -> bool:
+    """At ``place`` the fp32 layers relate to the key's as ``how``; at every other public place they are the same."""
+    return fp32_relation(seen, expected, *place) == how and all(
+        fp32_relation(seen, expected, *other) == "same" for other in PUBLIC_FILTERS if other != place
+    )
+
+
+def extra_fp32(seen: Any, expected: Any, *place: str) -> set[str]:
+    """The layers left in fp32 at ``place`` that the key quantizes (node names: ``conv2d_1``, ``linear``…)."""
+    got = diagnosis.value(seen, *place, "fp32_weights")
+    want = diagnosis.value(expected, *place, "fp32_weights")
+    if not isinstance(got, list) or not isinstance(want, list):
+        return set()
+    return {str(name) for name in got} - {str(name) for name in want}
+
+
+def also_skipped(seen: Any, expected: Any, kind: str) -> bool:
+    """Skipping ``side`` and ``out`` also left a ``kind`` layer in fp32 (``conv``: sidecar, a prefix match;
+    ``linear``: tower.out, a segment or suffix match), and nothing else anywhere is off."""
+    extra = extra_fp32(seen, expected, "side_net", "names")
+    return (
+        only_off(seen, expected, ("side_net", "names"), "more")
+        and bool(extra)
+        and all(name.startswith(kind) for name in extra)
+    )
+
 
 FILTER_MISCONCEPTIONS = (
     Misconception(
@@ -491,6 +594,7 @@ FILTER_MISCONCEPTIONS = (
         'nn_module_stack 裡有每一層的路徑；只看最外層底下那一層（例如 "block"），只跳過 block.fc 時就比對不到，'
         "它照樣被量化。stack 裡的每一個路徑都要比對，任何一個在 skipped 裡就回答 False。",
         FILTER_RULES,
+        public=lambda seen, expected: only_off(seen, expected, ("side_net", "inner"), "fewer"),
     ),
     Misconception(
         "prefix_match",
@@ -499,6 +603,7 @@ FILTER_MISCONCEPTIONS = (
         '包在 proj 裡面的 module，路徑本身就會出現在 stack 上（"proj" 與 "proj.xxx" 各是一項），'
         "所以用 path in skipped 逐一比對就夠了。",
         FILTER_RULES,
+        public=lambda seen, expected: also_skipped(seen, expected, "conv"),
     ),
     Misconception(
         "last_segment_match",
@@ -507,6 +612,7 @@ FILTER_MISCONCEPTIONS = (
         "你用 endswith 或把路徑切成一段一段來比，名字只是某個巢狀路徑最後一段時，也把那一層跳過了。"
         "拿 stack 上每一個完整的路徑和 skipped 完全比對。",
         FILTER_RULES,
+        public=lambda seen, expected: also_skipped(seen, expected, "linear"),
     ),
     Misconception(
         "node_name_match",
@@ -571,7 +677,34 @@ def evaluate_misused(seen: Any, expected: Any) -> bool:
     )
 
 
-PUBLIC_SEARCHES = [("three_layers",), ("pair",), ("dips",), ("already",)]
+def layers_shrunk(seen: Any, expected: Any) -> bool:
+    """The list handed to the search lost layers (they were removed from it while searching)."""
+    got = diagnosis.value(seen, "out_of_reach", "layers_after")
+    want = diagnosis.value(expected, "out_of_reach", "layers_after")
+    return isinstance(got, list) and isinstance(want, list) and set(got) < set(want)
+
+
+def tie_lost(seen: Any, expected: Any) -> bool:
+    """Where two layers tie, the other one was picked; every search without a tie is right."""
+    got, want = chosen(seen, "tie"), chosen(expected, "tie")
+    untied = [place for place in PUBLIC_SEARCHES if place != ("tie",)]
+    return (
+        bool(got and want)
+        and got[0] != want[0]
+        and all(search_relation(seen, expected, *place) == "same" for place in untied)
+    )
+
+
+PUBLIC_SEARCHES = [
+    ("three_layers",),
+    ("pair",),
+    ("dips",),
+    ("already",),
+    ("below_zero",),
+    ("out_of_reach",),
+    ("exact",),
+    ("tie",),
+]
 
 SEARCH_MISCONCEPTIONS = (
     Misconception(
@@ -588,6 +721,7 @@ SEARCH_MISCONCEPTIONS = (
         "layers 是呼叫的人的 list：你在上面 remove、pop 或 sort，搜尋結束後它就少了層或換了順序，"
         "同一個 list 再交給下一次搜尋就得到不同的答案。用另一個 list 記錄已經留下的層，layers 只讀不改。",
         GREEDY_RULES,
+        public=layers_shrunk,
     ),
     Misconception(
         "scores_layers_alone",
@@ -605,6 +739,7 @@ SEARCH_MISCONCEPTIONS = (
         "你把上一步的最佳分數留到下一步，這一步的候選都比它低時，就選不到新的層（或又選回已經留下的層）。"
         "每一步開頭寫 best, best_score = None, None。",
         GREEDY_RULES,
+        public=lambda seen, expected: "重複" in diagnosis.error_message(seen, "out_of_reach"),
     ),
     Misconception(
         "stops_without_improvement",
@@ -621,6 +756,10 @@ SEARCH_MISCONCEPTIONS = (
         "SQNR 是 dB，誤差比訊號還大時就是負的；分數也可能是任何「越高越好」的數字。"
         "最佳分數從 0 開始，每個候選都是負的時候一層也選不到。用 None（或第一個候選的分數）當起點。",
         GREEDY_RULES,
+        public=lambda seen, expected: (
+            search_relation(seen, expected, "below_zero") == "shorter"
+            and search_relation(seen, expected, "dips") in ("same", "reordered")
+        ),
     ),
     Misconception(
         "gives_up",
@@ -628,6 +767,10 @@ SEARCH_MISCONCEPTIONS = (
         "所有層都留了還達不到目標時，規則要你回傳全部的層（依選到的先後），呼叫的人才知道「全部留下也不夠」、差多少。"
         "你回傳了空的 list（或中途停下）。迴圈的條件是「還沒達到目標而且還有層沒留」，跑完就回傳 skipped。",
         GREEDY_RULES,
+        public=lambda seen, expected: (
+            "NoneType" in diagnosis.error_message(seen, "out_of_reach")
+            or search_relation(seen, expected, "out_of_reach") == "shorter"
+        ),
     ),
     Misconception(
         "skips_at_least_one",
@@ -643,6 +786,10 @@ SEARCH_MISCONCEPTIONS = (
         "目標是「達到」：分數 ≥ target 就停。你用 score > target，剛好等於目標時又多留了一層，"
         "多一層 fp32 就少一層量化。比較時用 >=（或迴圈條件寫 score < target）。",
         GREEDY_RULES,
+        public=lambda seen, expected: (
+            search_relation(seen, expected, "exact") == "longer"
+            and search_relation(seen, expected, "already") == "same"
+        ),
     ),
     Misconception(
         "ties_not_first",
@@ -650,6 +797,7 @@ SEARCH_MISCONCEPTIONS = (
         "兩個候選分數一樣時，規則是選 layers 裡排在前面的。你用 >= 比較（後來的會蓋掉前面的），"
         "或先把 layers 排序過，選到的就換成另一層。照 layers 原本的順序走，只在分數嚴格大於（>）時才換人。",
         GREEDY_RULES,
+        public=tie_lost,
     ),
     Misconception(
         "order_not_pick_order",
@@ -657,7 +805,9 @@ SEARCH_MISCONCEPTIONS = (
         "回傳的 list 要照選到的先後排：第一個是第一步選的層。照 layers 的順序（或字母順序）重新排過，"
         "就看不出哪一層最重要、搜尋走了哪條路。選到一層就 append，最後直接回傳那個 list。",
         GREEDY_RULES,
-        public=lambda seen, expected: reordered_somewhere(seen, expected, PUBLIC_SEARCHES),
+        public=lambda seen, expected: reordered_somewhere(
+            seen, expected, [place for place in PUBLIC_SEARCHES if place != ("tie",)]
+        ),
     ),
 )
 
@@ -668,14 +818,23 @@ PUBLIC = declare(
         "may_quantize",
         FILTER_TITLE,
         ("may_quantize",),
-        {"digits_conv2": filter_digits, "block": filter_block},
+        {"digits_conv2": filter_digits, "block": filter_block, "side_net": filter_side},
         misconceptions=FILTER_MISCONCEPTIONS,
     ),
     Exercise(
         "greedy_skip",
         TITLE,
         ("greedy_skip",),
-        {"three_layers": case_three_layers, "pair": case_pair, "dips": case_dips, "already": case_already},
+        {
+            "three_layers": case_three_layers,
+            "pair": case_pair,
+            "dips": case_dips,
+            "already": case_already,
+            "below_zero": case_below_zero,
+            "out_of_reach": case_out_of_reach,
+            "exact": case_exact,
+            "tie": case_tie,
+        },
         misconceptions=SEARCH_MISCONCEPTIONS,
     ),
 )
