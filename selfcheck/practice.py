@@ -109,6 +109,18 @@ def next_step(notebook: str, key: str, task: Practice) -> str:
     return f"{lead}：{step}"
 
 
+def untouched(task: Practice, answer: Any) -> bool:
+    """True for a value practice answered with the starter's own value (a function's stub raises instead)."""
+    if callable(answer):
+        return False
+    starter: dict[str, Any] = {}
+    try:
+        exec(compile(task.starter, "<starter>", "exec"), starter)  # the course's own text, not the student's
+        return bool(answer == starter.get(task.name))
+    except Exception:
+        return False
+
+
 def practice(notebook: str, key: str, namespace: Mapping[str, Any] | None = None) -> None:
     """Open the practice of misconception ``key`` of ``notebook`` (no ``namespace``, or its name not defined yet:
     print the task and the stub), or check the student's definition in ``namespace``."""
@@ -120,6 +132,8 @@ def practice(notebook: str, key: str, namespace: Mapping[str, Any] | None = None
     if answer is None:
         print("\n".join(_task_lines(notebook, key, misconception, task)))
         return
+    if untouched(task, answer):
+        raise PracticeFailed([f"先把 {task.name} 寫好（換掉題目給的 None），再執行這一格"])
     try:
         problems = task.check(answer)
     except NotImplementedError:

@@ -78,6 +78,19 @@ WRONG = {
         "    b = conv_b if conv_b is not None else torch.zeros_like(s)\n"
         "    return b - bn.running_mean * s + beta\n",
     ],
+    "round_ties": [
+        "round_ties = {-2.5: -3, -1.5: -2, -0.5: -1, 0.5: 1, 1.5: 2, 2.5: 3}\n",  # half away from zero
+        "round_ties = {-2.5: -2, -1.5: -1, -0.5: 0, 0.5: 1, 1.5: 2, 2.5: 3}\n",  # floor(x + 0.5)
+    ],
+    "saturate": [
+        # clamped to what the dtype holds, not to the range asked for
+        "import torch\n"
+        "def saturate(t, quant_min, quant_max, dtype):\n"
+        "    info = torch.iinfo(dtype)\n"
+        "    return torch.clamp(t, info.min, info.max).to(dtype)\n",
+        # clamped, never cast
+        "import torch\ndef saturate(t, quant_min, quant_max, dtype):\n    return torch.clamp(t, quant_min, quant_max)\n",
+    ],
 }
 """Per practice, answers a student who still holds the misconception would write."""
 

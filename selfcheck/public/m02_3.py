@@ -19,6 +19,7 @@ from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.compare import EXACT_FLOAT
 from selfcheck.evidence import EvidenceError
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 QPARAMS_TITLE = "calculate_qparams：從 min / max 算出 scale 與 zero point"
 QDQ_TITLE = "quantize 與 dequantize：和 convert_pt2e 插的 op 逐位元相同"
@@ -689,6 +690,65 @@ QPARAMS_RULES = Section("練習 1：calculate_qparams（7 分）")
 QDQ = Section("D. quantize 與 dequantize")
 QDQ_RULES = Section("練習 2：quantize 與 dequantize（4 分）")
 
+# --- practice after a mistake (issue 50): one idea each ------------------------------------------------
+
+_TIES = (-2.5, -1.5, -0.5, 0.5, 1.5, 2.5)
+
+
+def _check_round_ties(predicted: Any) -> list[str]:
+    if not isinstance(predicted, dict):
+        return ["round_ties 要是一個 dict：{-2.5: ?, -1.5: ?, …}"]
+    problems = []
+    for value in _TIES:
+        want = int(torch.round(torch.tensor(value)).item())
+        got = predicted.get(value)
+        if got != want:
+            problems.append(f"torch.round({value})：你寫 {got!r}，它其實是 {want}")
+    return problems
+
+
+ROUND_TIES = Practice(
+    "round_ties",
+    "先不要執行 torch.round，預測它對剛好落在 .5 的六個數會給什麼：寫一個 dict round_ties，"
+    "key 是 -2.5、-1.5、-0.5、0.5、1.5、2.5，value 是你預測的整數。檢查會拿 torch.round 的結果對答案。",
+    "round_ties = {\n    -2.5: None,\n    -1.5: None,\n    -0.5: None,\n    0.5: None,\n    1.5: None,\n    2.5: None,\n}\n",
+    _check_round_ties,
+    "剛好在兩個整數正中間時，torch.round 選偶數的那一個（四捨六入五成雙）：1.5 → 2，2.5 → 2，-0.5 → -0。"
+    "它不是「遠離 0」，也不是 floor(x + 0.5)。",
+    "round_ties = {-2.5: -2, -1.5: -2, -0.5: 0, 0.5: 0, 1.5: 2, 2.5: 2}\n",
+    "observer 算 zero point 與 quantize 捨入時都用 torch.round：min / scale 剛好是 .5 時，答案跟著這個規則走。",
+)
+
+
+def _check_saturate(saturate: Any) -> list[str]:
+    values = torch.tensor([300.0, -300.0, 9.0, -9.0, 3.0])
+    problems = []
+    for dtype, low, high in ((torch.int8, -128, 127), (torch.int8, -8, 7), (torch.uint8, 0, 255)):
+        got = saturate(values, low, high, dtype)
+        want = values.clamp(low, high).to(dtype)
+        if not isinstance(got, torch.Tensor) or got.dtype != dtype or not torch.equal(got, want):
+            shown = got.tolist() if isinstance(got, torch.Tensor) else got
+            problems.append(
+                f"{dtype}、[{low}, {high}]：[300, -300, 9, -9, 3] 應該是 {want.tolist()}（{dtype}），你的是 {shown}"
+                + (f"（{got.dtype}）" if isinstance(got, torch.Tensor) else "")
+            )
+    return problems
+
+
+SATURATE = Practice(
+    "saturate",
+    "寫 saturate(t, quant_min, quant_max, dtype)：t 是已經捨入過的 float tensor，"
+    "把它變成 dtype 的整數 tensor，超出 [quant_min, quant_max] 的值要停在端點。"
+    "檢查用 [300, -300, 9, -9, 3]，範圍有 int8 的 [-128, 127]、4 bit 的 [-8, 7] 和 uint8 的 [0, 255]。",
+    "import torch\n\n\ndef saturate(t, quant_min, quant_max, dtype):\n    raise NotImplementedError()\n",
+    _check_saturate,
+    "先夾再轉：.to(torch.int8) 遇到超出範圍的值會溢位繞回來（300 變成 44），之後再夾也救不回來；"
+    "範圍用引數的 quant_min、quant_max，不是 dtype 能表示的全部。",
+    "import torch\n\n\ndef saturate(t, quant_min, quant_max, dtype):\n    return torch.clamp(t, quant_min, quant_max).to(dtype)\n",
+    "4 bit 的 [-8, 7] 也放在 int8 裡：dtype 只決定存的容器，範圍由 quant_min、quant_max 決定。",
+)
+
+
 QPARAMS_MISCONCEPTIONS = (
     Misconception(
         "python_floats",
@@ -790,6 +850,7 @@ QPARAMS_MISCONCEPTIONS = (
         "min / scale 剛好是 .5 時 zero point 就差 1。直接用 torch.round。",
         AFFINE,
         public=rounds_half_away,
+        practice=ROUND_TIES,
     ),
     Misconception(
         "round_half_up",
@@ -798,6 +859,7 @@ QPARAMS_MISCONCEPTIONS = (
         "你的 zero point 就差 1。直接用 torch.round，不要自己寫捨入。",
         AFFINE,
         public=rounds_half_up,
+        practice=ROUND_TIES,
     ),
     Misconception(
         "float64_arithmetic",
@@ -834,6 +896,7 @@ QDQ_MISCONCEPTIONS = (
         "其實它只會溢位繞回來。用引數 quant_min、quant_max 夾，夾完才轉 dtype。",
         QDQ_RULES,
         public=dtype_range,
+        practice=SATURATE,
     ),
     Misconception(
         "quantize_cast_then_clamp",
@@ -842,6 +905,7 @@ QDQ_MISCONCEPTIONS = (
         "要先 torch.clamp 到 [quant_min, quant_max]，夾完才轉 dtype。",
         QDQ_RULES,
         public=wraps_around,
+        practice=SATURATE,
     ),
     Misconception(
         "quantize_zero_point_before_round",
