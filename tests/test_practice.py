@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,84 +17,22 @@ from selfcheck.misconceptions import cause_lines
 from selfcheck.practice import Practice, PracticeFailed, _failures, practice
 from selfcheck.preview import public_exercises
 
-WRONG = {
-    "annotate_shared_add": [
-        # every position its own spec: three observers
-        "from common.pt2e import annotate_input_qspec_map, annotate_output_qspec\n"
-        "def annotate_shared_add(node, spec):\n"
-        "    annotate_input_qspec_map(node, node.args[0], spec)\n"
-        "    annotate_input_qspec_map(node, node.args[1], spec)\n"
-        "    annotate_output_qspec(node, spec)\n",
-        # the inputs share, the output does not
-        "from common.pt2e import SharedQuantizationSpec, annotate_input_qspec_map, annotate_output_qspec\n"
-        "def annotate_shared_add(node, spec):\n"
-        "    first, second = node.args[0], node.args[1]\n"
-        "    annotate_input_qspec_map(node, first, spec)\n"
-        "    annotate_input_qspec_map(node, second, SharedQuantizationSpec((first, node)))\n"
-        "    annotate_output_qspec(node, spec)\n",
-        # the inputs point at the add's own output: torchao refuses it
-        "from common.pt2e import SharedQuantizationSpec, annotate_input_qspec_map, annotate_output_qspec\n"
-        "def annotate_shared_add(node, spec):\n"
-        "    annotate_output_qspec(node, spec)\n"
-        "    for a in node.args[:2]:\n"
-        "        annotate_input_qspec_map(node, a, SharedQuantizationSpec(node))\n",
-    ],
-    "activation_inputs": [
-        "from torch.fx import Node\ndef activation_inputs(node):\n    return [a for a in node.args[:2] if isinstance(a, Node)]\n",
-        "from torch.fx import Node\n"
-        "def activation_inputs(node):\n"
-        "    return [a for a in node.args[:2] if isinstance(a, Node) and a.op != 'get_attr']\n",
-        "def activation_inputs(node):\n    return list(node.args[:2])\n",
-    ],
-    "should_annotate": [
-        "from common.pt2e import ANNOTATION_KEY\ndef should_annotate(node):\n    return ANNOTATION_KEY not in node.meta\n",
-        "def should_annotate(node):\n    return True\n",
-    ],
-    "is_add": [
-        "def is_add(node):\n    return node.name.startswith('add')\n",
-        "def is_add(node):\n    return 'add' in str(node.target)\n",
-    ],
-    "bn_scale": [
-        # no square root
-        "def bn_scale(bn):\n    return bn.weight.detach() / (bn.running_var + bn.eps)\n",
-        # ε outside the root
-        "import torch\ndef bn_scale(bn):\n    return bn.weight.detach() / (torch.sqrt(bn.running_var) + bn.eps)\n",
-        # the default ε, not the layer's
-        "import torch\ndef bn_scale(bn):\n    return bn.weight.detach() / torch.sqrt(bn.running_var + 1e-5)\n",
-        # γ's sign lost
-        "import torch\ndef bn_scale(bn):\n    return bn.weight.detach().abs() / torch.sqrt(bn.running_var + bn.eps)\n",
-    ],
-    "folded_bias": [
-        # μ added, not subtracted
-        "def folded_bias(conv_b, bn, s):\n    return (conv_b + bn.running_mean) * s + bn.bias\n",
-        # β scaled with the rest
-        "import torch\n"
-        "def folded_bias(conv_b, bn, s):\n"
-        "    b = conv_b if conv_b is not None else torch.zeros_like(s)\n"
-        "    beta = bn.bias.detach() if bn.bias is not None else torch.zeros_like(s)\n"
-        "    return (b - bn.running_mean + beta) * s\n",
-        # the conv's bias left out of the BN
-        "import torch\n"
-        "def folded_bias(conv_b, bn, s):\n"
-        "    beta = bn.bias.detach() if bn.bias is not None else torch.zeros_like(s)\n"
-        "    b = conv_b if conv_b is not None else torch.zeros_like(s)\n"
-        "    return b - bn.running_mean * s + beta\n",
-    ],
-    "round_ties": [
-        "round_ties = {-2.5: -3, -1.5: -2, -0.5: -1, 0.5: 1, 1.5: 2, 2.5: 3}\n",  # half away from zero
-        "round_ties = {-2.5: -2, -1.5: -1, -0.5: 0, 0.5: 1, 1.5: 2, 2.5: 3}\n",  # floor(x + 0.5)
-    ],
-    "saturate": [
-        # clamped to what the dtype holds, not to the range asked for
-        "import torch\n"
-        "def saturate(t, quant_min, quant_max, dtype):\n"
-        "    info = torch.iinfo(dtype)\n"
-        "    return torch.clamp(t, info.min, info.max).to(dtype)\n",
-        # clamped, never cast
-        "import torch\ndef saturate(t, quant_min, quant_max, dtype):\n    return torch.clamp(t, quant_min, quant_max)\n",
-    ],
-}
-"""Per practice, answers a student who still holds the misconception would write."""
+PRACTICE_FIXTURES = Path(__file__).parent / "fixtures" / "practice"
+
+
+def _wrong_answers() -> dict[str, list[str]]:
+    """Per practice, answers a student who still holds the misconception would write: the files
+    ``tests/fixtures/practice/<notebook>/<name>_<n>.py``, each headed ``# practice: <name>`` and ``# wrong: …``."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(PRACTICE_FIXTURES.glob("*/*.py")):
+        code = path.read_text(encoding="utf-8")
+        name = re.search(r"^# practice: (\S+)$", code, flags=re.M)
+        assert name and re.search(r"^# wrong: .+$", code, flags=re.M), f"{path}: a '# practice:' and a '# wrong:' line"
+        found.setdefault(name[1], []).append(code)
+    return found
+
+
+WRONG = _wrong_answers()
 
 
 def _practices() -> list[tuple[str, str, Practice]]:
