@@ -118,6 +118,63 @@ def cat_pool_keep_cat(ns: Namespace, seed: int) -> Any:
     return report(ns, get_model("cat_pool"), seeded_inputs(seed, (2, 3, 16, 16)), quantizer)
 
 
+class _HandLabelled(nn.Module):
+    """abs → conv → BN → relu → split (two getitems) → mul → flatten → linear → add of the linear with itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(2 * 6 * 6, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn(self.conv(torch.abs(x))))
+        a, b = torch.split(y, 2, dim=1)
+        z = self.fc(torch.flatten(a * b, 1))
+        return z + z
+
+
+class HandQuantizer(Quantizer):
+    """Labels written by hand, by op (``node.target``), one kind of label each: conv2d its input edges only (the
+    edge from abs and the weight), relu its output only, mul an input edge and its output without
+    ``_annotated``, linear its weight only, add an edge whose spec is None (claimed)."""
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        from common.qspecs import act_spec, weight_spec
+
+        aten = torch.ops.aten
+        for node in model.graph.nodes:
+            if node.op != "call_function":
+                continue
+            if node.target == aten.conv2d.default:
+                specs = {node.args[0]: act_spec(), node.args[1]: weight_spec()}
+                node.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map=specs, _annotated=True)
+            elif node.target == aten.relu.default:
+                node.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=act_spec(), _annotated=True)
+            elif node.target == aten.mul.Tensor:
+                node.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+                    input_qspec_map={node.args[0]: act_spec()}, output_qspec=act_spec()
+                )
+            elif node.target == aten.linear.default:
+                specs = {node.args[1]: weight_spec()}
+                node.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map=specs, _annotated=True)
+            elif node.target == aten.add.Tensor:
+                node.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+                    input_qspec_map={node.args[0]: None}, _annotated=True
+                )
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        pass
+
+
+def hand_labels(ns: Namespace, seed: int) -> Any:
+    """A small model of this case file labelled by ``HandQuantizer`` (one kind of label per op, BN folded into
+    the conv by prepare_pt2e)."""
+    torch.manual_seed(seed)
+    return report(ns, _HandLabelled(), seeded_inputs(seed, (2, 3, 8, 8)), HandQuantizer())
+
+
 # --- where the chapter teaches it ----------------------------------------------------------------
 
 WHICH_OPS = Section("A. 標了哪些 op")
@@ -227,6 +284,59 @@ def no_groups(seen: Any, expected: Any) -> bool:
     return bool(places) and all(not groups(got) for _, got, _ in places) and any(groups(want) for _, _, want in places)
 
 
+def _hand(seen: Any, expected: Any) -> tuple[set[str], set[str]] | None:
+    """``(extra, missing)`` of the hand-labelled model's unannotated ops, names without their ``_N`` suffix."""
+    got, want = diagnosis.value(seen, "hand_labels"), diagnosis.value(expected, "hand_labels")
+    if not (isinstance(got, dict) and isinstance(want, dict) and isinstance(got.get("unannotated"), list)):
+        return None
+    if not isinstance(want.get("unannotated"), list):
+        return None
+    extra, missing = unannotated_diff(got, want)
+    return {_op(name) for name in extra}, {_op(name) for name in missing}
+
+
+def _op(name: str) -> str:
+    head, _, tail = name.rpartition("_")
+    return head if head and tail.isdigit() else name
+
+
+def _hand_test(
+    extra: frozenset[str] = frozenset(),
+    missing: frozenset[str] = frozenset(),
+    not_extra: frozenset[str] = frozenset(),
+    not_missing: frozenset[str] = frozenset(),
+) -> Any:
+    """A detector: the hand-labelled model lists these ops extra (missing) and not those."""
+
+    def detector(seen: Any, expected: Any) -> bool:
+        found = _hand(seen, expected)
+        return (
+            found is not None
+            and extra <= found[0]
+            and missing <= found[1]
+            and not not_extra & found[0]
+            and not not_missing & found[1]
+        )
+
+    return detector
+
+
+def _unfolded_bn(seen: Any, expected: Any) -> bool:
+    """A batch_norm listed: BN is folded into the conv on the graph prepare_pt2e returns."""
+    found = _hand(seen, expected)
+    return found is not None and any("batch_norm" in name for name in found[0])
+
+
+_lists_getitem = _hand_test(extra=frozenset({"getitem"}))
+_unclaimed_spec_unlabelled = _hand_test(extra=frozenset({"mul"}))
+_none_edge_labelled = _hand_test(missing=frozenset({"add"}), not_extra=frozenset({"mul"}))
+_weight_only_unlabelled = _hand_test(extra=frozenset({"linear"}), not_extra=frozenset({"conv2d"}))
+_observed_labelled = _hand_test(extra=frozenset({"conv2d"}), missing=frozenset({"abs"}))
+_input_only_unlabelled = _hand_test(extra=frozenset({"conv2d", "linear"}), not_missing=frozenset({"abs"}))
+_output_only_unlabelled = _hand_test(extra=frozenset({"relu"}))
+_edge_labels_producer = _hand_test(missing=frozenset({"abs"}), not_extra=frozenset({"conv2d"}))
+
+
 MISCONCEPTIONS = (
     Misconception(
         "lists_every_node",
@@ -243,6 +353,7 @@ MISCONCEPTIONS = (
         "其實 prepare_pt2e 在 annotate 之前先把 BN 折進 conv，你那張圖還留著 batch_norm，它就被當成沒標到的 op。"
         "標籤要從 prepare_pt2e 回傳的圖上讀。",
         REAL_LABELS,
+        public=_unfolded_bn,
     ),
     Misconception(
         "getitem_counted",
@@ -250,6 +361,7 @@ MISCONCEPTIONS = (
         "operator.getitem 只是從 split 這類 op 的輸出裡取出一個 tensor，不是運算，本來就沒有標籤。"
         "它是 Python 的函式，不是 OpOverload，也不是字串：用 node.target is operator.getitem 認出來再跳過。",
         RULES,
+        public=_lists_getitem,
     ),
     Misconception(
         "annotated_flag_means_labelled",
@@ -258,6 +370,7 @@ MISCONCEPTIONS = (
         "那個 op 留在 fp32；反過來，沒設 _annotated 的標籤只要有規格，prepare_pt2e 照樣插 observer。"
         "有沒有標到只看規格：至少一份不是 None。",
         EMPTY_LABEL,
+        public=_unclaimed_spec_unlabelled,
     ),
     Misconception(
         "label_object_means_labelled",
@@ -274,6 +387,7 @@ MISCONCEPTIONS = (
         "input_qspec_map 裡的值是 None，意思是「這條邊不量化」，不是一份規格。"
         "一張只把每條邊標成 None 的標籤和空標籤一樣，那個 op 還是留在 fp32；要數的是不是 None 的規格。",
         EMPTY_LABEL,
+        public=_none_edge_labelled,
     ),
     Misconception(
         "weight_spec_ignored",
@@ -282,6 +396,7 @@ MISCONCEPTIONS = (
         "只量化 weight 的標籤（weight-only）也是一份不是 None 的規格，prepare_pt2e 會替 weight 插 observer，那個 op 算標到。"
         "input_qspec_map 的每一個值都要看，不管那條邊來自哪種 node。",
         RULES,
+        public=_weight_only_unlabelled,
     ),
     Misconception(
         "observed_means_labelled",
@@ -289,6 +404,7 @@ MISCONCEPTIONS = (
         "observer 插在哪裡，和哪個 op 有標籤不是同一件事：abs → conv 的 abs 沒有規格，它的輸出卻因為 conv 的輸入邊標籤而被觀察；"
         "conv → relu 的 conv 有輸入規格，輸出卻沒有 observer（融合）。要讀的是每個 op 自己的標籤裡的規格。",
         RULES,
+        public=_observed_labelled,
     ),
     Misconception(
         "output_spec_only",
@@ -296,6 +412,7 @@ MISCONCEPTIONS = (
         "融合的 pattern 只在最後一個 op 貼輸出標籤：conv → relu 的 conv、add → relu 的 add 只有輸入邊的規格，沒有輸出規格，"
         "但它們確實被標到、也會被量化。input_qspec_map 的規格和 output_qspec 一樣算數。",
         FUSION,
+        public=_input_only_unlabelled,
     ),
     Misconception(
         "input_specs_only",
@@ -303,6 +420,7 @@ MISCONCEPTIONS = (
         "融合的 pattern 把輸出標籤貼在最後一個 op：conv → relu 的 relu 沒有輸入邊的規格，只有 output_qspec，"
         "但它確實被標到了。output_qspec 也是一份規格，要和 input_qspec_map 的值一起看。",
         FUSION,
+        public=_output_only_unlabelled,
     ),
     Misconception(
         "edge_label_counts_for_producer",
@@ -310,6 +428,7 @@ MISCONCEPTIONS = (
         "consumer 的 input_qspec_map 裡以某個 node 為 key 的規格，是貼在 consumer 身上的邊標籤，只說「這條邊要量化」。"
         "producer 自己沒有規格（像 abs → conv 的 abs），還是算沒標到；只看每個 node 自己的標籤。",
         EDGE_AND_OUTPUT,
+        public=_edge_labels_producer,
     ),
     Misconception(
         "groups_consumers",
@@ -369,7 +488,7 @@ PUBLIC = declare(
         "quantizer_report",
         TITLE,
         ("quantizer_report",),
-        {"cat_pool": cat_pool, "cat_pool_keep_cat": cat_pool_keep_cat},
+        {"cat_pool": cat_pool, "cat_pool_keep_cat": cat_pool_keep_cat, "hand_labels": hand_labels},
         case_seconds=90,  # the first case imports ExecuTorch (seconds, more on a busy machine)
         misconceptions=MISCONCEPTIONS,
     ),
