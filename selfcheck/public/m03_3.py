@@ -23,7 +23,7 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import describe_annotations, safe_text
 from selfcheck.misconceptions import Misconception, Section
-from selfcheck.public.m03_1 import export, labels, observers
+from selfcheck.public.m03_1 import labels, observers
 
 # --- RuleQuantizer --------------------------------------------------------------------------------
 
@@ -31,7 +31,7 @@ from selfcheck.public.m03_1 import export, labels, observers
 def _rules(ns: Namespace, name: str) -> dict[str, Any]:
     from common.pt2e import prepare_pt2e
 
-    prepared = prepare_pt2e(export(name), ns["RuleQuantizer"]())
+    prepared = prepare_pt2e(export_fixed(name), ns["RuleQuantizer"]())
     found = labels(prepared)
     return {"labels": found["positions"], "claimed": found["claimed"], **observers(prepared)}
 
@@ -131,9 +131,21 @@ def export_small(name: str) -> GraphModule:
     return export_module(model, (example,))
 
 
+def export_fixed(name: str) -> GraphModule:
+    """A chapter model exported with fixed weights and inputs: the labels do not depend on them, and the same
+    graph exported again is a copy of the first trace (``common.export_cache``)."""
+    from common.models import example_inputs, get_model
+    from common.pt2e import export_module
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model, example = get_model(name).eval(), example_inputs(2, name)
+    return export_module(model, example)
+
+
 def renamed() -> GraphModule:
     """small_cnn with the nodes of ``RENAMED`` renamed."""
-    gm = export("small_cnn")
+    gm = export_fixed("small_cnn")
     for node in gm.graph.nodes:
         if node.name in RENAMED:
             node.name = RENAMED[node.name]
@@ -170,7 +182,7 @@ def rule_labelled_before(ns: Namespace, seed: int) -> Any:
     (``_annotated=False``, its output int8 [-100, 100]). The evidence is the labels after prepare_pt2e."""
     from common.pt2e import prepare_pt2e
 
-    gm = export("mlp")
+    gm = export_fixed("mlp")
     nodes = {n.name: n for n in gm.graph.nodes}
     other = QuantizationSpec(
         dtype=torch.int8,
@@ -206,7 +218,7 @@ def xnnpack_labelled(
     from common.pt2e import get_xnnpack_quantizer
 
     quantizer = get_xnnpack_quantizer(is_per_channel=per_channel)[0]
-    gm = export_small(name) if name in SMALL else renamed() if name == "renamed" else export(name)
+    gm = export_small(name) if name in SMALL else renamed() if name == "renamed" else export_fixed(name)
     gm = quantizer.transform_for_annotation(gm)
     quantizer.annotate(gm)
     if spoil is not None:
