@@ -8,6 +8,7 @@ the student's functions return, as plain data (tuples become lists).
 from __future__ import annotations
 
 import collections
+import copy
 from typing import Any
 
 import torch
@@ -75,6 +76,34 @@ def summary_cat_pool(ns: Namespace, seed: int) -> Any:
     return summary(ns, calibrated_and_converted("cat_pool", seed, True, True))
 
 
+def renamed_by_a_pass(gm: GraphModule) -> GraphModule:
+    """What a pass that renames nodes leaves: every q/dq op is now called ``pass_<i>`` (targets unchanged)."""
+    ops = [n for n in gm.graph.nodes if n.op == "call_function" and qdq_kind(n) is not None]
+    for index, node in enumerate(ops):
+        node._rename(f"pass_{index}")
+    gm.recompile()
+    return gm
+
+
+def _before_and_after(seed: int) -> tuple[GraphModule, GraphModule]:
+    """conv_relu, per-channel weights, fold_quantize=False (quantize_per_channel on the weight); and a copy of it
+    renamed by a pass."""
+    gm = calibrated_and_converted("conv_relu", seed, True, False)
+    return gm, renamed_by_a_pass(copy.deepcopy(gm))
+
+
+def path_after_pass(ns: Namespace, seed: int) -> Any:
+    """The same graph as converted and after a pass renamed its q/dq ops: the same answer."""
+    gm, renamed = _before_and_after(seed)
+    return {"as_converted": paths(ns, gm), "renamed": paths(ns, renamed)}
+
+
+def summary_after_pass(ns: Namespace, seed: int) -> Any:
+    """The same graph as converted and after a pass renamed its q/dq ops: the same counts."""
+    gm, renamed = _before_and_after(seed)
+    return {"as_converted": summary(ns, gm), "renamed": summary(ns, renamed)}
+
+
 # --- where the chapter teaches it ----------------------------------------------------------------
 
 QDQ_PAIRS = Section("A. observer 換成 quantize → dequantize")
@@ -91,7 +120,8 @@ DELETING = Section("D. 刪除：只有沒有 consumer 的 node 刪得掉", noteb
 # ``{op: count}``. Places are where the key has one (``(case,)`` or ``(case, variant)``).
 
 LYING = ("renamed",)
-"""Hidden cases whose q/dq names lie (a pass swapped them): only the by-name detector reads them."""
+"""Places whose q/dq names lie (a pass swapped or renamed them: the hidden case ``renamed``, the public variant
+``("after_pass", "renamed")``): only the by-name detectors read them."""
 
 
 def _tables(evidence: Any, case: str, key: str) -> dict[tuple[str, ...], Any]:
@@ -111,10 +141,10 @@ def table_pairs(seen: Any, expected: Any, key: str, lying: bool = False) -> list
     (``key``: "paths" or "counts"); the places whose names lie only with ``lying``."""
     pairs = []
     for case in diagnosis.cases(expected):
-        if case in LYING and not lying:
-            continue
         mine = _tables(seen, case, key)
         for place, want in _tables(expected, case, key).items():
+            if place[-1] in LYING and not lying:
+                continue
             got = mine.get(place)
             if isinstance(want, dict) and isinstance(got, dict):
                 pairs.append((place, got, want))
@@ -352,6 +382,19 @@ def summary_fewer_dequantize(seen: Any, expected: Any) -> bool:
     )
 
 
+def fooled_by_names(seen: Any, expected: Any, key: str) -> bool:
+    """The graph as converted is answered right, the same graph renamed by a pass is not (``key``: "paths" or
+    "counts")."""
+    places = {place: (got, want) for place, got, want in table_pairs(seen, expected, key, lying=True)}
+    before = places.get(("after_pass", "as_converted"))
+    after = places.get(("after_pass", "renamed"))
+    if before is None or after is None:
+        return False
+    if key == "counts":
+        before, after = (_counts(before[0]), _counts(before[1])), (_counts(after[0]), _counts(after[1]))
+    return before[0] == before[1] and after[0] != after[1]
+
+
 def _changes(function: str) -> Misconception:
     return Misconception(
         "changes_graph",
@@ -372,6 +415,7 @@ PATH_MISCONCEPTIONS = (
         "quantize_per_tensor_default 這個名字，pass 也可能把名字改掉或對調，照名字走就會走錯路或出錯。"
         '判斷 q/dq 要看 node.op == "call_function" 與 node.target 的 namespace（quantized_decomposed）。',
         FOLDED,
+        public=lambda seen, expected: fooled_by_names(seen, expected, "paths"),
     ),
     Misconception(
         "list_args_skipped",
@@ -476,6 +520,7 @@ SUMMARY_MISCONCEPTIONS = (
         "名稱像 q/dq 的輸入與常數也有，pass 還可能把名字對調。照名字數，這些都會算錯。"
         '只數 node.op == "call_function" 而且 node.target 屬於 quantized_decomposed 的 node，key 用 target 的短名稱。',
         FOLDED,
+        public=lambda seen, expected: fooled_by_names(seen, expected, "counts"),
     ),
     Misconception(
         "fixed_op_list",
@@ -519,14 +564,14 @@ PUBLIC = declare(
         "qdq_path",
         "qdq_path：每條輸入邊經過的 quantize / dequantize",
         ("qdq_path",),
-        {"conv_relu": path_conv_relu, "cat_pool": path_cat_pool},
+        {"conv_relu": path_conv_relu, "cat_pool": path_cat_pool, "after_pass": path_after_pass},
         misconceptions=PATH_MISCONCEPTIONS,
     ),
     Exercise(
         "qdq_summary",
         "qdq_summary：每種 q/dq op 各有幾個",
         ("qdq_summary",),
-        {"conv_relu": summary_conv_relu, "cat_pool": summary_cat_pool},
+        {"conv_relu": summary_conv_relu, "cat_pool": summary_cat_pool, "after_pass": summary_after_pass},
         misconceptions=SUMMARY_MISCONCEPTIONS,
     ),
 )

@@ -10,6 +10,7 @@ edges it derives from, as a sorted set). All of it is the same for any correct s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -47,8 +48,10 @@ def bias_record(gm: GraphModule, node: Node, float_bias: torch.Tensor | None) ->
     scales = _scales(gm, b_dq)
     zero_points = torch.as_tensor(_value(gm, b_dq.args[2])).flatten()
     product = None
+    relation = "other"
     if qdq_kind(x_dq) == "dq" and qdq_kind(w_dq) == "dq":
         product = _scales(gm, x_dq) * _scales(gm, w_dq)
+        relation = scale_relation(scales, _scales(gm, x_dq), _scales(gm, w_dq))
     with torch.no_grad():
         dequantized = b_dq.target(stored, *[_value(gm, a) for a in b_dq.args[1:]]).to(torch.float64)
     step = scales if scales.numel() == dequantized.numel() else scales.expand(dequantized.numel())
@@ -63,7 +66,26 @@ def bias_record(gm: GraphModule, node: Node, float_bias: torch.Tensor | None) ->
         and product.shape == scales.shape
         and bool(torch.allclose(scales, product, rtol=RTOL, atol=0)),
         "within_half_step": within,
+        "scale_equals": relation,
     }
+
+
+def scale_relation(scales: torch.Tensor, act: torch.Tensor, weight: torch.Tensor) -> str:
+    """What the bias scales are made of, in words: ``act_scale * weight_scale`` (right), ``act_scale``,
+    ``weight_scale``, ``act_scale + weight_scale``, or ``other``."""
+    if act.numel() != 1 or weight.numel() not in (1, scales.numel()):
+        return "other"
+    weight = weight.expand(scales.numel())
+    act = act.expand(scales.numel())
+    for words, candidate in (
+        ("act_scale * weight_scale", act * weight),
+        ("act_scale", act),
+        ("weight_scale", weight),
+        ("act_scale + weight_scale", act + weight),
+    ):
+        if candidate.shape == scales.shape and bool(torch.allclose(scales, candidate, rtol=1e-4, atol=0)):
+            return words
+    return "other"
 
 
 def bias_spec(annotation: Any, bias: str | None) -> Any:
@@ -88,14 +110,24 @@ def bias_spec(annotation: Any, bias: str | None) -> Any:
     }
 
 
-def quantize(ns: Namespace, model_name: str, per_channel: bool, seed: int) -> dict[str, Any]:
-    """The chapter's export → prepare (BiasQuantizer) → calibrate → convert, read op by op."""
+def quantize(
+    ns: Namespace,
+    model_name: str,
+    per_channel: bool,
+    seed: int,
+    model: torch.nn.Module | None = None,
+    around: Callable[[Any], Any] | None = None,
+) -> dict[str, Any]:
+    """The chapter's export → prepare (BiasQuantizer) → calibrate → convert, read op by op (``model``: a model
+    of this module's own instead of the chapter's ``model_name``, on images; ``around``: the Quantizer that
+    prepare gets, made from the student's)."""
     from common.models import IMAGE_SHAPE, INPUT_SHAPES, get_model
     from common.pt2e import convert_pt2e, export_module, prepare_pt2e
 
     shape = (4, *INPUT_SHAPES.get(model_name, IMAGE_SHAPE))
-    gm = export_module(get_model(model_name).eval(), seeded_inputs(seed, shape))
-    prepared = prepare_pt2e(gm, ns["BiasQuantizer"](per_channel=per_channel))
+    gm = export_module((model or get_model(model_name)).eval(), seeded_inputs(seed, shape))
+    student = ns["BiasQuantizer"](per_channel=per_channel)
+    prepared = prepare_pt2e(gm, around(student) if around is not None else student)
     annotations = describe_annotations(prepared)
     floats: dict[str, torch.Tensor | None] = {}
     bias_names: dict[str, str | None] = {}
@@ -137,6 +169,64 @@ def small_cnn_per_channel(ns: Namespace, seed: int) -> Any:
     return quantize(ns, "small_cnn", True, seed)
 
 
+class BiaslessHead(torch.nn.Module):
+    """conv (with a bias) → relu → flatten → a linear without bias (``bias=False``): its node has two arguments."""
+
+    def __init__(self, channels: int = 4, size: int = 16) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, channels, 3, padding=1)
+        self.fc = torch.nn.Linear(channels * size * size, 5, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(torch.relu(self.conv(x)), 1))
+
+
+def biasless_per_tensor(ns: Namespace, seed: int) -> Any:
+    """BiaslessHead: the conv has a bias, the linear none (nothing to derive, no ``node.args[2]``)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = BiaslessHead()
+    return quantize(ns, "biasless_head", False, seed, model=model)
+
+
+def between_two(student: Any) -> Any:
+    """A Quantizer that runs three in turn, as a composed one does: one that labels the last linear's output
+    without claiming it (``_annotated`` left False), the student's, then one that gives every op nobody
+    claimed an output label of its own (an int8 [-100, 100] output, claimed), replacing what was there."""
+    from common.pt2e import ANNOTATION_KEY, MinMaxObserver, QuantizationAnnotation, QuantizationSpec, Quantizer
+
+    def spec() -> Any:
+        return QuantizationSpec(
+            dtype=torch.int8,
+            quant_min=-100,
+            quant_max=100,
+            qscheme=torch.per_tensor_symmetric,
+            observer_or_fake_quant_ctr=MinMaxObserver,
+        )
+
+    class Between(Quantizer):
+        def annotate(self, model: GraphModule) -> GraphModule:
+            last = [n for n in model.graph.nodes if n.op == "call_function" and n.target in WEIGHTED][-1]
+            last.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=spec())
+            student.annotate(model)
+            for node in model.graph.nodes:
+                label = node.meta.get(ANNOTATION_KEY)
+                if node.op == "call_function" and (label is None or not label._annotated):
+                    node.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=spec(), _annotated=True)
+            return model
+
+        def validate(self, model: GraphModule) -> None:
+            pass
+
+    return Between()
+
+
+def mlp_between_two(ns: Namespace, seed: int) -> Any:
+    """mlp, per-tensor, the student's Quantizer between two others (``between_two``): the last linear labelled
+    before it, unclaimed; every op left unclaimed after it relabelled."""
+    return quantize(ns, "mlp", False, seed, around=between_two)
+
+
 # --- where the chapter teaches it ----------------------------------------------------------------
 
 PRODUCT = Section("A. int32 bias：scale 是兩個 observer 的乘積")
@@ -176,6 +266,62 @@ def _specs(seen: Any, expected: Any) -> list[tuple[dict[str, Any], dict[str, Any
         for _, got, want in _ops(seen, expected)
         if isinstance(got.get("bias_spec"), dict) and isinstance(want.get("bias_spec"), dict)
     ]
+
+
+def bias_assumed(seen: Any, expected: Any) -> bool:
+    """Only the model whose linear has no bias raised, reading an argument that is not there (``node.args[2]``)."""
+    raised = diagnosis.errors(seen)
+    message = diagnosis.error_message(seen, "biasless_per_tensor")
+    return set(raised) == {"biasless_per_tensor"} and (
+        raised["biasless_per_tensor"] == "IndexError" or "out of range" in message or "not enough values" in message
+    )
+
+
+def _bias_kept(evidence: Any) -> list[bool]:
+    """For each biased op of the composed case: does its bias still reach it as int32 (the student's label)?"""
+    ops = diagnosis.value(evidence, "mlp_between_two")
+    if not isinstance(ops, dict):
+        return []
+    return [
+        isinstance(op, dict) and isinstance(op.get("bias"), dict) and op["bias"].get("dtype") == "int32"
+        for op in ops.values()
+    ]
+
+
+def _alone_right(seen: Any, expected: Any) -> bool:
+    """Every case without other Quantizers around the student's is the key's."""
+    return all(
+        diagnosis.value(seen, case) == diagnosis.value(expected, case)
+        for case in diagnosis.cases(expected)
+        if case != "mlp_between_two"
+    )
+
+
+def relabelled_everything(seen: Any, expected: Any) -> bool:
+    """Alone, right; between two Quantizers, no bias is int32 any more (the later one relabelled every op)."""
+    kept = _bias_kept(seen)
+    return bool(kept) and not any(kept) and all(_bias_kept(expected)) and _alone_right(seen, expected)
+
+
+def skipped_the_labelled(seen: Any, expected: Any) -> bool:
+    """Alone, right; between two Quantizers, only some biases are int32 (the op labelled before, unclaimed, was
+    skipped)."""
+    kept = _bias_kept(seen)
+    return any(kept) and not all(kept) and all(_bias_kept(expected)) and _alone_right(seen, expected)
+
+
+def scale_made_of(words: str) -> Any:
+    """A detector: some biased op's bias scale is ``words`` (``act_scale``…), never the product."""
+
+    def detector(seen: Any, expected: Any) -> bool:
+        found = [
+            got["bias"].get("scale_equals")
+            for _, got, _ in _ops(seen, expected)
+            if isinstance(got.get("bias"), dict) and got["bias"].get("scale_equals")
+        ]
+        return words in found and "act_scale * weight_scale" not in found
+
+    return detector
 
 
 def derived_before_sources(seen: Any, expected: Any) -> bool:
@@ -276,10 +422,11 @@ def no_output_label(seen: Any, expected: Any) -> bool:
 
 
 def one_kind_only(seen: Any, expected: Any) -> bool:
-    """Every op of one model left unlabelled (all linears, or all convs) while another model's ops are labelled."""
+    """Every op of one model left unlabelled (all linears, or all convs) while another model's ops are labelled
+    (the student's Quantizer alone: between two others, a later one may replace its labels)."""
     by_case: dict[str, list[bool]] = {}
     for case, got, want in _ops(seen, expected):
-        if want.get("bias_spec") is not None:
+        if want.get("bias_spec") is not None and case != "mlp_between_two":
             by_case.setdefault(case, []).append(got.get("bias_spec") is not None)
     return any(not any(marks) for marks in by_case.values()) and any(any(marks) for marks in by_case.values())
 
@@ -300,6 +447,7 @@ MISCONCEPTIONS = (
         "bias=False 的 conv 與 linear，export 出來的 node.args 只有 (x, weight) 兩個，node.args[2] 不存在，"
         "取它就出錯。先看 len(node.args) > 2 而且它是 Node，才標 bias；沒有 bias 的層照樣標 activation、weight 與輸出。",
         RULES,
+        public=bias_assumed,
     ),
     Misconception(
         "by_node_name",
@@ -347,6 +495,7 @@ MISCONCEPTIONS = (
         "有標籤不代表有人認領：_annotated 是 False 的標籤是沒有人負責的草稿，照規則重貼才對。"
         "要跳過的只有 _annotated 是 True 的 node。",
         CLAIMS,
+        public=skipped_the_labelled,
     ),
     Misconception(
         "forgets_annotated",
@@ -354,6 +503,7 @@ MISCONCEPTIONS = (
         "貼完標籤要設 _annotated=True，這是告訴後面的 Quantizer「這個 node 有人負責了」。"
         "沒有設，之後再跑的 Quantizer 會以為沒人標過，把你的標籤換掉。",
         WITH_XNNPACK,
+        public=relabelled_everything,
     ),
     Misconception(
         "no_output_spec",
@@ -428,6 +578,7 @@ MISCONCEPTIONS = (
         "整數累加器的單位是 s_act · s_w：每一項都是 activation 與 weight 的整數相乘。只用 s_act 當 bias 的 scale，"
         "q_b 的單位和累加器差了一個 s_w 倍。scale 要是兩者的乘積 act_scale * weight_scale。",
         PRODUCT,
+        public=scale_made_of("act_scale"),
     ),
     Misconception(
         "scale_weight_only",
@@ -435,6 +586,7 @@ MISCONCEPTIONS = (
         "你可能以為 bias 屬於 weight，和 weight 共用 qparams 就好。可是 bias 加進的是 s_act · s_w 單位的累加器，"
         "只用 s_w 差了一個 s_act 倍。scale 要是兩者的乘積 act_scale * weight_scale。",
         PRODUCT,
+        public=scale_made_of("weight_scale"),
     ),
     Misconception(
         "scale_sum",
@@ -442,6 +594,7 @@ MISCONCEPTIONS = (
         "x · w 反量化是 s_act (q_x − z_x) · s_w q_w，兩個 scale 是相乘，不是相加。"
         "bias 的 scale 要是乘積 act_scale * weight_scale。",
         PRODUCT,
+        public=scale_made_of("act_scale + weight_scale"),
     ),
 )
 
@@ -456,6 +609,8 @@ PUBLIC = declare(
             "conv_relu_per_tensor": conv_relu_per_tensor,
             "mlp_per_channel": mlp_per_channel,
             "small_cnn_per_channel": small_cnn_per_channel,
+            "biasless_per_tensor": biasless_per_tensor,
+            "mlp_between_two": mlp_between_two,
         },
         misconceptions=MISCONCEPTIONS,
     ),

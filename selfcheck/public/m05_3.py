@@ -198,6 +198,17 @@ def symmetric_calibration(ns: Namespace, seed: int) -> Any:
     return judge(ns, layer, x_q)
 
 
+def batched_full_range(ns: Namespace, seed: int) -> Any:
+    """A 3-D batch (batch, seq, in_features) of random int8 inputs over all of [-128, 127]: linear works on the
+    last dimension; some outputs saturate, at both ends (``lowest``: the smallest output, -128 there)."""
+    layer = quantized_layer(seed)
+    generator = torch.Generator().manual_seed(seed + 3)
+    x_q = torch.randint(-128, 128, (2, 12, 16), generator=generator, dtype=torch.int8)
+    record = judge(ns, layer, x_q)
+    out = call_int8_linear(ns, layer, x_q)
+    return {**record, "lowest": int(out.min()) if out.numel() and not out.dtype.is_floating_point else None}
+
+
 # --- where the chapter teaches it ----------------------------------------------------------------
 
 REFERENCE = Section("B. reference representation：`dq → linear → q` 的整數版本")
@@ -230,6 +241,18 @@ def shapes_mismatch(seen: Any, expected: Any) -> bool:
     return any(
         error == "RuntimeError" and "cannot be multiplied" in diagnosis.error_message(seen, case)
         for case, error in diagnosis.errors(seen).items()
+    )
+
+
+def only_batched_raised(seen: Any, expected: Any) -> bool:
+    """The 3-D batch raised (a matrix product for 2-D matrices only), every 2-D case returned."""
+    return set(diagnosis.errors(seen)) == {"batched_full_range"}
+
+
+def lowest_cut(seen: Any, expected: Any) -> bool:
+    """The smallest output stops at -127 where the reference saturates at -128."""
+    return diagnosis.value(seen, "batched_full_range", "lowest") == -127 and (
+        diagnosis.value(expected, "batched_full_range", "lowest") == -128
     )
 
 
@@ -496,6 +519,7 @@ MISCONCEPTIONS = (
         "torch.mm 只收 2 維的矩陣，x_q 卻可能是 (batch, seq, in_features) 這種 3 維的 tensor。"
         "linear 是對最後一維做的：改用 @（torch.matmul），2 維、3 維都適用。",
         RULES,
+        public=only_batched_raised,
     ),
     Misconception(
         "returns_not_int8",
@@ -559,6 +583,7 @@ MISCONCEPTIONS = (
         "[-127, 127] 是 weight 的 symmetric 範圍；activation 的輸出是 affine 的 int8，範圍是完整的 [-128, 127]。"
         "你夾掉了 -128，遠低於範圍的輸出應該飽和在 -128，你的卻停在 -127。轉型之前用 clamp(-128, 127)。",
         RULES,
+        public=lowest_cut,
     ),
     Misconception(
         "int16_accumulator",
@@ -614,6 +639,7 @@ PUBLIC = declare(
             "full_range_inputs": full_range_inputs,
             "non_negative_calibration": non_negative_calibration,
             "symmetric_calibration": symmetric_calibration,
+            "batched_full_range": batched_full_range,
         },
         tolerances={"reference": REFERENCE_TOLERANCE},
         misconceptions=MISCONCEPTIONS,
