@@ -18,6 +18,7 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import EvidenceError, plain
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 TITLE = "observer_errors 與 best_observer：量出每個 observer 的量化誤差"
 
@@ -410,6 +411,228 @@ def _best_not_measured(seen: Any, expected: Any) -> bool:
     return any(_best_disagrees(got) for got, _ in _bests(seen, expected))
 
 
+# --- practice after a mistake (issue 50): one idea each, checked on tiny tensors of its own ----------------
+
+
+def _short(values: Any) -> Any:
+    """A tensor (or anything else) as a short list for a message."""
+    if isinstance(values, torch.Tensor):
+        return [round(v, 3) for v in values.detach().float().flatten().tolist()]
+    return values
+
+
+def _same_values(got: Any, want: torch.Tensor) -> bool:
+    return (
+        isinstance(got, torch.Tensor)
+        and got.shape == want.shape
+        and torch.allclose(got.detach().float(), want, rtol=1e-4, atol=1e-4)
+    )
+
+
+def _reference_fake_quantize(observer: Any, x: torch.Tensor) -> torch.Tensor:
+    scale, zero_point = observer.calculate_qparams()
+    if observer.qscheme in (torch.per_channel_affine, torch.per_channel_symmetric):
+        return torch.fake_quantize_per_channel_affine(
+            x, scale, zero_point.to(torch.int32), observer.ch_axis, observer.quant_min, observer.quant_max
+        )
+    return torch.fake_quantize_per_tensor_affine(
+        x, float(scale), int(zero_point), observer.quant_min, observer.quant_max
+    )
+
+
+def _calibrated(make: ObserverFactory, *batches: torch.Tensor) -> torch.nn.Module:
+    observer = make()
+    for batch in batches:
+        observer(batch)
+    return observer
+
+
+def _check_fake_quantize_tensor(fake_quantize_tensor: Any) -> list[str]:
+    data = torch.tensor([-1.0, -0.3, 0.0, 0.4, 2.0, 3.1])
+    problems = []
+    for title, make, seen, x in (
+        ("uint8 [0, 255] 的 MinMaxObserver", observer_factory("MinMax", 0, 255), data, data),
+        ("4 bit [-8, 7] 的 MinMaxObserver（dtype 是 int8）", observer_factory("MinMax", -8, 7), data, data * 2),
+        ("symmetric [-127, 127] 的 MinMaxObserver", observer_factory("MinMax", -127, 127, True), data, data),
+    ):
+        observer = _calibrated(make, seen)
+        want = _reference_fake_quantize(observer, x)
+        try:
+            got = fake_quantize_tensor(observer, x.clone())
+        except NotImplementedError:
+            raise
+        except Exception as error:  # one case crashing should not hide the others
+            problems.append(f"{title}：執行時出錯（{type(error).__name__}: {error}）")
+            continue
+        if not _same_values(got, want):
+            problems.append(f"{title}，x = {_short(x)}：應該是 {_short(want)}，你的是 {_short(got)}")
+    return problems
+
+
+FAKE_QUANTIZE_TENSOR = Practice(
+    "fake_quantize_tensor",
+    "寫 fake_quantize_tensor(observer, x)：observer 是看過資料的 per-tensor observer，"
+    "用它的 qparams 與它自己的整數範圍把 x quantize 再 dequantize，回傳 float tensor。"
+    "檢查用 uint8 [0, 255]、4 bit [-8, 7]、symmetric [-127, 127] 三個看過同一批資料的 MinMaxObserver。",
+    "import torch\n\n\ndef fake_quantize_tensor(observer, x):\n    raise NotImplementedError()\n",
+    _check_fake_quantize_tensor,
+    "三樣東西都向 observer 拿：scale 與 zero point 來自 observer.calculate_qparams()（Histogram 的截斷、symmetric 的對稱都在裡面），"
+    "範圍是 observer.quant_min、observer.quant_max（4 bit 的 dtype 還是 int8，範圍卻是 [-8, 7]）。",
+    "import torch\n\n\n"
+    "def fake_quantize_tensor(observer, x):\n"
+    "    scale, zero_point = observer.calculate_qparams()\n"
+    "    return torch.fake_quantize_per_tensor_affine(\n"
+    "        x, float(scale), int(zero_point), observer.quant_min, observer.quant_max\n"
+    "    )\n",
+    "不要自己用 min_val、max_val 重算，也不要用 dtype 猜範圍：observer 怎麼設定，答案就跟著它。",
+)
+
+
+def _check_fake_quantize_channels(fake_quantize_channels: Any) -> list[str]:
+    weight = torch.tensor([[0.1, -0.2, 0.3, 0.05], [4.0, -3.0, 1.0, 2.5], [0.02, 0.01, -0.03, 0.0]])
+    activation = torch.linspace(-2.0, 2.0, 24).reshape(2, 3, 4) * torch.tensor([0.1, 1.0, 5.0]).reshape(1, 3, 1)
+    problems = []
+    for title, make, x in (
+        ("weight (3, 4)，ch_axis=0", observer_factory("PerChannel", -127, 127, True, ch_axis=0), weight),
+        ("activation (2, 3, 4)，ch_axis=1", observer_factory("PerChannel", ch_axis=1), activation),
+    ):
+        observer = _calibrated(make, x)
+        want = _reference_fake_quantize(observer, x)
+        try:
+            got = fake_quantize_channels(observer, x.clone())
+        except NotImplementedError:
+            raise
+        except Exception as error:  # one case crashing should not hide the other
+            problems.append(f"{title}：執行時出錯（{type(error).__name__}: {error}）")
+            continue
+        if not _same_values(got, want):
+            problems.append(f"{title}：應該是 {_short(want)}，你的是 {_short(got)}")
+    return problems
+
+
+FAKE_QUANTIZE_CHANNELS = Practice(
+    "fake_quantize_channels",
+    "寫 fake_quantize_channels(observer, x)：observer 是看過 x 的 PerChannelMinMaxObserver，"
+    "每個 channel 用自己的 scale 與 zero point 把 x quantize 再 dequantize，回傳 float tensor。"
+    "檢查用一個 channel 在第 0 維的 weight (3, 4)，和一個 channel 在第 1 維的 activation (2, 3, 4)，每個 channel 的大小差很多。",
+    "import torch\n\n\ndef fake_quantize_channels(observer, x):\n    raise NotImplementedError()\n",
+    _check_fake_quantize_channels,
+    "calculate_qparams() 回傳的 scale 與 zero point 每個 channel 一個值，要整組交給 "
+    "torch.fake_quantize_per_channel_affine；channel 在哪一維記在 observer.ch_axis，不是固定的 1。",
+    "import torch\n\n\n"
+    "def fake_quantize_channels(observer, x):\n"
+    "    scale, zero_point = observer.calculate_qparams()\n"
+    "    return torch.fake_quantize_per_channel_affine(\n"
+    "        x, scale, zero_point.to(torch.int32), observer.ch_axis, observer.quant_min, observer.quant_max\n"
+    "    )\n",
+    "小的 channel 用大 channel 的 scale 時，幾乎全變成 0：per-channel 的好處正在於每個 channel 有自己的格子。",
+)
+
+
+def _check_mse(mse: Any) -> list[str]:
+    problems = []
+    for x, x_hat in (
+        (torch.tensor([0.0, 1.0, 2.0, 3.0]), torch.tensor([0.0, 1.0, 2.0, 6.0])),
+        (torch.zeros(2, 4), torch.full((2, 4), 0.5)),
+    ):
+        want = float(((x - x_hat) ** 2).mean())
+        got = mse(x.clone(), x_hat.clone())
+        try:
+            value = float(got)
+        except (TypeError, ValueError):
+            value = None
+        if value is None or abs(value - want) > 1e-6:
+            problems.append(f"x = {_short(x)}，x_hat = {_short(x_hat)}：均方誤差是 {want}，你的是 {_short(got)}")
+    return problems
+
+
+MSE = Practice(
+    "mse",
+    "寫 mse(x, x_hat)：x 是原值，x_hat 是量化後的值（shape 相同），回傳兩者的均方誤差（一個 float）。"
+    "檢查用一組只有一個值差 3 的四個數，和一組八個值都差 0.5 的 (2, 4) tensor。",
+    "import torch\n\n\ndef mse(x, x_hat):\n    raise NotImplementedError()\n",
+    _check_mse,
+    "均方誤差的三個字各是一步：誤差 x - x_hat，平方 ** 2，平均 .mean()（不是 .sum()，也不是絕對值，最後也不開根號）。",
+    "import torch\n\n\ndef mse(x, x_hat):\n    return float(((x - x_hat) ** 2).mean())\n",
+    "平均讓資料量不同的情況可以比；平方讓被截掉的 outlier 這種大誤差佔更重的份量。",
+)
+
+
+def _check_lowest(lowest: Any) -> list[str]:
+    problems = []
+    for errors in (
+        {"a_minmax": 0.5, "histogram": 0.02, "moving": 0.9},
+        {"zeta": 0.01, "beta": 0.3, "alpha": 0.2},
+    ):
+        want = min(errors, key=errors.__getitem__)
+        got = lowest(dict(errors))
+        if got != want:
+            problems.append(f"{errors}：誤差最小的是 {want!r}，你的是 {got!r}")
+    return problems
+
+
+LOWEST = Practice(
+    "lowest",
+    "寫 lowest(errors)：errors 是 {observer 的名字: 誤差} 的 dict，回傳誤差最小的那個名字。"
+    "檢查用兩個 dict，誤差最小的名字都不是字母最前面的。",
+    "def lowest(errors):\n    raise NotImplementedError()\n",
+    _check_lowest,
+    "min(errors) 與 sorted(errors.items()) 比的都是名字；要比誤差，給 min 一個 key：min(errors, key=errors.get)。",
+    "def lowest(errors):\n    return min(errors, key=errors.get)\n",
+    "誤差越小越好，所以是 min，不是 max。",
+)
+
+
+def _check_calibrated_output(calibrated_output: Any) -> list[str]:
+    batches = [
+        torch.tensor([[0.5, -0.5], [1.0, 0.0]]),
+        torch.tensor([[0.2, -1.0], [0.8, 0.1]]),
+        torch.tensor([[6.0, -0.4], [0.3, 0.9]]),
+    ]
+    problems = []
+    for title, make in (
+        (
+            "MovingAverageMinMaxObserver（averaging_constant=0.5）",
+            observer_factory("MovingAverage", averaging_constant=0.5),
+        ),
+        ("MinMaxObserver", observer_factory("MinMax")),
+    ):
+        want = _reference_fake_quantize(_calibrated(make, *batches), torch.cat(batches))
+        try:
+            got = calibrated_output(make(), [b.clone() for b in batches], _reference_fake_quantize)
+        except NotImplementedError:
+            raise
+        except Exception as error:  # one case crashing should not hide the other
+            problems.append(f"{title}：執行時出錯（{type(error).__name__}: {error}）")
+            continue
+        if not _same_values(got, want):
+            shape = (
+                f"（shape {tuple(got.shape)}，應該是 {tuple(want.shape)}）"
+                if isinstance(got, torch.Tensor) and got.shape != want.shape
+                else ""
+            )
+            problems.append(f"{title}，三個 batch 最後一個有 6.0：應該是 {_short(want)}，你的是 {_short(got)}{shape}")
+    return problems
+
+
+CALIBRATED_OUTPUT = Practice(
+    "calibrated_output",
+    "寫 calibrated_output(observer, batches, fake_quantize)：用 batches 校準這個新的 observer，"
+    "再回傳全部資料（接起來的 batches）fake quantize 之後的值；fake_quantize(observer, x) 由檢查傳給你。"
+    "檢查用三個 batch（最後一個有 outlier 6.0），observer 有 MovingAverage 與 MinMax。",
+    "import torch\n\n\ndef calibrated_output(observer, batches, fake_quantize):\n    raise NotImplementedError()\n",
+    _check_calibrated_output,
+    "分兩段：先 for batch in batches: observer(batch)，一個一個依序看（MovingAverage 每看一個 batch 移動一點）；"
+    "迴圈結束後範圍才定下來，這時才 fake quantize，而且是 torch.cat(batches) 的全部資料。",
+    "import torch\n\n\n"
+    "def calibrated_output(observer, batches, fake_quantize):\n"
+    "    for batch in batches:\n"
+    "        observer(batch)\n"
+    "    return fake_quantize(observer, torch.cat(batches))\n",
+    "接起來一次餵給 MovingAverage 只更新一次；每個 batch 後就量，用的是還沒看到 outlier 的範圍。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "fixed_channel_axis",
@@ -418,6 +641,7 @@ MISCONCEPTIONS = (
         "寫死成 1，scale 的個數和那一維的長度對不上就出錯。用 observer.ch_axis。",
         RULES,
         public=_channel_axis_crash,
+        practice=FAKE_QUANTIZE_CHANNELS,
     ),
     Misconception(
         "int8_range_always",
@@ -426,6 +650,7 @@ MISCONCEPTIONS = (
         "寫死 [-128, 127] 時，uint8 的 zero point 可能超出範圍而出錯。用 observer.quant_min 與 observer.quant_max。",
         RANGES,
         public=_int8_range,
+        practice=FAKE_QUANTIZE_TENSOR,
     ),
     Misconception(
         "sum_of_squares",
@@ -434,6 +659,7 @@ MISCONCEPTIONS = (
         "最後用 .mean()，不是 .sum()。",
         RULES,
         public=_summed,
+        practice=MSE,
     ),
     Misconception(
         "not_squared_error",
@@ -442,6 +668,7 @@ MISCONCEPTIONS = (
         "Histogram 搜尋範圍時最小化的也是平方誤差。照練習算 ((x - fake_quantize(observer, x)) ** 2).mean()。",
         ERROR,
         public=_not_squared,
+        practice=MSE,
     ),
     Misconception(
         "own_range_formula",
@@ -450,6 +677,7 @@ MISCONCEPTIONS = (
         "這些都在 calculate_qparams() 裡；自己用 min_val、max_val 算，就把它們全丟了。用 observer.calculate_qparams()。",
         HISTOGRAM,
         public=_histogram_as_min_max,
+        practice=FAKE_QUANTIZE_TENSOR,
     ),
     Misconception(
         "per_channel_as_per_tensor",
@@ -458,6 +686,7 @@ MISCONCEPTIONS = (
         "只取一組套到整個 tensor，其他 channel 就用錯了格子。per-channel 要用 torch.fake_quantize_per_channel_affine 與 observer.ch_axis。",
         SAME_DATA,
         public=_per_channel_as_tensor,
+        practice=FAKE_QUANTIZE_CHANNELS,
     ),
     Misconception(
         "range_from_dtype",
@@ -466,6 +695,7 @@ MISCONCEPTIONS = (
         "超出 [-8, 7] 的值就沒被截掉。fake quantize 時傳 observer.quant_min 與 observer.quant_max。",
         RANGES,
         public=_dtype_range,
+        practice=FAKE_QUANTIZE_TENSOR,
     ),
     Misconception(
         "calibrates_once",
@@ -474,6 +704,7 @@ MISCONCEPTIONS = (
         "校準要依序把每個 batch 交給 observer：for batch in batches: observer(batch)。",
         BATCH_ORDER,
         public=_moving_average_only,
+        practice=CALIBRATED_OUTPUT,
     ),
     Misconception(
         "qparams_each_batch",
@@ -482,6 +713,7 @@ MISCONCEPTIONS = (
         "全部看完再呼叫一次 calculate_qparams()，用它量接起來的全部資料。",
         RULES,
         public=_early_qparams,
+        practice=CALIBRATED_OUTPUT,
     ),
     Misconception(
         "error_on_part",
@@ -490,6 +722,7 @@ MISCONCEPTIONS = (
         "用 torch.cat(batches) 接起來再量。",
         RULES,
         public=_single_batch_right,
+        practice=CALIBRATED_OUTPUT,
     ),
     Misconception(
         "best_sorted_by_name",
@@ -498,6 +731,7 @@ MISCONCEPTIONS = (
         "要依誤差取最小的：min(errors, key=errors.get)。",
         RULES,
         public=_best_first_name,
+        practice=LOWEST,
     ),
     Misconception(
         "best_is_largest",
@@ -506,6 +740,7 @@ MISCONCEPTIONS = (
         "用 min(errors, key=errors.get)，不是 max。",
         RULES,
         public=_best_largest,
+        practice=LOWEST,
     ),
     Misconception(
         "best_not_measured",
