@@ -23,6 +23,7 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import describe_annotations, safe_text
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 from selfcheck.public.m03_1 import labels, observers
 
 # --- RuleQuantizer --------------------------------------------------------------------------------
@@ -657,6 +658,191 @@ def _public_pool_apart(seen: Any, expected: Any) -> bool:
     return False
 
 
+# --- practice after a mistake (issue 50): one idea each, checked on tiny graphs of its own ----------------
+
+_CONV2D = torch.ops.aten.conv2d.default
+_RELU = torch.ops.aten.relu.default
+
+
+class _ConvLookalikes(nn.Module):
+    """An input called conv2d, a conv_transpose2d, and a real conv2d (the check renames it linear_7)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.ConvTranspose2d(2, 2, 2)
+        self.conv = nn.Conv2d(2, 2, 1)
+
+    def forward(self, conv2d: torch.Tensor) -> torch.Tensor:
+        return self.conv(self.up(conv2d))
+
+
+def _check_is_conv(is_conv: Any) -> list[str]:
+    from common.pt2e import export_module
+
+    gm = export_module(_ConvLookalikes().eval(), (torch.ones(1, 2, 3, 3),))
+    real = next(n for n in gm.graph.nodes if n.op == "call_function" and n.target == _CONV2D)
+    real.name = "linear_7"
+    problems = []
+    for node in gm.graph.nodes:
+        want = node is real
+        got = is_conv(node)
+        if bool(got) is not want:
+            problems.append(
+                f"名叫 {node.name} 的 node（op={node.op}，target={node.target}）：應該回傳 {want}，你的是 {got!r}"
+            )
+    return problems
+
+
+IS_CONV = Practice(
+    "is_conv",
+    "寫 is_conv(node)：node 是不是一個 conv2d（torch.ops.aten.conv2d.default）？看 node 做什麼，不看它叫什麼名字。"
+    "檢查用的圖裡有一個名叫 conv2d 的模型輸入、一個 conv_transpose2d，和一個被 pass 改名成 linear_7 的真正的 conv2d。",
+    "import torch\n\nCONV = torch.ops.aten.conv2d.default\n\n\ndef is_conv(node):\n    raise NotImplementedError()\n",
+    _check_is_conv,
+    'node 做什麼寫在兩個屬性：node.op（"call_function" 才是呼叫一個 op）和 node.target（是哪一個 op 的物件）。'
+    "target 要和 CONV 直接比相等，不要轉成字串找子字串。",
+    "import torch\n\nCONV = torch.ops.aten.conv2d.default\n\n\n"
+    "def is_conv(node):\n"
+    '    return node.op == "call_function" and node.target == CONV\n',
+    '名字與字串都會騙人："conv" in str(node.target) 也比對到 conv_transpose2d；source_fn_stack 在預設的 export 裡是空的。',
+)
+
+
+class _FourConvs(nn.Module):
+    """Four convs on x: one right before its relu, one whose relu comes later, one followed in graph order by a relu
+    of x, one whose output goes to a relu and out of the model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = nn.Conv2d(2, 2, 1), nn.Conv2d(2, 2, 1)
+        self.third, self.fourth = nn.Conv2d(2, 2, 1), nn.Conv2d(2, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = torch.relu(self.first(x))
+        b = self.second(x)
+        s = torch.sigmoid(x)
+        b = torch.relu(b)
+        c = self.third(x)
+        r = torch.relu(x)
+        d = self.fourth(x)
+        return a + b + s + c + r + torch.relu(d), d
+
+
+_FOUR_CONVS = (
+    "conv → relu，緊鄰",
+    "conv → relu，中間隔著別的 node",
+    "conv → add，圖上緊接著的是 relu(x)",
+    "conv → relu，conv 的輸出也是模型的輸出",
+)
+
+
+def _fuses(conv: Node) -> bool:
+    users = list(conv.users)
+    return len(users) == 1 and users[0].op == "call_function" and users[0].target == _RELU
+
+
+def _check_fuses_with_relu(fuses_with_relu: Any) -> list[str]:
+    from common.pt2e import export_module
+
+    gm = export_module(_FourConvs().eval(), (torch.ones(1, 2, 3, 3),))
+    convs = [n for n in gm.graph.nodes if n.op == "call_function" and n.target == _CONV2D]
+    problems = []
+    for title, conv in zip(_FOUR_CONVS, convs, strict=True):
+        want, got = _fuses(conv), fuses_with_relu(conv)
+        if bool(got) is not want:
+            problems.append(f"{title}：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+FUSES_WITH_RELU = Practice(
+    "fuses_with_relu",
+    "寫 fuses_with_relu(conv)：conv 是圖上的一個 conv2d node，它和 relu 融合嗎？只有 conv 唯一的 consumer 是 relu 時才融合。"
+    "檢查用一張有四個 conv 的小圖：緊鄰的 conv → relu、中間隔著別的 node 的 conv → relu、後面緊接著一個不相干 relu 的 conv，"
+    "和輸出同時給 relu 與模型輸出的 conv。",
+    "import torch\n\nRELU = torch.ops.aten.relu.default\n\n\ndef fuses_with_relu(conv):\n    raise NotImplementedError()\n",
+    _check_fuses_with_relu,
+    "誰讀 conv 的輸出，寫在 conv.users（一個 dict，key 是 consumer）；conv.next 只是圖上排在後面的 node。"
+    "先看 users 是不是只有一個，再看那一個的 target 是不是 RELU。",
+    "import torch\n\nRELU = torch.ops.aten.relu.default\n\n\n"
+    "def fuses_with_relu(conv):\n"
+    "    users = list(conv.users)\n"
+    '    return len(users) == 1 and users[0].op == "call_function" and users[0].target == RELU\n',
+    "模型的輸出（output node）也是 consumer：conv 的值要完整交出去，中間就不能不量化。",
+)
+
+
+class _Projection(nn.Module):
+    """A conv with a bias into a linear without one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 1)
+        self.proj = nn.Linear(3, 2, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.conv(x).mean((2, 3)))
+
+
+def _spec_text(spec: Any) -> str:
+    if spec is None:
+        return "None"
+    if not isinstance(spec, QuantizationSpec):
+        return type(spec).__name__
+    observer = getattr(spec.observer_or_fake_quant_ctr, "__name__", type(spec.observer_or_fake_quant_ctr).__name__)
+    axis = f" ch_axis={spec.ch_axis}" if spec.qscheme in (torch.per_channel_symmetric, torch.per_channel_affine) else ""
+    return f"{spec.dtype} [{spec.quant_min},{spec.quant_max}] {spec.qscheme}{axis} {observer}"
+
+
+def _check_weighted_inputs(weighted_inputs: Any) -> list[str]:
+    from common.pt2e import export_module
+    from common.qspecs import weight_spec
+
+    gm = export_module(_Projection().eval(), (torch.ones(1, 2, 3, 3),))
+    problems = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target not in (_CONV2D, torch.ops.aten.linear.default):
+            continue
+        want = {node.args[0].name: _spec_text(act_spec()), node.args[1].name: _spec_text(weight_spec())}
+        if len(node.args) > 2 and isinstance(node.args[2], Node):
+            want[node.args[2].name] = "None"
+        got = weighted_inputs(node)
+        if not isinstance(got, dict):
+            problems.append(f"{node.name}：應該回傳一個 dict，你的是 {type(got).__name__}")
+            continue
+        mine = {getattr(key, "name", repr(key)): _spec_text(spec) for key, spec in got.items()}
+        for name in sorted(set(want) | set(mine)):
+            if name not in mine:
+                problems.append(f"{node.name} 的輸入 {name}：應該有 {want[name]}，你的 dict 裡沒有它")
+            elif name not in want:
+                problems.append(f"{node.name}：{name} 不是它的輸入，你的 dict 裡卻有它")
+            elif mine[name] != want[name]:
+                problems.append(f"{node.name} 的輸入 {name}：應該是 {want[name]}，你的是 {mine[name]}")
+    return problems
+
+
+WEIGHTED_INPUTS = Practice(
+    "weighted_inputs",
+    "寫 weighted_inputs(node)：node 是 conv 或 linear，照規則表回傳它的 input_qspec_map（一個 dict）："
+    "activation 輸入 act_spec()、weight weight_spec()、有 bias 時 bias 對到 None。"
+    "檢查用一個有 bias 的 conv 和一個 bias=False 的 linear。",
+    "from torch.fx import Node\n"
+    "from common.qspecs import act_spec, weight_spec\n\n\n"
+    "def weighted_inputs(node):\n"
+    "    raise NotImplementedError()\n",
+    _check_weighted_inputs,
+    "conv 與 linear 的引數順序是 (輸入, weight, bias)：args[0] 是 activation、args[1] 是 weight；"
+    "args[2] 不一定存在（bias=False 的 linear 只有兩個引數），先看 len(node.args) > 2 而且它是 Node。",
+    "from torch.fx import Node\n"
+    "from common.qspecs import act_spec, weight_spec\n\n\n"
+    "def weighted_inputs(node):\n"
+    "    found = {node.args[0]: act_spec(), node.args[1]: weight_spec()}\n"
+    "    if len(node.args) > 2 and isinstance(node.args[2], Node):\n"
+    "        found[node.args[2]] = None\n"
+    "    return found\n",
+    "weight_spec() 是 per-channel symmetric、ch_axis=0（每個 output channel 一個 scale）；bias 保持 fp32，規格是 None。",
+)
+
+
 RULE_MISCONCEPTIONS = (
     Misconception(
         "source_fn_stack",
@@ -665,6 +851,7 @@ RULE_MISCONCEPTIONS = (
         '結果一張標籤都沒貼。規則式 Quantizer 只用 node.op == "call_function" 與 node.target 找 op。',
         BY_TARGET,
         public=_public_nothing,
+        practice=IS_CONV,
     ),
     Misconception(
         "found_by_name",
@@ -674,6 +861,7 @@ RULE_MISCONCEPTIONS = (
         '要用 node.op == "call_function" 而且 node.target == CONV 這樣比對。',
         BY_TARGET,
         public=_public_found_by_name,
+        practice=IS_CONV,
     ),
     Misconception(
         "target_substring",
@@ -683,6 +871,7 @@ RULE_MISCONCEPTIONS = (
         "要拿 node.target 和 torch.ops.aten.conv2d.default 這些物件直接比相等。",
         BY_TARGET,
         public=_public_look_alike,
+        practice=IS_CONV,
     ),
     Misconception(
         "overwrites_claimed",
@@ -715,6 +904,7 @@ RULE_MISCONCEPTIONS = (
         "緊接在 conv 後面的 relu 也可能讀的是別的值。融合要看 node.users：conv 唯一的 consumer 是 relu 才融合。",
         USERS,
         public=_public_next_node,
+        practice=FUSES_WITH_RELU,
     ),
     Misconception(
         "fuses_shared_conv",
@@ -723,6 +913,7 @@ RULE_MISCONCEPTIONS = (
         "只有 conv 唯一的 consumer 是 relu 時才融合；有兩個以上 consumer，conv 自己貼輸出標籤。",
         EDGE_AND_OUTPUT,
         public=_public_fuses_shared,
+        practice=FUSES_WITH_RELU,
     ),
     Misconception(
         "linear_fuses_relu",
@@ -763,6 +954,7 @@ RULE_MISCONCEPTIONS = (
         "per-tensor 只用一個 scale，數值範圍小的 channel 解析度就被大的 channel 拖垮。weight 要用 weight_spec()。",
         RULE_TABLE,
         public=_public_per_tensor,
+        practice=WEIGHTED_INPUTS,
     ),
     Misconception(
         "weight_axis_1",
@@ -771,6 +963,7 @@ RULE_MISCONCEPTIONS = (
         "ch_axis=1 是 input channel，scale 分錯了維度。直接用 weight_spec()，它的 ch_axis 是 0。",
         FUSION,
         public=_public_axis,
+        practice=WEIGHTED_INPUTS,
     ),
     Misconception(
         "bias_assumed",
@@ -779,6 +972,7 @@ RULE_MISCONCEPTIONS = (
         "直接讀 node.args[2]，遇到沒有 bias 的模型就出錯。先確認 len(node.args) > 2 而且 node.args[2] 是 Node，才替 bias 設 None。",
         RULES,
         public=_public_bias_crash,
+        practice=WEIGHTED_INPUTS,
     ),
     Misconception(
         "quantizes_bias",
@@ -787,6 +981,7 @@ RULE_MISCONCEPTIONS = (
         "node.args[2] 是 Node 時，把它的規格設成 None。",
         RULE_TABLE,
         public=_public_bias,
+        practice=WEIGHTED_INPUTS,
     ),
     Misconception(
         "add_labels_constants",
@@ -988,6 +1183,157 @@ def _public_input_range(seen: Any, expected: Any) -> bool:
     return _missed(seen, expected, "input_range") and not _public_too_wide_passes(seen, expected)
 
 
+def _range_specs() -> list[tuple[str, QuantizationSpec]]:
+    """Specs whose range is right or wrong for their dtype, activations and a per-channel weight."""
+
+    def spec(dtype: torch.dtype, low: int, high: int, scheme: torch.qscheme = torch.per_tensor_affine) -> Any:
+        axis = 0 if scheme == torch.per_channel_symmetric else None
+        return QuantizationSpec(
+            dtype=dtype,
+            quant_min=low,
+            quant_max=high,
+            qscheme=scheme,
+            ch_axis=axis,
+            observer_or_fake_quant_ctr=MinMaxObserver,
+        )
+
+    return [
+        ("int8 [-128, 127]", spec(torch.int8, -128, 127)),
+        ("uint8 [0, 255]", spec(torch.uint8, 0, 255)),
+        ("int16 [-1000, 1000]", spec(torch.int16, -1000, 1000)),
+        ("int8 [0, 255]", spec(torch.int8, 0, 255)),
+        ("uint8 [-128, 127]", spec(torch.uint8, -128, 127)),
+        ("int8 [3, 3]", spec(torch.int8, 3, 3)),
+        ("per-channel weight int8 [-127, 127]", spec(torch.int8, -127, 127, torch.per_channel_symmetric)),
+        ("per-channel weight int8 [-127, 300]", spec(torch.int8, -127, 300, torch.per_channel_symmetric)),
+    ]
+
+
+def _check_range_ok(range_ok: Any) -> list[str]:
+    problems = []
+    for title, spec in _range_specs():
+        info = torch.iinfo(spec.dtype)
+        want = info.min <= spec.quant_min < spec.quant_max <= info.max
+        got = range_ok(spec)
+        if bool(got) is not want:
+            problems.append(f"{title}：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+RANGE_OK = Practice(
+    "range_ok",
+    "寫 range_ok(spec)：spec 是一份 QuantizationSpec，它的 quant_min、quant_max 合不合規則 4？回傳 True 或 False。"
+    "檢查用八份規格：int8、uint8、int16 的正確與錯誤範圍、只有一個值的範圍，和兩份 per-channel 的 weight 規格。",
+    "import torch\n\n\ndef range_ok(spec):\n    raise NotImplementedError()\n",
+    _check_range_ok,
+    "dtype 能表示的整數在 torch.iinfo(spec.dtype) 裡（.min、.max）；規則有兩半："
+    "範圍在 dtype 裡面，而且 quant_min 嚴格小於 quant_max。weight 的規格也一樣檢查。",
+    "import torch\n\n\n"
+    "def range_ok(spec):\n"
+    "    info = torch.iinfo(spec.dtype)\n"
+    "    return info.min <= spec.quant_min < spec.quant_max <= info.max\n",
+    "Python 的連續比較一次寫完兩半：quant_min == quant_max 的範圍只有一個值，observer 算 scale 時會除以零。",
+)
+
+
+def _check_symmetric_ok(symmetric_ok: Any) -> list[str]:
+    problems = []
+    for scheme in (
+        torch.per_tensor_symmetric,
+        torch.per_channel_symmetric,
+        torch.per_tensor_affine,
+        torch.per_channel_affine,
+    ):
+        axis = 0 if scheme in (torch.per_channel_symmetric, torch.per_channel_affine) else None
+        spec = QuantizationSpec(
+            dtype=torch.int8,
+            quant_min=-127,
+            quant_max=127,
+            qscheme=scheme,
+            ch_axis=axis,
+            observer_or_fake_quant_ctr=MinMaxObserver,
+        )
+        want = scheme in (torch.per_tensor_symmetric, torch.per_channel_symmetric)
+        got = symmetric_ok(spec)
+        if bool(got) is not want:
+            problems.append(f"qscheme={scheme} 的 weight：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+SYMMETRIC_OK = Practice(
+    "symmetric_ok",
+    "寫 symmetric_ok(spec)：spec 是一份 weight 的 QuantizationSpec，它的 qscheme 合不合規則 2？回傳 True 或 False。"
+    "檢查用 int8 的四種 qscheme：per_tensor／per_channel 的 symmetric 與 affine。",
+    "import torch\n\n\ndef symmetric_ok(spec):\n    raise NotImplementedError()\n",
+    _check_symmetric_ok,
+    "規則是白名單：合格的只有 torch.per_tensor_symmetric 與 torch.per_channel_symmetric 這兩種，其他一律不行。",
+    "import torch\n\nSYMMETRIC = (torch.per_tensor_symmetric, torch.per_channel_symmetric)\n\n\n"
+    "def symmetric_ok(spec):\n"
+    "    return spec.qscheme in SYMMETRIC\n",
+    "只列一種不行的（!= per_tensor_affine）會放過 per_channel_affine；只列一種行的會擋掉另一種正確的 weight。",
+)
+
+
+class _JoinRelu(nn.Module):
+    """cat([relu(x), y]): the cat's inputs sit in a list."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.cat([torch.relu(x), y], 1)
+
+
+def _check_check_edges(check_edges: Any) -> list[str]:
+    from common.pt2e import export_module
+
+    gm = export_module(_JoinRelu().eval(), (torch.ones(1, 2, 2), torch.ones(1, 2, 2)))
+    nodes = {n.name: n for n in gm.graph.nodes}
+    x, y, relu, cat = nodes["x"], nodes["y"], nodes["relu"], nodes["cat"]
+    cat.name = "joined_7"
+    problems = []
+    for title, inputs, wrong in (
+        ("joined_7（cat）貼了 relu、y 兩條輸入邊", {relu: act_spec(), y: act_spec()}, False),
+        ("joined_7（cat）的標籤裡有 x（x 是 relu 的輸入，不是 cat 的）", {relu: act_spec(), x: act_spec()}, True),
+        ("joined_7（cat）的標籤裡有 x，規格是 None", {relu: act_spec(), x: None}, True),
+    ):
+        cat.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map=dict(inputs), _annotated=True)
+        try:
+            check_edges(cat)
+        except ValueError as error:
+            if not wrong:
+                problems.append(f"{title}：這張標籤沒錯，不該出錯，你的丟出 ValueError：{error}")
+            elif "joined_7" not in str(error):
+                problems.append(f"{title}：訊息要寫出標籤所在的 node（joined_7），你的是：{error}")
+        except NotImplementedError:
+            raise
+        except Exception as error:  # the wrong kind of exception is the point of this check
+            problems.append(f"{title}：應該 raise ValueError，你的丟出 {type(error).__name__}")
+        else:
+            if wrong:
+                problems.append(f"{title}：應該 raise ValueError，你的沒有出錯")
+        after = cat.meta.get(ANNOTATION_KEY)
+        if after is None or dict(after.input_qspec_map) != inputs:
+            problems.append(f"{title}：validate 只讀標籤，你的程式改了它")
+    return problems
+
+
+CHECK_EDGES = Practice(
+    "check_edges",
+    "寫 check_edges(node)：照規則 1 檢查 node 的標籤 node.meta[ANNOTATION_KEY]：input_qspec_map 的每個 key 都要是 node 的輸入，"
+    "不是就 raise ValueError，訊息寫出 node.name；標籤本身不要改。"
+    "檢查用 torch.cat([relu(x), y]) 的 cat（改名成 joined_7），貼上一張對的、兩張錯的標籤。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\ndef check_edges(node):\n    raise NotImplementedError()\n",
+    _check_check_edges,
+    "node 的輸入是 node.all_input_nodes（cat 的 list 也攤開了），不是 node.args；"
+    '規格是 None 的 key 也要檢查。訊息寫標籤所在的 node，例如 f"{node.name}：{key.name} 不是它的輸入"。',
+    "from common.pt2e import ANNOTATION_KEY\n\n\n"
+    "def check_edges(node):\n"
+    "    annotation = node.meta[ANNOTATION_KEY]\n"
+    "    for key in annotation.input_qspec_map:\n"
+    "        if key not in node.all_input_nodes:\n"
+    '            raise ValueError(f"{node.name}：{key.name} 不是它的輸入，標籤卻有 ({key.name}, {node.name}) 這條邊")\n',
+    "用 raise ValueError，不用 assert：python -O 會拿掉 assert，呼叫的人也靠錯誤的型別分辨「標籤錯了」。",
+)
+
+
 VALIDATE_MISCONCEPTIONS = (
     Misconception(
         "fixes_silently",
@@ -996,6 +1342,7 @@ VALIDATE_MISCONCEPTIONS = (
         "錯的 Quantizer 就永遠沒有人知道，換個模型又出一樣的錯。validate 只讀標籤，違反規則就 raise ValueError。",
         VALIDATE,
         public=_public_changed_labels,
+        practice=CHECK_EDGES,
     ),
     Misconception(
         "reads_every_spec",
@@ -1012,6 +1359,7 @@ VALIDATE_MISCONCEPTIONS = (
         "用 assert 得到的是 AssertionError，而且 python -O 執行時 assert 會整個被拿掉。明確寫 raise ValueError(...)。",
         CHECKS,
         public=_public_wrong_error,
+        practice=CHECK_EDGES,
     ),
     Misconception(
         "checks_nothing",
@@ -1036,6 +1384,7 @@ VALIDATE_MISCONCEPTIONS = (
         '每個 ValueError 的訊息都寫出標籤所在的 node，例如 f"{node.name}：..."。',
         CHECKS,
         public=_public_vague,
+        practice=CHECK_EDGES,
     ),
     Misconception(
         "names_producer",
@@ -1044,6 +1393,7 @@ VALIDATE_MISCONCEPTIONS = (
         "訊息要寫出標籤所在的 node.name，也可以再加上 key 的名字。",
         CHECKS,
         public=_public_names_producer,
+        practice=CHECK_EDGES,
     ),
     Misconception(
         "one_symmetric_only",
@@ -1052,6 +1402,7 @@ VALIDATE_MISCONCEPTIONS = (
         "也可以設定成 per-tensor。你只放行其中一種，另一種正確的 weight 也被擋掉；規則是兩種 symmetric 都接受。",
         CHECKS,
         public=_public_one_symmetric,
+        practice=SYMMETRIC_OK,
     ),
     Misconception(
         "any_conv_output",
@@ -1060,6 +1411,7 @@ VALIDATE_MISCONCEPTIONS = (
         "接 cat、add，或有兩個 consumer 的 conv 本來就該有自己的輸出標籤。先確認 conv 的 users 只有一個 relu 再檢查。",
         CHECKS,
         public=_public_conv_output,
+        practice=FUSES_WITH_RELU,
     ),
     Misconception(
         "fusion_by_next_node",
@@ -1068,6 +1420,7 @@ VALIDATE_MISCONCEPTIONS = (
         "緊接在 conv 後面的 relu 也可能讀的是別的值。判斷融合 pattern 要看 node.users。",
         USERS,
         public=_public_next_node_validate,
+        practice=FUSES_WITH_RELU,
     ),
     Misconception(
         "claimed_only",
@@ -1084,6 +1437,7 @@ VALIDATE_MISCONCEPTIONS = (
         '要用 node.op == "call_function" 而且 node.target == CONV 判斷。',
         BY_TARGET,
         public=_public_renamed_fusion,
+        practice=IS_CONV,
     ),
     Misconception(
         "affine_only",
@@ -1092,6 +1446,7 @@ VALIDATE_MISCONCEPTIONS = (
         "規則是「qscheme 必須是兩種 symmetric 之一」，用白名單檢查，不要只列一種不行的。",
         CHECKS,
         public=_public_channel_affine,
+        practice=SYMMETRIC_OK,
     ),
     Misconception(
         "weight_by_name",
@@ -1108,6 +1463,7 @@ VALIDATE_MISCONCEPTIONS = (
         "範圍要照 spec.dtype 查：torch.iinfo(spec.dtype).min 與 .max。",
         CHECKS,
         public=_public_uint8_refused,
+        practice=RANGE_OK,
     ),
     Misconception(
         "key_in_args",
@@ -1116,6 +1472,7 @@ VALIDATE_MISCONCEPTIONS = (
         "要用 node.all_input_nodes，它把 list 裡的輸入也攤開。",
         ADD_LABEL,
         public=_public_cat_refused,
+        practice=CHECK_EDGES,
     ),
     Misconception(
         "skips_none_keys",
@@ -1124,6 +1481,7 @@ VALIDATE_MISCONCEPTIONS = (
         "key 仍然說這條邊存在，不存在的邊出現在標籤裡就是 Quantizer 貼錯了。先檢查 key 在不在 node.all_input_nodes，再看規格。",
         CHECKS,
         public=_public_none_key,
+        practice=CHECK_EDGES,
     ),
     Misconception(
         "fusion_from_relu",
@@ -1141,6 +1499,7 @@ VALIDATE_MISCONCEPTIONS = (
         "int8 放不下的 quant_max 仍然要擋。輸入邊、weight 與輸出的規格都要照 torch.iinfo(spec.dtype) 檢查範圍。",
         CHECKS,
         public=_public_weight_range,
+        practice=RANGE_OK,
     ),
     Misconception(
         "allows_equal",
@@ -1149,6 +1508,7 @@ VALIDATE_MISCONCEPTIONS = (
         "規則是 quant_min < quant_max，比較要用 <，不是 <=。",
         CHECKS,
         public=_public_equal_range,
+        practice=RANGE_OK,
     ),
     Misconception(
         "order_only",
@@ -1157,6 +1517,7 @@ VALIDATE_MISCONCEPTIONS = (
         "用 torch.iinfo(spec.dtype) 拿到 dtype 的 min、max，確認 min <= quant_min 而且 quant_max <= max。",
         CHECKS,
         public=_public_order_only,
+        practice=RANGE_OK,
     ),
     Misconception(
         "call_function_only",
