@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import torch
@@ -11,6 +12,7 @@ from torch.fx import GraphModule, Node
 from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from autograder.sandboxed.cases.m01_3 import SUFFIX
 from autograder.sandboxed.cases.probes import NoLabels
+from common.export_cache import Unkeyable, key_of
 from common.pt2e import export_module, prepare_pt2e
 from selfcheck.evidence import EvidenceError
 from selfcheck.public.m01_1 import graph_changes, graph_state
@@ -305,6 +307,29 @@ def _has_bias(source: Any) -> bool | None:
     return len(source.args) > 2 and source.args[2] is not None
 
 
+_KEPT: dict[Hashable, frozenset[str]] = {}
+"""``kept_batch_norms`` of the models seen in this process, by ``export_cache.key_of``."""
+
+
+def kept_batch_norms(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> frozenset[str]:
+    """The names of the BNs that ``prepare_pt2e`` keeps in ``model`` exported on ``inputs`` (the truth a prediction
+    is judged by). No student code is involved: it is remembered by everything the export depends on
+    (``common.export_cache.key_of``: the classes, weights and flags of every submodule, the inputs' bytes), so the
+    recording, the replay and every later submission on the same seed prepare each hidden model once."""
+    try:
+        key: Hashable | None = key_of(model, inputs, None)
+    except Unkeyable:
+        key = None
+    if key is not None and key in _KEPT:
+        return _KEPT[key]
+    kept = frozenset(n.name for n in _batch_norm_nodes(prepare_pt2e(export_module(model, inputs), NoLabels())))
+    if key is not None:
+        if len(_KEPT) >= 512:
+            _KEPT.clear()
+        _KEPT[key] = kept
+    return kept
+
+
 def judge_model(
     ns: Namespace,
     label: str,
@@ -318,8 +343,7 @@ def judge_model(
     names that lie). BNs keep their export names in it, so they match the truth's. Every call must leave
     the graph as it was: what changed is kept under the key ``changed`` (``label: [changes]``).
     """
-    truth_graph = prepare_pt2e(export_module(model, inputs), NoLabels())
-    kept = {n.name for n in _batch_norm_nodes(truth_graph)}
+    kept = kept_batch_norms(model, inputs)
     gm = graph if graph is not None else export_module(model, inputs)
     found: dict[str, Any] = {}
     for bn in _batch_norm_nodes(gm):
