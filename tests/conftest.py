@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 # `make test` runs two xdist workers on two cores. With torch's default of one intra-op thread per
 # core in every worker and in every kernel a test starts, four OpenMP threads spin over two cores:
@@ -17,10 +18,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """torch may already be imported by a plugin: set its thread count too."""
+    """torch may already be imported by a plugin: set its thread count too. Under ``--dist loadgroup``, the work
+    goes out longest first (``longest_first``)."""
     import torch
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if getattr(config.option, "dist", None) == "loadgroup":
+        # xdist would hand out the groups with the most tests first; ``longest_first`` orders them by time instead
+        config.option.loadscopereorder = False
 
 
 # The hidden checks' plugin (--evidence, the seen / expected fixtures), loaded explicitly:
@@ -120,6 +125,38 @@ def read_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+# --- work that the xdist workers of one run share ---------------------------------------------------
+
+
+def shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of this test run that every xdist worker sees: the run's base temporary folder (each worker's is
+    a folder in it), or this process's own without xdist (never one that another run left behind)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    folder = base / "shared"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def built_once(
+    tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], dict[str, Any]]
+) -> tuple[Path, dict[str, Any]]:
+    """``build(folder)`` once in this test run, by whichever worker asks first; a worker that asks meanwhile
+    waits for it. Returns the folder and what ``build`` returned (JSON). A build that raises leaves nothing: the
+    next worker that asks builds again (and fails as loudly)."""
+    from filelock import FileLock
+
+    shared = shared_folder(tmp_path_factory)
+    folder, done = shared / name, shared / f"{name}.json"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            done.write_text(json.dumps(build(folder), ensure_ascii=False), encoding="utf-8")
+    return folder, read_json(done)
+
+
 SLOW_FILES = frozenset(
     {
         "test_autograde.py",  # an nbgrader class per module, graded twice
@@ -164,6 +201,66 @@ def is_slow(item: pytest.Item) -> bool:
     return callspec.params.get("seed", 0) != 0 or getattr(fixture, "notebook", None) in LOWERING_NOTEBOOKS
 
 
+UNIT_SECONDS = {
+    "exchange": 140,
+    "hub": 130,
+    "autograde-M03": 130,
+    "autograde-M08": 125,
+    "checks-M08-3": 120,
+    "autograde-M09": 100,
+    "hostile": 90,
+    "autograde-M01": 70,
+    "test_notebooks.py::test_source_notebook_runs_validates_and_is_current[M09-3]": 65,
+    "autograde-M04": 60,
+    "test_grading.py::test_sample_class_gradebook": 60,  # grades the sample class for test_grading (built_once)
+    "classmate_memory": 60,
+    "isolation": 60,
+    "site": 60,
+    "test_torchao_pattern_graphs_are_traced_once_only_for_convs_present_and_give_the_same_graphs": 55,
+    "autograde-M06": 55,
+    "autograde-M07": 55,
+    "test_notebooks.py::test_source_notebook_runs_validates_and_is_current[M08-3]": 55,
+    "test_unanswered.py::test_release_notebook_runs_unanswered_with_only_explained_errors[M09-3]": 55,
+    "test_gradescope_bundle_grades_like_grade": 50,
+    "autograde-M05": 45,
+    "synthetic-class": 45,
+    "warm": 45,
+    "test_regrading_some_students_merges_into_the_gradebook": 40,
+    "test_key_and_correct_fixtures_pass_every_preview": 35,
+    "test_a_scaffolded_exercise_is_released_and_graded_like_the_others": 35,
+    "autograde-M02": 35,
+    "test_the_report_shows_a_copier_beside_the_answer_it_copied": 30,
+    "hostile-replay": 30,
+    "memory_escape": 30,
+}
+"""Seconds of the longest work units of ``make test`` (an xdist group, or one test by a part of its id), as the
+last full runs on two cores measured them: ``longest_first`` hands them out first."""
+SECONDS_PER_TEST = {"test_notebooks.py": 10.0, "test_unanswered.py": 8.0, "test_checks.py": 0.45}
+"""What a test of an unlisted unit costs, by its file (0.3 s elsewhere)."""
+
+
+def longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """``items`` with the work units ``--dist loadgroup`` hands out (an xdist group, or one test) longest first.
+
+    xdist gives each worker a unit when it is nearly out of work, in the order of the collection (``pytest_configure``
+    turns off its reordering by the number of tests). Long units last would leave one worker grading an nbgrader
+    class while the other idles; longest first, the short tests fill in at the end. A unit's tests keep their
+    order, and so do units of the same estimate."""
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        group = item.get_closest_marker("xdist_group")
+        units.setdefault(str(group.args[0]) if group else item.nodeid, []).append(item)
+
+    def seconds(unit: str) -> float:
+        if unit in UNIT_SECONDS:  # a group
+            return UNIT_SECONDS[unit]
+        listed = [s for key, s in UNIT_SECONDS.items() if key.startswith("test_") and "::" in unit and key in unit]
+        return listed[0] if listed else sum(SECONDS_PER_TEST.get(t.path.name, 0.3) for t in units[unit])
+
+    order = sorted(units, key=seconds, reverse=True)
+    return [item for unit in order for item in units[unit]]
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
     """Keep the tests of one module-scoped, parametrized course on one xdist worker (and the hidden checks'
@@ -188,6 +285,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.xdist_group(f"checks-{notebook}"))
         if is_slow(item):
             item.add_marker(pytest.mark.slow)
+    if config.getoption("loadgroup", default=False):
+        items[:] = longest_first(items)
     result = yield
     if config.getoption("loadgroup", default=False):
         ungrouped = [i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]

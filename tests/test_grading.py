@@ -18,9 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT
-
-pytestmark = pytest.mark.xdist_group("grading")  # the sample class is graded once (a module fixture), on one worker
+from conftest import ROOT, built_once
 
 SAMPLE = ROOT / "examples" / "submitted"
 MODULE = "M03"
@@ -44,10 +42,17 @@ def cli(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def sample_grades(tmp_path_factory: pytest.TempPathFactory):
-    out = tmp_path_factory.mktemp("graded")
-    result = cli("grade", MODULE, "--submitted", str(SAMPLE), "--out", str(out), "--jobs", "2", "--seed", SEED)
+@pytest.fixture(scope="session")
+def sample_grades(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The sample class graded once in the whole run (``conftest.built_once``), whichever worker needs it first:
+    this file's tests are not tied to one worker, so the three that grade again run beside each other."""
+
+    def grade(folder: Path) -> dict:
+        result = cli("grade", MODULE, "--submitted", str(SAMPLE), "--out", str(folder), "--jobs", "2", "--seed", SEED)
+        return {"args": result.args, "returncode": result.returncode, "stdout": result.stdout, "stderr": result.stderr}
+
+    out, ran = built_once(tmp_path_factory, "sample-class-graded", grade)
+    result = subprocess.CompletedProcess(ran["args"], ran["returncode"], ran["stdout"], ran["stderr"])
     assert result.returncode == 0, result.stderr
     return result, out
 
