@@ -260,9 +260,14 @@ def cmd_isa(args: argparse.Namespace) -> int:
 
 
 def cmd_diagnoses(args: argparse.Namespace) -> int:
-    from autograder.maintenance.fixtures import notebook_report, report
+    from autograder.maintenance.fixtures import notebook_report, once_report, report
 
-    print(notebook_report(args.notebooks) if args.notebook else report(args.notebooks, args.seed or [0]))
+    if args.notebook:
+        print(notebook_report(args.notebooks))
+    elif args.once:
+        print(once_report(args.notebooks, (args.seed or [0])[0]))
+    else:
+        print(report(args.notebooks, args.seed or [0]))
     return 0
 
 
@@ -462,6 +467,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, action="append", metavar="N", help="隱藏測試的亂數種子（可重複；預設 0）")
     p.add_argument(
         "--notebook", action="store_true", help="只看筆記本裡看得到的：跑預覽的公開例子，列出它點名的原因（不評分）"
+    )
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="一個錯只扣一次：列出每個錯誤答案的分數，和它的原因沒有解釋到、還沒通過的檢查",
     )
     p.set_defaults(func=cmd_diagnoses)
 

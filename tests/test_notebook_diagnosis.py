@@ -33,3 +33,21 @@ def test_the_notebook_names_what_its_fixture_line_says(wrong: WrongSolution) -> 
         assert not seen.names(wrong.misconception), (
             f"{wrong.id}: the notebook names {wrong.misconception!r} now: remove its '# notebook: no' line"
         )
+
+
+def test_the_reports_count_what_the_notebook_and_the_grader_say() -> None:
+    """``pt2e-course diagnoses --notebook`` and ``--once`` on one notebook: a line per fixture and the module's rate."""
+    from autograder.maintenance.fixtures import notebook_report, once_report
+
+    fixtures = [w for w in wrong_solutions() if w.notebook == "M02-2"]
+    named = notebook_report(["M02-2"])
+    rows = [line for line in named.splitlines() if line.startswith(("✓", "✗"))]
+    assert len(rows) == len(fixtures)
+    assert sum(line.startswith("✓") for line in rows) == sum(w.in_notebook for w in fixtures)
+    assert f"M02：筆記本點名對 {sum(w.in_notebook for w in fixtures)} / {len(fixtures)}" in named
+    once = once_report(["M02-2"])
+    rows = [line for line in once.splitlines() if line.startswith(("✓", "✗"))]
+    assert len(rows) == len(fixtures) and all(" / " in line for line in rows)
+    clean = sum(line.startswith("✓") for line in rows)
+    assert f"M02：沒有通過的檢查都在它的原因底下 {clean} / {len(fixtures)}" in once
+    assert all(("其他沒有通過的" in line) == line.startswith("✗") for line in rows)

@@ -242,6 +242,40 @@ def notebook_report(notebooks: Iterable[str] = ()) -> str:
     return "\n".join(lines)
 
 
+def once_report(notebooks: Iterable[str] = (), seed: int = 0) -> str:
+    """Issue 50's measure, "one mistake costs once": each wrong solution graded as the grader does, its points, and
+    the failed checks its cause does not explain (what the feedback lists under 其他沒有通過的檢查); per module the
+    share whose failed checks all sit under their cause."""
+    import common.pt2e  # noqa: F401  (torchao imported through it: none of its load messages in the table)
+
+    wanted = set(notebooks)
+    lines, counts = [], {}
+    for wrong in wrong_solutions():
+        if wanted and not wanted & {wrong.notebook, wrong.module, wrong.id}:
+            continue
+        namespace: dict = {}
+        exec(compile(wrong.code, str(wrong.path), "exec"), namespace)
+        verdicts = judged(wrong.notebook, wrong.exercise, namespace, seed)
+        stray = [
+            v["id"].rsplit(":", 1)[-1]
+            for v in verdicts
+            if not v["passed"] and v.get("explained_by") != wrong.misconception
+        ]
+        score, points = sum(v["score"] for v in verdicts), sum(v["points"] for v in verdicts)
+        tally = counts.setdefault(wrong.module, [0, 0])
+        tally[0] += not stray
+        tally[1] += 1
+        rest = f"  其他沒有通過的：{'、'.join(stray)}" if stray else ""
+        lines.append(f"{'✓' if not stray else '✗'} {wrong.id:<50} {score:g} / {points:g}{rest}")
+    lines.append("")
+    rates = [ModuleRate(module, d, t) for module, (d, t) in sorted(counts.items())]
+    for rate in [*rates, course_rate(rates)]:
+        lines.append(
+            f"{rate.module}：沒有通過的檢查都在它的原因底下 {rate.diagnosed} / {rate.total}（{rate.rate:.0%}）"
+        )
+    return "\n".join(lines)
+
+
 def report(notebooks: Iterable[str] = (), seeds: Iterable[int] = (0,)) -> str:
     """A table: each wrong solution of ``notebooks`` (all when empty), what it encodes, what the grader names."""
     import common.pt2e  # noqa: F401  (torchao imported through it: none of its load messages in the table)
