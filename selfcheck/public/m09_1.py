@@ -8,6 +8,7 @@ returned. ExecuTorch is imported only inside the functions that need it.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from torch import nn
@@ -129,6 +130,156 @@ def static(ns: Namespace, seed: int) -> Any:
 def dynamic(ns: Namespace, seed: int) -> Any:
     """The chapter's TinyLM prepared with the dynamic config."""
     return census(ns, prepared(tinylm.tinylm_model(), make_quantizer("dynamic")))
+
+
+class BackwardLM(tinylm.TinyLM):
+    """TinyLM whose forward runs its blocks last to first: the linear nodes of blocks.1 come before blocks.0's."""
+
+    def forward(self, tokens: Any) -> Any:
+        import torch
+
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.tok(tokens) + self.pos(positions)
+        for block in reversed(self.blocks):
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+class Stage(nn.Module):
+    """``refine`` applied twice (one nn.Linear, two linear nodes), then ``ffn``: an nn.Sequential whose linears are
+    named ``0`` and ``2``."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.refine = nn.Linear(d, d)
+        self.ffn = nn.Sequential(nn.Linear(d, 2 * d), nn.ReLU(), nn.Linear(2 * d, d))
+
+    def forward(self, x: Any) -> Any:
+        import torch
+
+        x = torch.tanh(self.refine(torch.tanh(self.refine(x))))
+        return x + self.ffn(x)
+
+
+class Encoder(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.stage = Stage(d)
+
+    def forward(self, x: Any) -> Any:
+        return self.stage(x)
+
+
+class Looped(nn.Module):
+    """embed → encoder.stage (refine twice, then ffn.0 → relu → ffn.2, five modules deep) → head, whose weight is
+    the embedding's (tied: its get_attr reads embed.weight)."""
+
+    def __init__(self, vocab: int = 12, d: int = 8) -> None:
+        super().__init__()
+        self.config = tinylm.TinyLMConfig(vocab=vocab, context=6, d_model=d, heads=1, layers=1, mlp=2 * d)
+        self.head = nn.Linear(d, vocab, bias=False)  # registered first: the tied weight is exported as embed.weight
+        self.encoder = Encoder(d)
+        self.embed = nn.Embedding(vocab, d)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens: Any) -> Any:
+        return self.head(self.encoder(self.embed(tokens)))
+
+
+TIED = ("embed", "head")
+"""Looped's tied weight: the module that owns it (its get_attr's name) and the head that uses it too."""
+
+
+def backward_blocks(ns: Namespace, seed: int) -> Any:
+    """A two-block TinyLM run last block first: the linears meet in another order."""
+    config = tinylm.TinyLMConfig(vocab=12, context=6, layers=2, d_model=8, heads=1, mlp=8)
+    return roles(ns, exported(seeded_model(seed, BackwardLM, config)))
+
+
+def looped(ns: Namespace, seed: int) -> Any:
+    """Looped: an nn.Linear called twice, linears five modules deep, a head whose weight is the embedding's."""
+    return roles(ns, exported(seeded_model(seed, Looped)))
+
+
+class GatedMlp(nn.Module):
+    """layer_norm → up → split in two (getitem ×2) → tanh(a) · sigmoid(b) → down → relu → + x → out."""
+
+    def __init__(self, d: int = 8, hidden: int = 12) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.norm = nn.LayerNorm(d)
+        self.up = nn.Linear(d, 2 * hidden)
+        self.down = nn.Linear(hidden, d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x: Any) -> Any:
+        import torch
+
+        a, b = self.up(self.norm(x)).split(self.hidden, dim=-1)
+        h = torch.relu(self.down(torch.tanh(a) * torch.sigmoid(b)))
+        return self.out(x + h)
+
+
+def hand_labelled(inner: Any) -> Any:
+    """A Quantizer that runs ``inner`` (XNNPACKQuantizer) between labels written by hand, every shape a label can
+    take. Before: an empty claimed label (``_annotated=True``, no spec) on the last linear, which keeps it in
+    fp32. After: ``None`` under ANNOTATION_KEY on the layer_norm (no label object); the add's input edges listed
+    with ``None`` specs; a FixedQParamsQuantizationSpec output on the sigmoid; a DerivedQuantizationSpec on the
+    mul's first input; an output-only label with ``_annotated`` left False on the tanh."""
+    import torch
+    from torchao.quantization.pt2e.quantizer import DerivedQuantizationSpec, FixedQParamsQuantizationSpec
+
+    from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer
+    from common.qspecs import act_spec
+
+    def ops(model: GraphModule, target: Any) -> list[Any]:
+        return list(model.graph.find_nodes(op="call_function", target=target))
+
+    def derive(observers: Any) -> tuple[Any, Any]:  # never called: the graph is only annotated
+        return torch.ones(1), torch.zeros(1, dtype=torch.int64)
+
+    class HandLabels(Quantizer):
+        def transform_for_annotation(self, model: GraphModule) -> GraphModule:
+            return inner.transform_for_annotation(model)
+
+        def annotate(self, model: GraphModule) -> GraphModule:
+            ops(model, torch.ops.aten.linear.default)[-1].meta[ANNOTATION_KEY] = QuantizationAnnotation(_annotated=True)
+            inner.annotate(model)
+            for node in ops(model, torch.ops.aten.layer_norm.default):
+                node.meta[ANNOTATION_KEY] = None
+            for node in ops(model, torch.ops.aten.add.Tensor):
+                edges = {arg: None for arg in node.args if isinstance(arg, torch.fx.Node)}
+                node.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map=edges, _annotated=True)
+            for node in ops(model, torch.ops.aten.sigmoid.default):
+                fixed = FixedQParamsQuantizationSpec(dtype=torch.uint8, scale=1.0 / 256, zero_point=0)
+                node.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=fixed, _annotated=True)
+            for node in ops(model, torch.ops.aten.mul.Tensor):
+                first = node.args[0]
+                derived = DerivedQuantizationSpec(
+                    derived_from=[(first, node)], derive_qparams_fn=derive, dtype=torch.int32
+                )
+                node.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map={first: derived}, _annotated=True)
+            for node in ops(model, torch.ops.aten.tanh.default):
+                node.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=act_spec())
+            return model
+
+        def validate(self, model: GraphModule) -> None:
+            pass
+
+    return HandLabels()
+
+
+def hand_labels(ns: Namespace, seed: int) -> Any:
+    """GatedMlp only annotated (no observers yet) by XNNPACKQuantizer's static config between labels written by
+    hand (``hand_labelled``): labels of every shape."""
+    from common.pt2e import export_module
+    from selfcheck.casekit import seeded_inputs
+
+    model = seeded_model(seed, GatedMlp).eval()
+    quantizer = hand_labelled(make_quantizer("static"))
+    gm = quantizer.transform_for_annotation(export_module(model, seeded_inputs(seed, (2, 3, 8))))
+    quantizer.annotate(gm)
+    return census(ns, gm)
 
 
 # --- where the chapter teaches it ----------------------------------------------------------------
@@ -314,6 +465,138 @@ def census_changes_only_in(seen: Any, expected: Any, case: str) -> dict[str, int
     return next((annotated_changes(got, want) for name, got, want in pairs if name == case), {})
 
 
+def roles_one_node_per_module(seen: Any, expected: Any) -> bool:
+    """Where an nn.Linear gives several linear nodes, only one of them (each name once) is there, named right."""
+    for _, got, want in dict_pairs(seen, expected):
+        names = list(want.values())
+        right = all(want[node] == name for node, name in got.items() if node in want)
+        if (
+            got
+            and len(set(names)) < len(names)
+            and set(got) < set(want)
+            and len(set(got.values())) == len(got)
+            and right
+        ):
+            return True
+    return False
+
+
+def roles_reshuffled(seen: Any, expected: Any) -> bool:
+    """The right names on the wrong nodes: every linear named, the names a reshuffle of the key's."""
+    for _, got, want in dict_pairs(seen, expected):
+        if set(got) == set(want) and wrong_roles(got, want) and sorted(map(str, got.values())) == sorted(want.values()):
+            return True
+    return False
+
+
+def roles_named_after_weight_owner(seen: Any, expected: Any) -> bool:
+    """Only Looped's head is wrong, named after the embedding whose weight it shares; every other linear right."""
+    pairs = dict_pairs(seen, expected)
+    wrong = [pair for _, got, want in pairs for pair in wrong_roles(got, want)]
+    return bool(wrong) and set(wrong) == {TIED} and all(set(got) == set(want) for _, got, want in pairs)
+
+
+HAND_LABELS = "hand_labels"
+"""The public graph whose labels take every shape (``hand_labelled``); only annotated, no observers."""
+
+
+def hand_changes(seen: Any, expected: Any) -> dict[str, int] | None:
+    """Op → annotated-count change in the hand-labelled graph (None when either census is missing)."""
+    got, want = diagnosis.value(seen, HAND_LABELS), diagnosis.value(expected, HAND_LABELS)
+    if not isinstance(got, dict) or not isinstance(want, dict) or not got:
+        return None
+    return annotated_changes(got, want)
+
+
+def _hand(seen: Any, expected: Any, op: str) -> int:
+    return (hand_changes(seen, expected) or {}).get(f"aten.{op}", 0)
+
+
+def census_observers_only(seen: Any, expected: Any) -> bool:
+    """Ops the key never counts counted as annotated in the prepared graphs, yet nothing counted in the graph that
+    is only annotated (no observer there yet)."""
+    got = diagnosis.value(seen, HAND_LABELS)
+    nothing = isinstance(got, dict) and bool(got) and all(census_counts(got, op) == 0 for op in got)
+    return nothing and census_counts_unlabelled_ops(seen, expected)
+
+
+def census_producers(seen: Any, expected: Any) -> bool:
+    """In the graph that is only annotated, layer_norm (whose output only the up linear's input edge quantizes)
+    counted as annotated, and only more counted."""
+    changes = hand_changes(seen, expected)
+    return bool(changes) and _hand(seen, expected, "layer_norm.default") > 0 and min(changes.values()) > 0
+
+
+def census_annotated_flag(seen: Any, expected: Any) -> bool:
+    """The tanh's output-only label with ``_annotated`` left False not counted, while XNNPACK's output-only label
+    on the relu and the fixed spec on the sigmoid are."""
+    return (
+        _hand(seen, expected, "tanh.default") < 0
+        and _hand(seen, expected, "relu.default") == 0
+        and _hand(seen, expected, "sigmoid.default") == 0
+    )
+
+
+def census_label_object(seen: Any, expected: Any) -> bool:
+    """The empty claimed label on the last linear counted, nothing counted less."""
+    changes = hand_changes(seen, expected)
+    return bool(changes) and _hand(seen, expected, "linear.default") > 0 and min(changes.values()) >= 0
+
+
+def census_output_only_missed(seen: Any, expected: Any) -> bool:
+    """The relu's output-only label (XNNPACK's, after a linear) not counted, the linears right, nothing counted
+    more."""
+    changes = hand_changes(seen, expected)
+    return (
+        bool(changes)
+        and _hand(seen, expected, "relu.default") < 0
+        and _hand(seen, expected, "linear.default") == 0
+        and max(changes.values()) <= 0
+    )
+
+
+def census_map_keys(seen: Any, expected: Any) -> bool:
+    """The add, whose input edges are listed with None specs, counted; the linears right, nothing counted less."""
+    changes = hand_changes(seen, expected)
+    return (
+        bool(changes)
+        and _hand(seen, expected, "add.Tensor") > 0
+        and _hand(seen, expected, "linear.default") == 0
+        and min(changes.values()) > 0
+    )
+
+
+def census_none_label(seen: Any, expected: Any) -> bool:
+    """The hand-labelled graph (None under ANNOTATION_KEY on the layer_norm) raised about NoneType."""
+    return "NoneType" in diagnosis.error_message(seen, HAND_LABELS)
+
+
+def census_spec_classes(seen: Any, expected: Any) -> bool:
+    """The sigmoid's fixed or the mul's derived spec not counted, while the plain and shared specs are (the linears,
+    the tanh, the reshapes and transposes)."""
+    changes = hand_changes(seen, expected)
+    missed = _hand(seen, expected, "sigmoid.default") < 0 or _hand(seen, expected, "mul.Tensor") < 0
+    return (
+        bool(changes)
+        and missed
+        and max(changes.values()) <= 0
+        and _hand(seen, expected, "tanh.default") == 0
+        and _hand(seen, expected, "linear.default") == 0
+        and not census_misses_shared(seen, expected)
+    )
+
+
+GETITEM = str(operator.getitem)
+
+
+def census_aten_only(seen: Any, expected: Any) -> bool:
+    """The getitem after split (target operator.getitem, no aten. name) left out, every other op right."""
+    for _, got, want in dict_pairs(seen, expected):
+        if GETITEM in want and GETITEM not in got and all(got.get(op) == want[op] for op in want if op != GETITEM):
+            return True
+    return False
+
+
 ROLES_MISCONCEPTIONS = (
     Misconception(
         "bias_name",
@@ -330,6 +613,7 @@ ROLES_MISCONCEPTIONS = (
         "同一個 module 在 forward 裡被呼叫幾次，圖上就有幾個 linear node，它們都來自同一個 nn.Linear（共用的層就是這樣）。"
         "每個 linear node 都要有一項，不同的 node 可以對到同一個名字；不要因為名字出現過就跳過，也不要用 module 名字當 key。",
         ROLES_RULES,
+        public=roles_one_node_per_module,
     ),
     Misconception(
         "stack_key",
@@ -378,6 +662,7 @@ ROLES_MISCONCEPTIONS = (
         "可是 weight 可以共用：很多語言模型的 head 和 token embedding 用同一個 weight，export 之後 head 的 weight 讀的是 embedding 的名字。"
         'linear 來自哪個 nn.Linear 要從 node.meta["nn_module_stack"] 的最後一項讀。',
         ROLES_RULES,
+        public=roles_named_after_weight_owner,
     ),
     Misconception(
         "fixed_order",
@@ -386,6 +671,7 @@ ROLES_MISCONCEPTIONS = (
         "圖上的順序跟著 forward 的寫法走：先算 MLP 的 block、重複使用的 block，順序和個數都不一樣。"
         "每個 linear 的來源要各自從 nn_module_stack 讀，不要靠順序推。",
         ROLES_RULES,
+        public=roles_reshuffled,
     ),
 )
 
@@ -414,7 +700,7 @@ CENSUS_MISCONCEPTIONS = (
         "它們自己卻沒有標籤；只 annotate、還沒 prepare 的圖更是一個 observer 都沒有。"
         "有沒有標到要看 node.meta[ANNOTATION_KEY] 裡的規格。",
         WHAT_IS_LABELLED,
-        public=census_counts_unlabelled_ops,
+        public=census_observers_only,
     ),
     Misconception(
         "producer_counted",
@@ -422,7 +708,7 @@ CENSUS_MISCONCEPTIONS = (
         "consumer 的 input_qspec_map 裡以 producer 為 key 的規格，是貼在 consumer 上的邊標籤，不是 producer 的標籤。"
         "layer_norm 的輸出被 linear 的輸入邊量化，layer_norm 自己仍然沒有標到；只看每個 node 自己的標籤。",
         EDGE_AND_OUTPUT,
-        public=census_counts_unlabelled_ops,
+        public=census_producers,
     ),
     Misconception(
         "annotated_flag",
@@ -430,6 +716,7 @@ CENSUS_MISCONCEPTIONS = (
         "_annotated 只是「這個 node 已經有 Quantizer 認領」的記號：空標籤的 _annotated 是 True，卻沒有任何規格；"
         "別的 Quantizer 貼的標籤也可能沒設 _annotated，卻有規格。有沒有標到只看規格有沒有一份不是 None。",
         EMPTY_LABEL,
+        public=census_annotated_flag,
     ),
     Misconception(
         "label_object_counts",
@@ -437,6 +724,7 @@ CENSUS_MISCONCEPTIONS = (
         "node.meta 裡有 ANNOTATION_KEY 不代表這個 op 會被量化：空標籤 QuantizationAnnotation(_annotated=True) 一份規格都沒有，"
         "作用正好是讓 op 留在 fp32。要看 input_qspec_map 的值與 output_qspec，至少有一個不是 None 才算標到。",
         EMPTY_LABEL,
+        public=census_label_object,
     ),
     Misconception(
         "output_spec_only",
@@ -452,6 +740,7 @@ CENSUS_MISCONCEPTIONS = (
         "只有輸出規格的標籤也是標到：和 linear 融合的 relu、別的 Quantizer 只貼了輸出規格的 op，input_qspec_map 都是空的。"
         "input_qspec_map 的值和 output_qspec 都要看，有一個不是 None 就算標到。",
         CENSUS_RULES,
+        public=census_output_only_missed,
     ),
     Misconception(
         "map_keys_count",
@@ -459,6 +748,7 @@ CENSUS_MISCONCEPTIONS = (
         "input_qspec_map 的 key 只是列出輸入邊，值才是規格：{x: None} 列了一條邊，卻沒有要量化它。"
         "你看的是 map 是不是空的（或 len），這種標籤就被算成標到了。要看值：input_qspec_map.values() 與 output_qspec 裡至少有一個不是 None。",
         CENSUS_RULES,
+        public=census_map_keys,
     ),
     Misconception(
         "label_none",
@@ -467,6 +757,7 @@ CENSUS_MISCONCEPTIONS = (
         "你直接讀它的 input_qspec_map，就出錯了（'NoneType' object has no attribute）。"
         "先用 node.meta.get(ANNOTATION_KEY) 取出來，是 None 就算沒標到。",
         CENSUS_RULES,
+        public=census_none_label,
     ),
     Misconception(
         "known_spec_classes",
@@ -475,6 +766,7 @@ CENSUS_MISCONCEPTIONS = (
         "DerivedQuantizationSpec（由別的 observer 算出來，例如 bias 的 scale）也是規格。"
         "用 isinstance 一一列出類別，就會漏掉其中幾種；判斷時只要規格不是 None 就算標到。",
         WHAT_IS_LABELLED,
+        public=census_spec_classes,
     ),
     Misconception(
         "aten_ops_only",
@@ -482,6 +774,7 @@ CENSUS_MISCONCEPTIONS = (
         "圖上的 call_function 不只 torch.ops.aten 的 op：split 之後取出每一份的 getitem，target 是 Python 的 operator.getitem，"
         "str(node.target) 是 '<built-in function getitem>'。練習要圖上每一種 call_function 都有一項，不要用名字是否以 aten. 開頭來過濾。",
         CENSUS_RULES,
+        public=census_aten_only,
     ),
     Misconception(
         "plain_specs_only",
@@ -500,14 +793,19 @@ PUBLIC = declare(
         "linear_roles",
         ROLES_TITLE,
         ("linear_roles",),
-        {"shipped": shipped, "one_layer_no_bias": one_layer_no_bias},
+        {
+            "shipped": shipped,
+            "one_layer_no_bias": one_layer_no_bias,
+            "backward_blocks": backward_blocks,
+            "looped": looped,
+        },
         misconceptions=ROLES_MISCONCEPTIONS,
     ),
     Exercise(
         "annotation_census",
         CENSUS_TITLE,
         ("annotation_census",),
-        {"static": static, "dynamic": dynamic},
+        {"static": static, "dynamic": dynamic, "hand_labels": hand_labels},
         case_seconds=90,  # the first case imports ExecuTorch (seconds, more on a busy machine)
         misconceptions=CENSUS_MISCONCEPTIONS,
     ),

@@ -221,6 +221,11 @@ def describe_observers(gm: GraphModule) -> dict[str, Any]:
     return {"instances": instances, "classes": dict(sorted(classes.items()))}
 
 
+class PrepareRefused(RuntimeError):
+    """prepare_pt2e raised NotImplementedError on the student's labels (e.g. an observer that cannot be dynamic):
+    reported under another name, since a NotImplementedError in every case reads as an exercise not answered yet."""
+
+
 def dynamic_record(
     quantizer: Any, model: nn.Module, inputs: tuple[torch.Tensor, ...], after: tuple[Any, ...] = ()
 ) -> dict[str, Any]:
@@ -235,7 +240,14 @@ def dynamic_record(
     snapshot = AnnotationSnapshot()
     gm = export_module(model.eval(), inputs)
     ops = {n.name: op_name(n) for n in gm.graph.nodes if n.op == "call_function"}
-    prepared = prepare_pt2e(gm, ChainQuantizer([quantizer, snapshot, *after]))
+    snapshot.annotations = {"": "not yet"}  # replaced when the snapshot runs, right after the student's annotate
+    try:
+        prepared = prepare_pt2e(gm, ChainQuantizer([quantizer, snapshot, *after]))
+    except NotImplementedError as exc:
+        if snapshot.annotations == {"": "not yet"}:
+            raise  # the student's annotate itself: the unanswered stub raises NotImplementedError
+        # labelled, but an observer the labels ask for refuses: that is an answer, not a missing one
+        raise PrepareRefused(f"prepare_pt2e 照你的標籤插 observer 時出錯（NotImplementedError: {exc}）") from exc
     result: dict[str, Any] = {
         "labels": labels(snapshot.annotations, ops),
         "prepared": describe_observers(prepared),
@@ -261,6 +273,38 @@ def tinylm_without_bias(ns: Namespace, seed: int) -> Any:
     """A TinyLM of the chapter's sizes whose linears have no bias (weights from seed 0)."""
     model = small_tinylm(TinyLMConfig(bias=False), 0)
     return dynamic_record(ns["DynamicLinearQuantizer"](), model, (seeded_tokens(seed, model.config.vocab, 2, 16),))
+
+
+class Tagger(nn.Module):
+    """A small token tagger named unlike TinyLM: ``vocab_table`` (an embedding) → ``proj_in`` → relu → ``mix`` →
+    ``classifier``, every linear with a bias."""
+
+    def __init__(self, vocab: int = 11, d: int = 8) -> None:
+        super().__init__()
+        self.config = TinyLMConfig(vocab=vocab, context=6, d_model=d, heads=1, layers=1, mlp=d)
+        self.vocab_table = nn.Embedding(vocab, d)
+        self.proj_in = nn.Linear(d, 2 * d)
+        self.mix = nn.Linear(2 * d, d)
+        self.classifier = nn.Linear(d, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.mix(torch.relu(self.proj_in(self.vocab_table(tokens)))))
+
+
+def chained(ns: Namespace, seed: int) -> Any:
+    """Tagger quantized by three Quantizers one after another, as ExecuTorch's recipes compose them:
+    EmbeddingQuantizer first (its label on the embedding must survive), the student's, then XNNPACK's 4-bit dynamic
+    config, which labels only the linears nobody claimed (``_annotated``). The labels are read before that last one
+    runs."""
+    from torchao.quantization.pt2e.quantizer.embedding_quantizer import EmbeddingQuantizer
+
+    from common.dynamic import xnnpack_dynamic_quantizer
+    from selfcheck.casekit import seeded_model
+
+    model = seeded_model(seed, Tagger)
+    chain = ChainQuantizer([EmbeddingQuantizer(), ns["DynamicLinearQuantizer"]()])
+    batch = (seeded_tokens(seed, model.config.vocab, 2, model.config.context),)
+    return dynamic_record(chain, model, batch, after=(xnnpack_dynamic_quantizer(-8, 7),))
 
 
 # --- where the chapter teaches it ----------------------------------------------------------------
@@ -477,7 +521,11 @@ def weights_asymmetric(seen: Any, expected: Any) -> bool:
 
 
 def weight_range_differs(seen: Any, expected: Any) -> bool:
-    return _per_channel_differs(seen, expected, "range")
+    """Per-channel weights in another range than the key's, where the student's Quantizer runs alone (after it, in
+    the composed cases, XNNPACK's 4-bit config labels whatever linear nobody claimed: that range is not the
+    student's)."""
+    alone = {"cases": {case: record for case, record in diagnosis.cases(seen).items() if case not in COMPOSED}}
+    return _per_channel_differs(alone, expected, "range")
 
 
 def output_shared(seen: Any, expected: Any) -> bool:
@@ -510,16 +558,17 @@ def other_ops_labelled(seen: Any, expected: Any) -> bool:
     return False
 
 
-COMPOSED = "composed"
-"""The hidden case where the student's Quantizer runs between EmbeddingQuantizer and XNNPACK's 4-bit config."""
+COMPOSED = ("composed", "chained")
+"""The cases where the student's Quantizer runs between EmbeddingQuantizer and XNNPACK's 4-bit config (the hidden
+one, the public one)."""
 
 
 def _only_composed_differs(seen: Any, expected: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """``[(got, want)]`` of the composed case when it differs and every other case is right; else ``[]``."""
     pairs = records(seen, expected)
-    if any(got != want for case, got, want in pairs if case != COMPOSED):
+    if any(got != want for case, got, want in pairs if case not in COMPOSED):
         return []
-    return [(got, want) for case, got, want in pairs if case == COMPOSED and got != want]
+    return [(got, want) for case, got, want in pairs if case in COMPOSED and got != want]
 
 
 def other_labels_lost(seen: Any, expected: Any) -> bool:
@@ -560,6 +609,7 @@ MISCONCEPTIONS = (
         "拿掉標籤（或貼上空標籤，想讓它們留在 fp32），也就把前面的 Quantizer 貼在 embedding 上的標籤弄掉了。"
         "不要碰 linear 以外的 node：不貼標籤就是不量化。",
         RULES,
+        public=other_labels_lost,
     ),
     Misconception(
         "annotated_not_set",
@@ -567,6 +617,7 @@ MISCONCEPTIONS = (
         "_annotated=True 是「這個 node 已經有 Quantizer 認領」的記號。沒有設，後面組合進來的 Quantizer（例如 XNNPACKQuantizer）"
         "會以為這個 linear 還沒人處理，換上它自己的標籤，你的規格就不見了。QuantizationAnnotation(..., _annotated=True)。",
         RULES,
+        public=relabelled_after,
     ),
     Misconception(
         "bias_assumed",
@@ -706,7 +757,7 @@ PUBLIC = declare(
         "dynamic_linear_quantizer",
         TITLE,
         ("DynamicLinearQuantizer",),
-        {"tinylm": shipped_tinylm, "no_bias": tinylm_without_bias},
+        {"tinylm": shipped_tinylm, "no_bias": tinylm_without_bias, "chained": chained},
         misconceptions=MISCONCEPTIONS,
     ),
 )
