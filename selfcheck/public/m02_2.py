@@ -7,6 +7,8 @@ of each node reads through, and every instance's kind and calibrated qparams).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from typing import Any
 
@@ -18,6 +20,7 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import is_guard, is_observer_node, observer_record
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 from selfcheck.public.m01_1 import export
 
 TITLE = "insert_observer：不用 Quantizer，把 observer 插進圖裡"
@@ -445,6 +448,189 @@ def returns_other(seen: Any, expected: Any) -> bool:
 BY_HAND = Section("B. 手插：邊與 node")
 RULES = Section("練習 1：insert_observer（6 分）")
 
+# --- practice after a mistake (issue 50): one idea each, checked on tiny graphs of its own -----------------
+
+
+class _Fan(nn.Module):
+    """relu(x) read four ways: r * r, inside cat's list, by keyword, and as a graph output."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        r = torch.relu(x)
+        return r * r, torch.cat([r, x]), torch.mul(x, other=r), r
+
+
+class _Times10(nn.Module):
+    """Stands in for an observer whose effect can be seen: multiplies by 10."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 10
+
+
+def _fan() -> GraphModule:
+    return torch.fx.symbolic_trace(_Fan())
+
+
+def _fan_input() -> torch.Tensor:
+    return torch.tensor([[-1.0, 0.5], [2.0, -0.25]])
+
+
+def _fan_node(gm: GraphModule, name: str) -> Node:
+    return next(n for n in gm.graph.nodes if n.name == name)
+
+
+def _check_free_name(free_name: Any) -> list[str]:
+    from common.pt2e import MinMaxObserver
+
+    shared, other = MinMaxObserver(), MinMaxObserver()
+    problems = []
+    for title, registered in (
+        ("還沒有 observer", {}),
+        (
+            "一個 observer 共用，掛成 _0 與 _1",
+            {"activation_post_process_0": shared, "activation_post_process_1": shared},
+        ),
+        ("兩個 observer，掛成 _0 與 _2", {"activation_post_process_0": shared, "activation_post_process_2": other}),
+    ):
+        gm = _fan()
+        for name, module in registered.items():
+            gm.add_submodule(name, module)
+        got = free_name(gm)
+        if not isinstance(got, str) or not re.fullmatch(r"activation_post_process_\d+", got):
+            problems.append(f"{title}：要回傳 activation_post_process_N 這樣的名字，你的是 {got!r}")
+        elif hasattr(gm, got):
+            problems.append(f"{title}：{got} 已經有人用了，add_submodule 會把原本的 observer 換掉")
+    return problems
+
+
+FREE_NAME = Practice(
+    "free_name",
+    "寫 free_name(gm)：回傳一個 activation_post_process_N 形式、gm 上還沒有人用的名字，"
+    "拿它 add_submodule 不會換掉任何已經掛上的模組。檢查用三張小圖：沒有 observer、"
+    "一個共用的 observer 掛成 _0 與 _1、兩個 observer 掛成 _0 與 _2。",
+    "def free_name(gm):\n    raise NotImplementedError()\n",
+    _check_free_name,
+    "不要數 observer 有幾個（共用的實例掛在好幾個名字下，gm.modules() 只列一次），也不要每次用同一個名字："
+    "從 0 開始往上試，hasattr(gm, name) 是 False 的第一個就是。",
+    "def free_name(gm):\n"
+    "    index = 0\n"
+    '    while hasattr(gm, f"activation_post_process_{index}"):\n'
+    "        index += 1\n"
+    '    return f"activation_post_process_{index}"\n',
+    "名字是不是空的，直接問 gm；數東西推出來的編號，遇到共用或中間有空號就撞名。",
+)
+
+
+def _fan_expected(consumer: str) -> list[torch.Tensor]:
+    x = _fan_input()
+    r = torch.relu(x)
+    seen = {name: r * 10 if name == consumer else r for name in ("mul", "cat", "mul_1", "output")}
+    return [seen["mul"] * seen["mul"], torch.cat([seen["cat"], x]), torch.mul(x, other=seen["mul_1"]), seen["output"]]
+
+
+def _used_before_defined(gm: GraphModule) -> str | None:
+    """``times10 排在讀它的 mul 後面`` for the first node read before its place in the graph."""
+    order = {node: index for index, node in enumerate(gm.graph.nodes)}
+    for node in gm.graph.nodes:
+        for source in node.all_input_nodes:
+            if order.get(source, -1) > order[node]:
+                return f"{source.name} 排在讀它的 {node.name} 後面"
+    return None
+
+
+def _check_insert_on_edge(insert_on_edge: Any) -> list[str]:
+    problems = []
+    for title, consumer in (
+        ("relu → mul（r * r，兩個引數是同一條邊）", "mul"),
+        ("relu → cat（r 包在 list 裡）", "cat"),
+        ("relu → mul_1（r 用 keyword 傳：mul(x, other=r)）", "mul_1"),
+    ):
+        gm = _fan()
+        gm.add_submodule("times10", _Times10())
+        try:
+            returned = insert_on_edge(gm, _fan_node(gm, "relu"), _fan_node(gm, consumer), "times10")
+            late = _used_before_defined(gm)
+            if late:
+                problems.append(f"{title}：{late}，forward 照圖上的順序執行，讀的時候它還沒算出來")
+                continue
+            with contextlib.redirect_stderr(io.StringIO()):  # fx prints the generated code on an error
+                got = list(gm(_fan_input()))
+        except NotImplementedError:
+            raise
+        except Exception as error:  # one case crashing should not hide the others
+            problems.append(f"{title}：插完執行 gm 時出錯（{type(error).__name__}: {error}）")
+            continue
+        calls = [n for n in gm.graph.nodes if n.op == "call_module" and n.target == "times10"]
+        want = _fan_expected(consumer)
+        wrong = [
+            name
+            for name, mine, right in zip(("r * r", "cat", "mul(x, other=r)", "輸出的 r"), got, want, strict=True)
+            if not torch.allclose(mine, right)
+        ]
+        if len(calls) != 1:
+            problems.append(f"{title}：這條邊應該只有一個 times10 node，你插了 {len(calls)} 個")
+        if wrong:
+            problems.append(
+                f"{title}：只有 {consumer} 該讀到 ×10 的值；gm(x) 的 {'、'.join(wrong)} 和預期不同"
+                "（改了圖卻沒 recompile，或改到了別的 consumer？）"
+            )
+        if returned is not (calls[0] if calls else object()):
+            problems.append(f"{title}：要回傳新插的 node，你回傳的是 {returned!r}")
+    return problems
+
+
+INSERT_ON_EDGE = Practice(
+    "insert_on_edge",
+    "寫 insert_on_edge(gm, producer, consumer, name)：gm 已經掛好一個叫 name 的模組（它把輸入乘 10），"
+    "在邊 producer → consumer 上插一個呼叫它的 call_module node，只讓這個 consumer 改讀它，最後回傳新 node。"
+    "檢查在 relu 的三個 consumer 上各試一次：r * r、cat([r, x])、mul(x, other=r)，再執行 gm 看結果。",
+    "def insert_on_edge(gm, producer, consumer, name):\n    raise NotImplementedError()\n",
+    _check_insert_on_edge,
+    "三步：在 consumer 前面建 node（with gm.graph.inserting_before(consumer): ...），"
+    "用 consumer.replace_input_with(producer, node) 換掉這個 consumer 讀 producer 的每個地方（list 裡、kwargs 裡都算），"
+    "最後 gm.recompile()，forward 才會照新的圖跑。",
+    "def insert_on_edge(gm, producer, consumer, name):\n"
+    "    with gm.graph.inserting_before(consumer):\n"
+    "        node = gm.graph.call_module(name, (producer,))\n"
+    "    consumer.replace_input_with(producer, node)\n"
+    "    gm.recompile()\n"
+    "    return node\n",
+    "r * r 只插一個 node：兩個引數是同一條邊，replace_input_with 會把兩個位置一起換掉。",
+)
+
+
+def _check_reroute_users(reroute_users: Any) -> list[str]:
+    gm = _fan()
+    relu = _fan_node(gm, "relu")
+    readers = [user.name for user in relu.users]
+    with gm.graph.inserting_after(relu):
+        new = gm.graph.call_function(torch.neg, (relu,))
+    reroute_users(relu, new)
+    problems = []
+    if relu in new.all_input_nodes and new in new.all_input_nodes:
+        problems.append(f"{new.name} 讀的是它自己：它應該還是讀 relu，其他人才改讀它")
+    elif relu not in new.all_input_nodes:
+        problems.append(f"{new.name} 應該還是讀 relu，你的程式改了它的輸入：{new.all_input_nodes}")
+    still = [name for name in readers if relu in _fan_node(gm, name).all_input_nodes]
+    if still:
+        problems.append(f"relu 原本的使用者 {readers} 都該改讀 {new.name}，{still} 還在讀 relu")
+    return problems
+
+
+REROUTE_USERS = Practice(
+    "reroute_users",
+    "寫 reroute_users(producer, new)：new 是剛插在 producer 後面、讀 producer 的 node；"
+    "讓 producer 原本的每個使用者都改讀 new，new 自己仍然讀 producer。"
+    "檢查用的 relu 有四個使用者：r * r、cat([r, x])、mul(x, other=r) 和圖的輸出。",
+    "def reroute_users(producer, new):\n    raise NotImplementedError()\n",
+    _check_reroute_users,
+    "producer.replace_all_uses_with(new) 會換掉每一個使用者，包括 new 自己（它就變成讀自己）；"
+    "它有一個 delete_user_cb 引數，回傳 False 的使用者不換。圖的輸出（output node）也是使用者。",
+    "def reroute_users(producer, new):\n"
+    "    producer.replace_all_uses_with(new, delete_user_cb=lambda user: user is not new)\n",
+    "node 上的 observer 要影響所有 consumer；邊上的 observer 只影響一個，兩者的差別就在這裡。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "appended_at_end",
@@ -454,6 +640,7 @@ MISCONCEPTIONS = (
         "建 node 時用 with gm.graph.inserting_before(consumer) 或 inserting_after(producer)，讓它排在 producer 之後、consumer 之前。",
         BY_HAND,
         public=placed_after_users,
+        practice=INSERT_ON_EDGE,
     ),
     Misconception(
         "node_self_loop",
@@ -463,6 +650,7 @@ MISCONCEPTIONS = (
         "所以只有 node 的位置出問題，邊沒有；換的時候要用 delete_user_cb 把新 node 自己排除在外。",
         BY_HAND,
         public=reads_itself,
+        practice=REROUTE_USERS,
     ),
     Misconception(
         "no_recompile",
@@ -471,6 +659,7 @@ MISCONCEPTIONS = (
         "卻從來沒被呼叫，校準之後什麼都沒看到。插好 node、接好線之後，呼叫一次 gm.recompile()。",
         BY_HAND,
         public=never_called,
+        practice=INSERT_ON_EDGE,
     ),
     Misconception(
         "one_node_per_argument",
@@ -480,6 +669,7 @@ MISCONCEPTIONS = (
         "插一個 node 就好，再用 consumer.replace_input_with(producer, 新 node) 一次換掉所有出現的地方。",
         BY_HAND,
         public=node_per_argument,
+        practice=INSERT_ON_EDGE,
     ),
     Misconception(
         "first_argument_only",
@@ -489,6 +679,7 @@ MISCONCEPTIONS = (
         "list 裡的也一樣。",
         BY_HAND,
         public=first_argument_only,
+        practice=INSERT_ON_EDGE,
     ),
     Misconception(
         "copies_observer",
@@ -507,6 +698,7 @@ MISCONCEPTIONS = (
         "結果幾個 observer node 呼叫的是同一個實例。取名前用 hasattr(gm, name) 找一個還沒被用掉的 activation_post_process_N。",
         BY_HAND,
         public=one_name,
+        practice=FREE_NAME,
     ),
     Misconception(
         "name_by_observer_count",
@@ -516,6 +708,7 @@ MISCONCEPTIONS = (
         "編號只是候選，要用 hasattr(gm, name) 確認這個名字真的還沒被用掉。",
         BY_HAND,
         public=name_taken,
+        practice=FREE_NAME,
     ),
     Misconception(
         "edge_replaces_all_uses",
@@ -525,6 +718,7 @@ MISCONCEPTIONS = (
         "邊要用 consumer.replace_input_with(producer, 新 node)，只改這一個 consumer。",
         BY_HAND,
         public=edge_to_every_user,
+        practice=INSERT_ON_EDGE,
     ),
     Misconception(
         "rebuilds_args",
@@ -534,6 +728,7 @@ MISCONCEPTIONS = (
         "交給 replace_input_with（邊）或 replace_all_uses_with（node），它們會找遍巢狀的引數。",
         BY_HAND,
         public=rebuilds_args,
+        practice=INSERT_ON_EDGE,
     ),
     Misconception(
         "misses_kwargs",
@@ -543,6 +738,7 @@ MISCONCEPTIONS = (
         "交給 replace_input_with（邊）或 replace_all_uses_with（node），它們 args 與 kwargs 都會換。",
         BY_HAND,
         public=keyword_reads_missed,
+        practice=INSERT_ON_EDGE,
     ),
     Misconception(
         "node_first_user_only",
@@ -552,6 +748,7 @@ MISCONCEPTIONS = (
         "node 要用 producer.replace_all_uses_with(新 node, delete_user_cb=…) 換掉每一個使用，同時排除新 node 自己。",
         BY_HAND,
         public=one_user,
+        practice=REROUTE_USERS,
     ),
     Misconception(
         "node_skips_output",
@@ -561,6 +758,7 @@ MISCONCEPTIONS = (
         "用 producer.replace_all_uses_with(新 node, delete_user_cb=…)，它會換掉每一個使用，output 也在內。",
         BY_HAND,
         public=output_left_out,
+        practice=REROUTE_USERS,
     ),
     Misconception(
         "returns_nothing",
@@ -569,6 +767,7 @@ MISCONCEPTIONS = (
         "回傳的卻是別的東西（或什麼都沒回傳），呼叫的人就拿不到這個 node 接著用。函式最後 return 你建的那個 node。",
         RULES,
         public=returns_other,
+        practice=INSERT_ON_EDGE,
     ),
 )
 
