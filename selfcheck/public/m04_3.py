@@ -21,6 +21,7 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import describe_annotations, describe_prepared
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 TITLE = "FusionQuantizer：pattern 的邊界貼標籤，裡面不貼"
 
@@ -505,6 +506,265 @@ EDGE_AND_OUTPUT = Section("C. 邊標籤與輸出標籤", notebook="M03-1")
 WITH_XNNPACK = Section("和 XNNPACKQuantizer 一起用", notebook="M03-4")
 
 
+# --- practice after a mistake (issue 50): one idea each, checked on tiny graphs of its own ----------------
+
+_SIGMOID = torch.ops.aten.sigmoid.default
+_MUL = torch.ops.aten.mul.Tensor
+_CAT = torch.ops.aten.cat.default
+
+
+class _FiveConvs(nn.Module):
+    """Five convs on x, each with different users: a relu after a sigmoid of x, an add where the conv is the second
+    operand, a relu and the model's output, a relu and a mul, and an add followed in graph order by a relu of x."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.c2, self.c3 = nn.Conv2d(2, 2, 1), nn.Conv2d(2, 2, 1), nn.Conv2d(2, 2, 1)
+        self.c4, self.c5 = nn.Conv2d(2, 2, 1), nn.Conv2d(2, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = self.c1(x)
+        s = torch.sigmoid(x)
+        a = torch.relu(a)
+        b = s + self.c2(x)
+        c = self.c3(x)
+        d = self.c4(x)
+        e = self.c5(x)
+        r = torch.relu(x)
+        return a + b + torch.relu(c) + torch.relu(d) * d + (e + r), c
+
+
+def _only_user(node: Any, op: Any) -> Any:
+    users = list(node.users)
+    if len(users) == 1 and users[0].op == "call_function" and users[0].target == op:
+        return users[0]
+    return None
+
+
+def _check_next_member(next_member: Any) -> list[str]:
+    from common.pt2e import export_module
+
+    gm = export_module(_FiveConvs().eval(), (torch.ones(1, 2, 3, 3),))
+    convs = [n for n in gm.graph.nodes if n.op == "call_function" and n.target == CONV]
+    relu = _only_user(convs[0], RELU)
+    relu.name = "block_2"
+    problems = []
+    for title, node, op in (
+        ("c1 → relu（中間隔著 sigmoid(x)，relu 被改名成 block_2）", convs[0], RELU),
+        ("c2 是 add 的第二個運算元", convs[1], ADD),
+        ("c3 → relu，c3 的輸出也是模型的輸出", convs[2], RELU),
+        ("c4 → relu，c4 的輸出也給 mul", convs[3], RELU),
+        ("c5 → add，圖上緊接著 add 的是 relu(x)", convs[4], RELU),
+        ("c5 → add", convs[4], ADD),
+    ):
+        want, got = _only_user(node, op), next_member(node, op)
+        if got is not want:
+            shown = {None: "None"}.get(want, getattr(want, "name", want))
+            mine = "None" if got is None else getattr(got, "name", repr(got))
+            problems.append(f"{title}，找 {op}：應該回傳 {shown}，你的是 {mine}")
+    return problems
+
+
+NEXT_MEMBER = Practice(
+    "next_member",
+    "寫 next_member(node, op)：chain 的下一個 member。node 唯一的 consumer 是 target 等於 op 的 call_function 時回傳它，"
+    "否則回傳 None。檢查用一張有五個 conv 的小圖：consumer 隔了幾個 node、conv 是 add 的第二個運算元、"
+    "conv 的輸出同時給模型輸出或另一個 op、圖上緊接著的 node 不是它的 consumer。",
+    "def next_member(node, op):\n    raise NotImplementedError()\n",
+    _check_next_member,
+    "誰讀 node 的輸出，寫在 node.users（一個 dict，key 是 consumer，模型的 output node 也算）；"
+    "node.next 只是圖上的下一個。先看 len(node.users) == 1，再看那一個 consumer 的 op 與 target。",
+    "def next_member(node, op):\n"
+    "    if len(node.users) != 1:\n"
+    "        return None\n"
+    "    user = next(iter(node.users))\n"
+    '    return user if user.op == "call_function" and user.target == op else None\n',
+    "consumer 不一定把 node 放在 args[0]：add 的第二個運算元、cat 的 list 裡都有可能，從 users 找就不用管位置。",
+)
+
+
+class _ThreeChains(nn.Module):
+    """relu(cat([conv(x), y])), relu(x) + relu(y), sigmoid(y) + other(y): three chains (the check picks them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.other = nn.Conv2d(2, 2, 1), nn.Conv2d(2, 2, 1)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        joined = torch.relu(torch.cat([self.conv(x), y], 1))
+        pair = torch.relu(x) + torch.relu(y)
+        skip = torch.sigmoid(y) + self.other(y)
+        return joined, pair, skip
+
+
+def _outside(members: list[Any]) -> set[str]:
+    found = set()
+    for index, member in enumerate(members):
+        for source in member.all_input_nodes:
+            if source.op != "get_attr" and not (index and source is members[index - 1]):
+                found.add(f"{source.name} → {member.name}")
+    return found
+
+
+def _check_outside_inputs(outside_inputs: Any) -> list[str]:
+    from common.pt2e import export_module
+
+    gm = export_module(_ThreeChains().eval(), (torch.ones(1, 2, 3, 3), torch.ones(1, 2, 3, 3)))
+    nodes = {n.name: n for n in gm.graph.nodes}
+    problems = []
+    for title, members in (
+        ("chain conv → cat → relu（cat([conv(x), y])）", [nodes["conv2d"], nodes["cat"], nodes["relu"]]),
+        ("chain relu → add（relu(x) + relu(y) 的前一個 relu）", [nodes["relu_1"], nodes["add"]]),
+        ("chain conv → add（conv 是 add 的第二個運算元）", [nodes["conv2d_1"], nodes["add_1"]]),
+    ):
+        want = _outside(members)
+        got = outside_inputs(members)
+        try:
+            mine = {f"{s.name} → {d.name}" for s, d in got}
+        except (TypeError, ValueError, AttributeError):
+            problems.append(f"{title}：應該回傳 (輸入, member) 的 list，你的是 {got!r}")
+            continue
+        if mine != want:
+            missing, extra = sorted(want - mine), sorted(mine - want)
+            said = [f"少了 {'、'.join(missing)}"] * bool(missing) + [f"多了 {'、'.join(extra)}"] * bool(extra)
+            problems.append(f"{title}：應該是 {sorted(want)}，你的{'，'.join(said)}")
+    return problems
+
+
+OUTSIDE_INPUTS = Practice(
+    "outside_inputs",
+    "寫 outside_inputs(members)：members 是一個 chain 的 node list，回傳要貼標籤的輸入邊 (輸入, member) 的 list："
+    "每個 member 的每個輸入，不是 get_attr 常數、也不是上一個 member 的，就算一條。"
+    "檢查用三個 chain：conv → cat → relu、relu → add（add 的另一個運算元也是 relu）、conv → add（conv 是第二個運算元）。",
+    "def outside_inputs(members):\n    edges = []\n    raise NotImplementedError()\n",
+    _check_outside_inputs,
+    "每個 member 都要看，不只第一個；輸入用 member.all_input_nodes（cat 的 list 已經攤開）。"
+    "跳過上一個 member 要比「是不是同一個 node」（source is members[i - 1]），不要比 target。",
+    "def outside_inputs(members):\n"
+    "    edges = []\n"
+    "    for i, member in enumerate(members):\n"
+    "        for source in member.all_input_nodes:\n"
+    '            if source.op == "get_attr" or (i > 0 and source is members[i - 1]):\n'
+    "                continue\n"
+    "            edges.append((source, member))\n"
+    "    return edges\n",
+    "從外面進到 pattern 的邊不只在第一個 member：cat 的 y、add 的另一個運算元都是。",
+)
+
+
+class _ConvReluPoolChain(nn.Module):
+    """max_pool2d(relu(conv(x))): one chain of three members."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.max_pool2d(torch.relu(self.conv(x)), 2)
+
+
+def _chain_members() -> tuple[Any, list[Any]]:
+    """The exported chain model: its input x and [conv, relu, max_pool2d]."""
+    from common.pt2e import export_module
+
+    gm = export_module(_ConvReluPoolChain().eval(), (torch.ones(1, 2, 4, 4),))
+    calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+    x = next(n for n in gm.graph.nodes if n.op == "placeholder" and n.name == "x")
+    return x, calls
+
+
+def _check_chain_is_free(chain_is_free: Any) -> list[str]:
+    from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation
+    from common.qspecs import act_spec
+
+    problems = []
+    for title, labels, want in (
+        ("都沒有標籤", {}, True),
+        ("conv 有一張貼了規格、_annotated=False 的標籤", {0: (True, False)}, True),
+        ("relu 有一張空標籤、_annotated=True", {1: (False, True)}, False),
+        ("conv 的標籤 _annotated=True", {0: (True, True)}, False),
+        (
+            "max_pool2d 有規格、_annotated=False；relu 空標籤、_annotated=True",
+            {2: (True, False), 1: (False, True)},
+            False,
+        ),
+    ):
+        _, members = _chain_members()
+        for index, (with_spec, claimed) in labels.items():
+            inputs = {members[index].all_input_nodes[0]: act_spec()} if with_spec else {}
+            members[index].meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map=inputs, _annotated=claimed)
+        got = chain_is_free(members)
+        if bool(got) is not want:
+            problems.append(f"chain conv → relu → max_pool2d，{title}：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+CHAIN_IS_FREE = Practice(
+    "chain_is_free",
+    "寫 chain_is_free(members)：這個 chain 還能標嗎？只要有一個 member 已被認領（標籤的 _annotated 是 True）就回傳 False，"
+    "否則 True。檢查用 conv → relu → max_pool2d，在不同的 member 放上有規格或空的、認領或沒認領的標籤。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\ndef chain_is_free(members):\n    raise NotImplementedError()\n",
+    _check_chain_is_free,
+    "每個 member 都要看，不只第一個；認領只看 _annotated：有規格不代表有人認領，空標籤也可以是認領。"
+    "標籤可能不存在，用 member.meta.get(ANNOTATION_KEY)。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\n"
+    "def chain_is_free(members):\n"
+    "    for member in members:\n"
+    "        annotation = member.meta.get(ANNOTATION_KEY)\n"
+    "        if annotation is not None and annotation._annotated:\n"
+    "            return False\n"
+    "    return True\n",
+    "一個 member 屬於別人，整個 chain 就不能標：list 前面的 pattern 或前一個 Quantizer 優先。",
+)
+
+
+def _check_close_chain(close_chain: Any) -> list[str]:
+    from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, QuantizationSpec
+    from common.qspecs import act_spec
+
+    x, members = _chain_members()
+    members[0].meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map={x: act_spec()})
+    close_chain(members, act_spec())
+    problems = []
+    for index, member in enumerate(members):
+        name = member.name
+        annotation = member.meta.get(ANNOTATION_KEY)
+        if annotation is None:
+            problems.append(f"{name}：應該有一張標籤（設了 _annotated = True），你的沒有標籤")
+            continue
+        if annotation._annotated is not True:
+            problems.append(f"{name}：_annotated 應該是 True（每個 member 都要認領），你的是 {annotation._annotated!r}")
+        last = index == len(members) - 1
+        output = isinstance(annotation.output_qspec, QuantizationSpec)
+        if last and not output:
+            problems.append(f"{name} 是最後一個 member：輸出應該貼 spec，你的沒有")
+        if not last and annotation.output_qspec is not None:
+            problems.append(f"{name} 在 pattern 裡面：輸出不該有標籤，你的貼了")
+    if x not in getattr(members[0].meta.get(ANNOTATION_KEY), "input_qspec_map", {}):
+        problems.append(f"{members[0].name}：原本的輸入邊標籤 (x, {members[0].name}) 不見了，不要換掉已經有的標籤")
+    return problems
+
+
+CLOSE_CHAIN = Practice(
+    "close_chain",
+    "寫 close_chain(members, spec)：chain 的輸入邊已經貼好了（第一個 member 有一張 (x, conv) 的標籤），"
+    "把它收尾：輸出標籤只貼在最後一個 member，每個 member 都設 _annotated = True。"
+    "檢查用 conv → relu → max_pool2d，看每個 member 的標籤。",
+    "from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, annotate_output_qspec\n\n\n"
+    "def close_chain(members, spec):\n"
+    "    raise NotImplementedError()\n",
+    _check_close_chain,
+    "pattern 的輸出是最後一個 member 算的：annotate_output_qspec(members[-1], spec)。"
+    "認領時，還沒有標籤的 member（中間的 relu）先放一張空的 QuantizationAnnotation()，已經有的不要換掉。",
+    "from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, annotate_output_qspec\n\n\n"
+    "def close_chain(members, spec):\n"
+    "    annotate_output_qspec(members[-1], spec)\n"
+    "    for member in members:\n"
+    "        member.meta.setdefault(ANNOTATION_KEY, QuantizationAnnotation())._annotated = True\n",
+    "中間的 member 沒有任何標籤也要認領，不然後面的 Quantizer 會在 pattern 裡面貼標籤。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "never_marks",
@@ -514,6 +774,7 @@ MISCONCEPTIONS = (
         "每個 member 貼完都要把 _annotated 設成 True。",
         RULES,
         public=_public(never_marks),
+        practice=CLOSE_CHAIN,
     ),
     Misconception(
         "constant_labelled",
@@ -522,6 +783,7 @@ MISCONCEPTIONS = (
         "這個練習只量化 activation：member.all_input_nodes 裡的 get_attr 要跳過。",
         RULES,
         public=_public(constant_labelled),
+        practice=OUTSIDE_INPUTS,
     ),
     Misconception(
         "labels_producer_output",
@@ -539,6 +801,7 @@ MISCONCEPTIONS = (
         "也可以貼了規格卻不認領。你把空標籤當成沒人認領、把有規格的當成已認領，剛好反了。"
         "判斷時只看 node.meta[ANNOTATION_KEY]._annotated。",
         WITH_XNNPACK,
+        practice=CHAIN_IS_FREE,
     ),
     Misconception(
         "ignores_claimed",
@@ -548,6 +811,7 @@ MISCONCEPTIONS = (
         "標之前先檢查每個 member 的 _annotated。",
         RULES,
         public=_public(relabels_claimed_member),
+        practice=CHAIN_IS_FREE,
     ),
     Misconception(
         "checks_first_member_only",
@@ -556,6 +820,7 @@ MISCONCEPTIONS = (
         "後面的 member 已經屬於別的 pattern 或前一個 Quantizer 時，又被你貼了一次標籤。每一個 member 的 _annotated 都要檢查。",
         RULES,
         public=_public(single_chain_taken_over),
+        practice=CHAIN_IS_FREE,
     ),
     Misconception(
         "labelled_means_claimed",
@@ -563,6 +828,7 @@ MISCONCEPTIONS = (
         "有標籤不代表有人認領：前一個 Quantizer 可以只貼標籤、不設 _annotated，表示這個 node 還沒有人負責。"
         "你看到標籤就跳過，這個 pattern 就沒有融合；只有 _annotated 是 True 才跳過。",
         WITH_XNNPACK,
+        practice=CHAIN_IS_FREE,
     ),
     Misconception(
         "node_order_first",
@@ -581,6 +847,7 @@ MISCONCEPTIONS = (
         "還沒有標籤的 member，先放一張空的 QuantizationAnnotation() 再設 _annotated。",
         RULES,
         public=_public(middle_unclaimed),
+        practice=CLOSE_CHAIN,
     ),
     Misconception(
         "labels_every_output",
@@ -589,6 +856,7 @@ MISCONCEPTIONS = (
         "你在每個 member 的輸出都貼了標籤，conv 和 relu 之間就多量化一次，後端也沒辦法把它們合成一個 kernel。",
         COST,
         public=_public(outputs_everywhere),
+        practice=CLOSE_CHAIN,
     ),
     Misconception(
         "output_on_first",
@@ -597,6 +865,7 @@ MISCONCEPTIONS = (
         "貼在第一個 member 上，observer 就插在 pattern 的中間，最後的輸出反而沒有量化。",
         BOUNDARY,
         public=_public(output_on_first),
+        practice=CLOSE_CHAIN,
     ),
     Misconception(
         "no_output_label",
@@ -605,6 +874,7 @@ MISCONCEPTIONS = (
         "convert 之後就一直是 fp32。貼完輸入邊，也要替 members[-1] 貼 annotate_output_qspec。",
         BOUNDARY,
         public=_public(no_output),
+        practice=CLOSE_CHAIN,
     ),
     Misconception(
         "labels_previous_member",
@@ -613,6 +883,7 @@ MISCONCEPTIONS = (
         "貼輸入邊時要跳過上一個 member，只貼從 pattern 外面進來的邊。",
         RULES,
         public=_public(previous_member_labelled),
+        practice=OUTSIDE_INPUTS,
     ),
     Misconception(
         "first_member_inputs_only",
@@ -621,6 +892,7 @@ MISCONCEPTIONS = (
         "每個 member 的每個輸入都要看：不是常數、也不是上一個 member，就要貼標籤。",
         RULES,
         public=_public(later_members_unlabelled),
+        practice=OUTSIDE_INPUTS,
     ),
     Misconception(
         "args_not_flattened",
@@ -628,6 +900,7 @@ MISCONCEPTIONS = (
         "torch.cat([a, b]) 的輸入包在 args[0] 的 list 裡；只從 member.args 裡挑 Node，會漏掉 list 裡從外面進來的輸入。"
         "用 member.all_input_nodes，它已經把 list 攤平了。",
         RULES,
+        practice=OUTSIDE_INPUTS,
     ),
     Misconception(
         "skips_previous_by_target",
@@ -636,6 +909,7 @@ MISCONCEPTIONS = (
         "另一個 relu 是從外面進來的輸入，要貼標籤。比較時看是不是同一個 node（arg is previous），不要比 target。",
         RULES,
         public=_public(same_op_as_previous_unlabelled),
+        practice=OUTSIDE_INPUTS,
     ),
     Misconception(
         "output_not_a_user",
@@ -644,6 +918,7 @@ MISCONCEPTIONS = (
         "output node 也是 consumer：那個值要以完整、量化好的 tensor 交出去，中間就不能不量化。"
         "找下一個 member 時直接數 len(node.users)，不要先把 output node 濾掉。",
         ARGS,
+        practice=NEXT_MEMBER,
     ),
     Misconception(
         "no_single_user_check",
@@ -652,6 +927,7 @@ MISCONCEPTIONS = (
         "下一個 member 必須是上一個 member 唯一的 consumer（len(node.users) == 1），否則這個 chain 不算符合。",
         OWN,
         public=_public(fused_past_other_users),
+        practice=NEXT_MEMBER,
     ),
     Misconception(
         "last_member_single_user",
@@ -668,6 +944,7 @@ MISCONCEPTIONS = (
         "node 的名字只是標記：叫 conv2d、relu 的可能是模型輸入；pass 依 module 改名之後，叫 relu 的可能是 conv。"
         "op 的身分在 node.op 與 node.target：先確認是 call_function，再拿 target 和 pattern 裡的 op 比對。",
         TARGET,
+        practice=NEXT_MEMBER,
     ),
     Misconception(
         "next_in_graph_order",
@@ -675,6 +952,7 @@ MISCONCEPTIONS = (
         "node.next 只是圖上排在後面的 node，不一定用到這個 node 的輸出：conv 算完之後，緊接著的可能是另一條分支的 relu。"
         "下一個 member 要從 node.users 找，而且必須是唯一的 user。",
         ARGS,
+        practice=NEXT_MEMBER,
     ),
     Misconception(
         "requires_adjacent",
@@ -682,6 +960,7 @@ MISCONCEPTIONS = (
         "chain 看的是資料流，不是圖上的排列：conv 唯一的 user 是 relu，中間隔著別的分支的 node 也一樣能融。"
         "只要求「唯一的 user、target 對」，不要再要求 node.next 就是它。",
         ARGS,
+        practice=NEXT_MEMBER,
     ),
     Misconception(
         "args0_chain_only",
@@ -690,6 +969,7 @@ MISCONCEPTIONS = (
         "cat 的輸入則包在 args[0] 的 list 裡。用 node.users 找下一個 member，不要假設它在 args[0]。",
         ARGS,
         public=_public(fused_other_operand),
+        practice=NEXT_MEMBER,
     ),
     Misconception(
         "pairs_only",
