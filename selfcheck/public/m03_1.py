@@ -23,6 +23,7 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import describe_annotations, describe_prepared, plain
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 from selfcheck.public.m01_1 import graph_changes, graph_state
 
 # --- canonical descriptions (shared by the M03 public cases) ----------------------------------------
@@ -779,6 +780,147 @@ EDGE_AND_OUTPUT = Section("C. 邊標籤與輸出標籤")
 ADD_LABEL_RULES = Section("練習 1：add_label（4 分）")
 READS_RULES = Section("練習 2：reads_quantized（4 分）")
 
+# --- practice after a mistake (issue 50): one idea each, checked on tiny graphs of its own -----------------
+
+
+class _Gate(nn.Module):
+    """relu(x) read inside cat's list and by keyword."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        r = torch.relu(x)
+        return torch.cat([r, x]), torch.mul(x, other=r)
+
+
+def _gate() -> dict[str, Any]:
+    gm = torch.fx.symbolic_trace(_Gate())
+    return {node.name: node for node in gm.graph.nodes}
+
+
+def _check_require_edge(require_edge: Any) -> list[str]:
+    problems = []
+    for producer, consumer, real in (
+        ("x", "relu", True),
+        ("relu", "cat", True),
+        ("relu", "mul", True),
+        ("relu", "x", False),
+        ("cat", "relu", False),
+    ):
+        nodes = _gate()
+        title = f"({producer}, {consumer})"
+        try:
+            require_edge(nodes[producer], nodes[consumer])
+        except NotImplementedError:
+            raise
+        except ValueError as error:
+            if real:
+                problems.append(f"{title} 是真的邊（{producer} 在 {consumer}.all_input_nodes 裡），你卻丟出 ValueError")
+            elif producer not in str(error) or consumer not in str(error):
+                problems.append(f"{title} 不是邊：ValueError 的訊息要寫出 {producer} 與 {consumer}，你的是「{error}」")
+            continue
+        except Exception as error:
+            problems.append(f"{title}：應該丟出 ValueError，你丟出的是 {type(error).__name__}")
+            continue
+        if not real:
+            problems.append(f"{title} 不是邊（{producer} 不是 {consumer} 的輸入），你卻沒有丟出 ValueError")
+    return problems
+
+
+REQUIRE_EDGE = Practice(
+    "require_edge",
+    "寫 require_edge(producer, consumer)：邊 producer → consumer 存在時什麼都不做；不存在時 raise ValueError，"
+    "訊息寫出兩個 node 的名字。檢查用的圖有 relu = relu(x)、cat([relu, x]) 與 mul(x, other=relu)，"
+    "試三條真的邊和兩條反方向的假邊。",
+    "def require_edge(producer, consumer):\n    raise NotImplementedError()\n",
+    _check_require_edge,
+    "邊存在，是指 producer 在 consumer.all_input_nodes 裡：它連 list 裡、kwargs 裡的輸入都列出來，consumer.args 不會。"
+    "方向是 producer 在 consumer 的輸入裡，不是反過來；不存在就 raise ValueError(...)，不是 assert。",
+    "def require_edge(producer, consumer):\n"
+    "    if producer not in consumer.all_input_nodes:\n"
+    '        raise ValueError(f"{producer.name} 不是 {consumer.name} 的輸入")\n',
+    "一條邊由兩個 node 決定：訊息只寫一個，讀的人看不出是哪一條。",
+)
+
+
+def _practice_specs() -> tuple[Any, Any, Any, Any]:
+    from common.pt2e import MinMaxObserver, MovingAverageMinMaxObserver, QuantizationSpec
+
+    def make(low: int, high: int, observer: Any) -> Any:
+        dtype = torch.uint8 if low >= 0 else torch.int8
+        return QuantizationSpec(
+            dtype=dtype,
+            quant_min=low,
+            quant_max=high,
+            qscheme=torch.per_tensor_affine,
+            observer_or_fake_quant_ctr=observer,
+        )
+
+    moving = MovingAverageMinMaxObserver.with_args(averaging_constant=0.25)
+    return make(-128, 127, MinMaxObserver), make(0, 255, MinMaxObserver), make(-64, 63, moving), make(0, 15, moving)
+
+
+def _check_add_edge_label(add_edge_label: Any) -> list[str]:
+    from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation
+
+    kept_edge, kept_output, first, second = _practice_specs()
+    problems = []
+    nodes = _gate()
+    add_edge_label(nodes["x"], nodes["relu"], first)
+    fresh = nodes["relu"].meta.get(ANNOTATION_KEY)
+    if fresh is None:
+        problems.append("沒有標籤的 relu：貼完 (x, relu) 以後 relu 應該有一張標籤，你的沒有")
+    elif fresh.input_qspec_map.get(nodes["x"]) is not first or fresh.output_qspec is not None:
+        problems.append("沒有標籤的 relu：標籤應該只有 input_qspec_map {x: 傳進來的 spec}，你的不是")
+
+    nodes = _gate()
+    cat, relu, x = nodes["cat"], nodes["relu"], nodes["x"]
+    before = QuantizationAnnotation(
+        input_qspec_map={x: kept_edge}, output_qspec=kept_output, allow_implicit_sharing=False, _annotated=True
+    )
+    cat.meta[ANNOTATION_KEY] = before
+    add_edge_label(relu, cat, first)
+    add_edge_label(relu, cat, second)
+    after = cat.meta.get(ANNOTATION_KEY)
+    if after is not before:
+        problems.append("cat 原本有標籤：要在那張標籤上加位置，你換成了另一張（別人的 _annotated 等欄位就不見了）")
+    if after is None:
+        return problems
+    if cat in after.input_qspec_map:
+        problems.append("input_qspec_map 的 key 要是上游的 relu，你用了 cat 自己")
+    got = after.input_qspec_map.get(relu)
+    if got is first:
+        problems.append("(relu, cat) 貼了兩次：應該是第二次傳進來的 spec，你留著第一次的")
+    elif got is not second and relu in after.input_qspec_map:
+        problems.append("(relu, cat) 的 spec 應該就是傳進來的那一個物件，你換成了別的（自己建的或重建的）")
+    elif relu not in after.input_qspec_map and cat not in after.input_qspec_map:
+        problems.append("(relu, cat) 沒有貼上：cat 的標籤 _annotated=True，也要照樣加上這條邊")
+    if after.input_qspec_map.get(x) is not kept_edge:
+        problems.append("cat 原本的邊標籤 (x, cat) 不見了或被換掉")
+    if after.output_qspec is not kept_output:
+        problems.append("cat 原本的輸出標籤不見了或被換掉")
+    if after._annotated is not True or after.allow_implicit_sharing is not False:
+        problems.append("cat 原本標籤的 _annotated、allow_implicit_sharing 被改了：那是先貼標籤的人的決定")
+    return problems
+
+
+ADD_EDGE_LABEL = Practice(
+    "add_edge_label",
+    "寫 add_edge_label(producer, consumer, spec)：把邊 producer → consumer 的 spec 加到 consumer 的標籤上；"
+    "consumer 還沒有標籤就建一張，已經有就加在原本那張上，同一條邊再貼一次用新的 spec。"
+    "檢查在沒有標籤的 relu 上貼一次，再在一個已經有邊標籤、輸出標籤、_annotated=True 的 cat 上貼兩次。",
+    "from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation\n\n\n"
+    "def add_edge_label(producer, consumer, spec):\n"
+    "    raise NotImplementedError()\n",
+    _check_add_edge_label,
+    "consumer.meta.setdefault(ANNOTATION_KEY, QuantizationAnnotation()) 拿到原本那張（沒有才建新的）；"
+    "邊寫進它的 input_qspec_map，key 是上游的 producer，值就是傳進來的 spec 物件，別的欄位都不要動。",
+    "from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation\n\n\n"
+    "def add_edge_label(producer, consumer, spec):\n"
+    "    annotation = consumer.meta.setdefault(ANNOTATION_KEY, QuantizationAnnotation())\n"
+    "    annotation.input_qspec_map[producer] = spec\n",
+    "_annotated=True 的標籤照樣加：要不要尊重別人的認領，是呼叫它的 Quantizer 的事。",
+)
+
+
 ADD_LABEL_MISCONCEPTIONS = (
     Misconception(
         "keyed_by_consumer",
@@ -787,6 +929,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "你用 consumer 自己當 key，標的是一條不存在的邊，prepare_pt2e 不會在真正的邊上放 observer。",
         LABEL_LOOKS,
         public=keyed_by_consumer,
+        practice=ADD_EDGE_LABEL,
     ),
     Misconception(
         "edge_as_output",
@@ -811,6 +954,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "真正的邊都被擋下來，反方向的假邊卻通過了。照練習的規則檢查 producer in consumer.all_input_nodes。",
         ADD_LABEL_RULES,
         public=backwards_check,
+        practice=REQUIRE_EDGE,
     ),
     Misconception(
         "checks_args",
@@ -819,6 +963,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "用 producer in consumer.args 檢查，這些真正存在的邊會被你擋下來。改用 consumer.all_input_nodes，它列出所有輸入 node。",
         ADD_LABEL_RULES,
         public=checks_args,
+        practice=REQUIRE_EDGE,
     ),
     Misconception(
         "overwrites",
@@ -828,6 +973,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "用 node.meta.setdefault(ANNOTATION_KEY, QuantizationAnnotation()) 拿回原本那張，再把新的位置加上去。",
         ADD_LABEL_RULES,
         public=overwrites_public,
+        practice=ADD_EDGE_LABEL,
     ),
     Misconception(
         "rebuilds_annotation",
@@ -836,6 +982,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "是先貼標籤的人（別的 Quantizer）的決定。你抄了兩個 map 重建一張新的，其他欄位就回到預設值。直接在原本那張標籤上加位置，不要換掉它。",
         ADD_LABEL_RULES,
         public=flags_lost,
+        practice=ADD_EDGE_LABEL,
     ),
     Misconception(
         "respects_claims",
@@ -844,6 +991,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "add_label 只是一個貼標籤的工具，被要求貼就要貼上去，要不要尊重別人的認領，是呼叫它的 Quantizer 的事。把位置加到原本那張標籤上。",
         ADD_LABEL_RULES,
         public=skips_claimed_public,
+        practice=ADD_EDGE_LABEL,
     ),
     Misconception(
         "keeps_old_spec",
@@ -853,6 +1001,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "輸出直接設 output_qspec = spec，邊直接設 input_qspec_map[producer] = spec。",
         ADD_LABEL_RULES,
         public=relabel_kept_old,
+        practice=ADD_EDGE_LABEL,
     ),
     Misconception(
         "own_spec",
@@ -861,6 +1010,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "你換成自己的一份（例如 act_spec()），範圍與 observer 就和要求的不同。把傳進來的 spec 原封不動地放進標籤。",
         LABEL_LOOKS,
         public=own_spec,
+        practice=ADD_EDGE_LABEL,
     ),
     Misconception(
         "copies_fields",
@@ -869,6 +1019,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "你照 dtype、範圍重建一份，observer 卻寫死成別的類別，prepare_pt2e 插的就是另一種 observer。直接用傳進來的 spec，不要重建。",
         LABEL_LOOKS,
         public=other_observer,
+        practice=ADD_EDGE_LABEL,
     ),
     Misconception(
         "no_check",
@@ -877,6 +1028,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "練習要求這時 raise ValueError，訊息寫出兩個 node 的名字，而且不留下標籤。",
         ADD_LABEL_RULES,
         public=never_refuses,
+        practice=REQUIRE_EDGE,
     ),
     Misconception(
         "assert_instead",
@@ -885,6 +1037,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "（用 assert 得到的是 AssertionError，而且 python -O 執行時 assert 會整個被略過）。請 raise ValueError(...)。",
         ADD_LABEL_RULES,
         public=other_exception,
+        practice=REQUIRE_EDGE,
     ),
     Misconception(
         "writes_before_check",
@@ -901,8 +1054,63 @@ ADD_LABEL_MISCONCEPTIONS = (
         "訊息裡寫出 producer.name 與 consumer.name，例如「relu 不是 conv2d 的輸入」。",
         ADD_LABEL_RULES,
         public=names_one_node,
+        practice=REQUIRE_EDGE,
     ),
 )
+
+
+def _reads_graph() -> tuple[torch.fx.Graph, dict[str, Any]]:
+    """x → relu; relu → watch_a → watch_b → mul; relu → add; relu → _guards_fn; watch_a → cat's list; watch_b → output."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    relu = graph.call_function(torch.relu, (x,))
+    watch_a = graph.call_module("watch_a", (relu,))
+    watch_b = graph.call_module("watch_b", (watch_a,))
+    graph.call_module("_guards_fn", (relu,))
+    mul = graph.call_function(torch.mul, (watch_b, x))
+    add = graph.call_function(torch.add, (relu, 1.0))
+    cat = graph.call_function(torch.cat, ([watch_a, x],))
+    graph.output((mul, add, cat, watch_b))
+    return graph, {node.name: node for node in graph.nodes}
+
+
+def _check_quantized_reads(quantized_reads: Any) -> list[str]:
+    graph, nodes = _reads_graph()
+    before = [(node.name, node.op, str(node.args)) for node in graph.nodes]
+    want = {"mul": True, "add": False, "cat": True, "output": True}
+    got = quantized_reads(nodes["relu"], lambda node: node.op == "call_module" and str(node.target).startswith("watch"))
+    problems = []
+    if not isinstance(got, dict):
+        return [f"要回傳 {{consumer 的名字: True/False}} 的 dict，你的是 {got!r}"]
+    if got != want:
+        problems.append(f"應該是 {want}，你的是 {got}")
+    if [(node.name, node.op, str(node.args)) for node in graph.nodes] != before:
+        problems.append("你的程式改了圖：只該讀圖，不要刪或改 node")
+    return problems
+
+
+QUANTIZED_READS = Practice(
+    "quantized_reads",
+    "寫 quantized_reads(producer, is_observer)：從 producer 沿著 users 往下走，回傳 {consumer 的名字: 是否經過 observer}；"
+    "is_observer(node) 告訴你一個 node 是不是 observer，consumer 是 op 為 call_function 或 output 的 node。"
+    "檢查用的圖：relu → watch_a → watch_b → mul、relu → add、relu → _guards_fn、watch_a → cat 的 list、watch_b → 圖的輸出。",
+    "def quantized_reads(producer, is_observer):\n    raise NotImplementedError()\n",
+    _check_quantized_reads,
+    "寫一個遞迴的 walk(node, through)：對 node.users 的每個 user，是 observer 就 walk(user, True) 繼續往下，"
+    "是 call_function 或 output 就記下 result[user.name] = through；別的 call_module（像 _guards_fn）跳過。",
+    "def quantized_reads(producer, is_observer):\n"
+    "    result = {}\n\n"
+    "    def walk(node, through):\n"
+    "        for user in node.users:\n"
+    "            if is_observer(user):\n"
+    "                walk(user, True)\n"
+    '            elif user.op in ("call_function", "output"):\n'
+    "                result[user.name] = result.get(user.name, False) or through\n\n"
+    "    walk(producer, False)\n"
+    "    return result\n",
+    "沿著 users 走，cat 的 list、輸出的 tuple 都不用自己翻；observer 串了兩個也一路走到底。",
+)
+
 
 READS_MISCONCEPTIONS = (
     Misconception(
@@ -912,6 +1120,7 @@ READS_MISCONCEPTIONS = (
         "答案也許對了，呼叫的人的圖卻少了東西。遇到不算 consumer 的 node 就跳過它，不要改圖。",
         READS_RULES,
         public=changes_graph,
+        practice=QUANTIZED_READS,
     ),
     Misconception(
         "reads_labels",
@@ -928,6 +1137,7 @@ READS_MISCONCEPTIONS = (
         "你只要看到 producer 後面有 observer，就說每個 consumer 都讀到量化值。要逐一看每個 consumer 是經過 observer 還是直接讀 producer。",
         EDGE_AND_OUTPUT,
         public=any_observer_counts,
+        practice=QUANTIZED_READS,
     ),
     Misconception(
         "reads_one_hop",
@@ -936,6 +1146,7 @@ READS_MISCONCEPTIONS = (
         "你走過第一個 observer 就停，把第二個 observer 當成 consumer。遇到 observer 要一路走下去，直到不是 observer 的 node。",
         READS_RULES,
         public=stops_after_one_observer_public,
+        practice=QUANTIZED_READS,
     ),
     Misconception(
         "reads_direct_users",
@@ -944,6 +1155,7 @@ READS_MISCONCEPTIONS = (
         "回傳的 key 變成 observer 的名字。observer 本身不是 consumer：要穿過它，找到讀 observer 的 node。",
         READS_RULES,
         public=observer_as_consumer,
+        practice=QUANTIZED_READS,
     ),
     Misconception(
         "reads_observer_by_name",
@@ -969,6 +1181,7 @@ READS_MISCONCEPTIONS = (
         "其他不是 observer 的 call_module 也不在練習的 consumer 定義裡。沿著 users 走的時候，只收 call_function 與 output。",
         READS_RULES,
         public=counts_modules,
+        practice=QUANTIZED_READS,
     ),
     Misconception(
         "reads_scans_args",
@@ -977,6 +1190,7 @@ READS_MISCONCEPTIONS = (
         "從 producer 出發沿著 node.users 走，就不必自己翻 args。",
         READS_RULES,
         public=scans_args,
+        practice=QUANTIZED_READS,
     ),
     Misconception(
         "reads_skips_output",
@@ -985,6 +1199,7 @@ READS_MISCONCEPTIONS = (
         "你可能只算了 call_function，或只在 args 最外層找，而 output 的值包在 tuple 裡，所以漏掉了它。把 output node 也算進來。",
         READS_RULES,
         public=misses_output,
+        practice=QUANTIZED_READS,
     ),
 )
 
