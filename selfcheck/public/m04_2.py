@@ -16,6 +16,7 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 TITLE = "bn_survives：預測哪些 BN 在 prepare_pt2e 之後還在"
 
@@ -315,6 +316,188 @@ def _previous_in_order(seen: Any, expected: Any) -> bool:
     return _says(seen, **_labels(conv_relu=True), **{AFTER_OTHER_CONV: False})
 
 
+# --- practice after a mistake (issue 50): one idea each, checked on tiny graphs of its own ----------------
+
+_CONV_OPS = {
+    torch.ops.aten.conv1d.default,
+    torch.ops.aten.conv1d.padding,
+    torch.ops.aten.conv2d.default,
+    torch.ops.aten.conv2d.padding,
+    torch.ops.aten.conv3d.default,
+    torch.ops.aten.conv3d.padding,
+    torch.ops.aten.conv_transpose1d.default,
+    torch.ops.aten.conv_transpose2d.input,
+    torch.ops.aten.conv_transpose3d.input,
+}
+_LINEAR = torch.ops.aten.linear.default
+_CONV_OPS_TEXT = (
+    "import torch\n\n"
+    "CONV_OPS = {\n"
+    "    torch.ops.aten.conv1d.default,\n"
+    "    torch.ops.aten.conv1d.padding,\n"
+    "    torch.ops.aten.conv2d.default,\n"
+    "    torch.ops.aten.conv2d.padding,\n"
+    "    torch.ops.aten.conv3d.default,\n"
+    "    torch.ops.aten.conv3d.padding,\n"
+    "    torch.ops.aten.conv_transpose1d.default,\n"
+    "    torch.ops.aten.conv_transpose2d.input,\n"
+    "    torch.ops.aten.conv_transpose3d.input,\n"
+    "}\n\n\n"
+)
+
+
+class _ConvKin(nn.Module):
+    """An input called conv, a conv1d with padding="same", a conv_transpose1d, and a linear (renamed conv1d_9)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.same = nn.Conv1d(2, 2, 3, padding="same")
+        self.up = nn.ConvTranspose1d(2, 2, 2)
+        self.fc = nn.Linear(5, 3)
+
+    def forward(self, conv: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.up(self.same(conv)))
+
+
+def _check_is_conv_like(is_conv_like: Any) -> list[str]:
+    from common.pt2e import export_module
+
+    gm = export_module(_ConvKin().eval(), (torch.ones(1, 2, 4),))
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target == _LINEAR:
+            node.name = "conv1d_9"
+    problems = []
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            continue
+        want = node.op == "call_function" and node.target in _CONV_OPS
+        got = is_conv_like(node)
+        if bool(got) is not want:
+            problems.append(
+                f"名叫 {node.name} 的 node（op={node.op}，target={node.target}）：應該回傳 {want}，你的是 {got!r}"
+            )
+    return problems
+
+
+IS_CONV_LIKE = Practice(
+    "is_conv_like",
+    "寫 is_conv_like(node)：node 是不是 torchao 折得掉 BN 的 conv（setup 格 CONV_OPS 裡的九種之一）？"
+    '檢查用的圖裡有一個名叫 conv 的模型輸入、一個 padding="same" 的 conv1d、一個 conv_transpose1d，'
+    "和一個被改名成 conv1d_9 的 linear。",
+    _CONV_OPS_TEXT + "def is_conv_like(node):\n    raise NotImplementedError()\n",
+    _check_is_conv_like,
+    'op 的身分在 node.op（"call_function"）和 node.target；target 直接拿去 CONV_OPS 裡查（in），'
+    "不要自己列，也不要看名字：字串 padding 是 .padding、conv_transpose 也是 conv。",
+    _CONV_OPS_TEXT + 'def is_conv_like(node):\n    return node.op == "call_function" and node.target in CONV_OPS\n',
+    "同一個 op 可能有好幾個 overload（conv1d.default 與 conv1d.padding），CONV_OPS 把九種都列好了。",
+)
+
+
+class _ThreeLinears(nn.Module):
+    """A linear after flatten (the model's input is 4-D), one on a 3-D input whose dim 1 equals out_features, and one
+    on the 4-D input itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flat, self.seq, self.pixel = nn.Linear(12, 3), nn.Linear(4, 4), nn.Linear(2, 2)
+
+    def forward(self, image: torch.Tensor, seq: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.flat(torch.flatten(image, 1)), self.seq(seq), self.pixel(image)
+
+
+def _check_linear_folds(linear_folds: Any) -> list[str]:
+    from common.pt2e import export_module
+
+    gm = export_module(_ThreeLinears().eval(), (torch.ones(2, 3, 2, 2), torch.ones(2, 4, 4)))
+    linears = [n for n in gm.graph.nodes if n.op == "call_function" and n.target == _LINEAR]
+    problems = []
+    for title, linear in zip(
+        (
+            "flatten(image) → linear（模型輸入是 4-D）",
+            "seq（2, 4, 4）→ Linear(4, 4)",
+            "image（2, 3, 2, 2）→ Linear(2, 2)",
+        ),
+        linears,
+        strict=True,
+    ):
+        want = linear.args[0].meta["val"].ndim == 2
+        got = linear_folds(linear)
+        if bool(got) is not want:
+            problems.append(f"{title}：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+LINEAR_FOLDS = Practice(
+    "linear_folds",
+    "寫 linear_folds(linear)：linear 是圖上的一個 linear node，接在它後面的 BN 會不會被折掉？回傳 True 或 False。"
+    "檢查用三個 linear：flatten 之後的（模型輸入是 4-D）、3-D 輸入而且第 1 維剛好等於 out_features 的、直接吃 4-D 輸入的。",
+    "def linear_folds(linear):\n    raise NotImplementedError()\n",
+    _check_linear_folds,
+    'linear 自己的輸入是 linear.args[0]，它的 .meta["val"] 是 export 時記下的 tensor；規則只看它的維度數（.ndim），'
+    "不看各維的大小，也不看模型的輸入。",
+    'def linear_folds(linear):\n    return linear.args[0].meta["val"].ndim == 2\n',
+    "3-D 以上時 BN 正規化第 1 維、linear 作用在最後一維，兩者對不上，大小剛好相等也一樣不折。",
+)
+
+
+class _BnNeighbours(nn.Module):
+    """Three BNs: after conv → relu, after a conv that is not the op right before it in graph order, and after a conv
+    whose output also goes to an add."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.c2, self.c3, self.c4 = (nn.Conv2d(2, 2, 1) for _ in range(4))
+        self.n1, self.n2, self.n3 = nn.BatchNorm2d(2), nn.BatchNorm2d(2), nn.BatchNorm2d(2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.n1(torch.relu(self.c1(x)))
+        p = self.c2(x)
+        q = self.c3(x)
+        b = self.n2(p)
+        y = self.c4(x)
+        return a + b + q + self.n3(y) + y
+
+
+def _conv2d_before(bn: Any) -> Any:
+    source = bn.args[0]
+    is_conv = source.op == "call_function" and source.target == torch.ops.aten.conv2d.default
+    return source if is_conv else None
+
+
+def _check_folds_into(folds_into: Any) -> list[str]:
+    from common.pt2e import export_module
+
+    gm = export_module(_BnNeighbours().eval(), (torch.ones(1, 2, 2, 2),))
+    bns = [n for n in gm.graph.nodes if n.op == "call_function" and "batch_norm" in str(n.target)]
+    problems = []
+    for title, bn in zip(
+        ("c1 → relu → BN", "c2 → BN（圖上緊接在 BN 前面的是 c3）", "c4 → BN，c4 的輸出也給 add"), bns, strict=True
+    ):
+        want, got = _conv2d_before(bn), folds_into(bn)
+        if got is not want:
+            shown = "None" if want is None else want.name
+            mine = "None" if got is None else getattr(got, "name", repr(got))
+            problems.append(f"{title}：應該回傳 {shown}，你的是 {mine}")
+    return problems
+
+
+FOLDS_INTO = Practice(
+    "folds_into",
+    "寫 folds_into(bn)：bn 是圖上的一個 batch_norm node，它會折進哪個 conv2d？回傳那個 conv2d node，折不了就回傳 None。"
+    "只看 BN 的輸入這一步（這題只管 conv2d，不管 linear）。檢查用三個 BN：接在 conv → relu 後面、"
+    "圖上緊接在另一個 conv 後面、接在輸出也給 add 的 conv 後面。",
+    "import torch\n\nCONV = torch.ops.aten.conv2d.default\n\n\ndef folds_into(bn):\n    raise NotImplementedError()\n",
+    _check_folds_into,
+    "BN 吃的 tensor 是 bn.args[0] 這條邊，不是圖上排在前面的 bn.prev；它是 conv2d 就折，不是就不折，"
+    "不要再往上游找，也不用管 conv 還有幾個 users。",
+    "import torch\n\nCONV = torch.ops.aten.conv2d.default\n\n\n"
+    "def folds_into(bn):\n"
+    "    source = bn.args[0]\n"
+    '    return source if source.op == "call_function" and source.target == CONV else None\n',
+    "中間隔著 relu 的 BN 沒有 weight 可以直接吸收；conv 的輸出另有 consumer 時 torchao 0.18 照樣折（上游的 bug）。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "mutates_graph",
@@ -356,6 +539,7 @@ MISCONCEPTIONS = (
         "拿 bn.args[0].target 和 setup 格的 CONV_OPS 比對。",
         ONLY_THE_INPUT,
         public=_conv2d_only,
+        practice=IS_CONV_LIKE,
     ),
     Misconception(
         "transpose_missed",
@@ -364,6 +548,7 @@ MISCONCEPTIONS = (
         "你的判斷漏了其中幾種。用 setup 格的 CONV_OPS，不要自己列。",
         ONLY_THE_INPUT,
         public=_transpose_missed,
+        practice=IS_CONV_LIKE,
     ),
     Misconception(
         "padding_overload_missed",
@@ -373,6 +558,7 @@ MISCONCEPTIONS = (
         "用 setup 格的 CONV_OPS，九種都在裡面。",
         ONLY_THE_INPUT,
         public=_padding_missed,
+        practice=IS_CONV_LIKE,
     ),
     Misconception(
         "fold_needs_bias",
@@ -390,6 +576,7 @@ MISCONCEPTIONS = (
         "你把 linear 後面的 BN 都判成留下；bn.args[0] 是 LINEAR 時，還要看 linear 輸入的維度。",
         LINEAR_2D_FOLDS,
         public=_linear_never_folds,
+        practice=LINEAR_FOLDS,
     ),
     Misconception(
         "linear_ignores_rank",
@@ -399,6 +586,7 @@ MISCONCEPTIONS = (
         '要看 linear 自己的輸入（linear node 的 args[0]）的 .meta["val"].ndim，大於 2 就不折。',
         LINEAR_3D_STAYS,
         public=_linear_ignores_rank_too,
+        practice=LINEAR_FOLDS,
     ),
     Misconception(
         "linear_shape_not_rank",
@@ -408,6 +596,7 @@ MISCONCEPTIONS = (
         '規則只看 linear 輸入（args[0]）的 .meta["val"].ndim：大於 2 就不折。',
         LINEAR_3D_STAYS,
         public=_linear_shape,
+        practice=LINEAR_FOLDS,
     ),
     Misconception(
         "matmul_as_linear",
@@ -424,6 +613,7 @@ MISCONCEPTIONS = (
         "你看的是模型的輸入或別的 node，不是 linear node 的 args[0]。",
         RULES,
         public=_rank_of_model_input,
+        practice=LINEAR_FOLDS,
     ),
     Misconception(
         "found_by_name",
@@ -432,6 +622,7 @@ MISCONCEPTIONS = (
         "叫 linear 的可能是 conv。op 的身分在 node.op 與 node.target：先確認是 call_function，再拿 target 和 CONV_OPS、LINEAR 比對。",
         TARGET,
         public=_by_name,
+        practice=IS_CONV_LIKE,
     ),
     Misconception(
         "previous_in_graph_order",
@@ -440,6 +631,7 @@ MISCONCEPTIONS = (
         "緊鄰在 BN 前面的 conv 也可能和它無關。BN 吃的是哪個 tensor，要看 bn.args[0] 這條邊，不看排列順序。",
         ARGS,
         public=_previous_in_order,
+        practice=FOLDS_INTO,
     ),
     Misconception(
         "looks_past_input",
@@ -448,6 +640,7 @@ MISCONCEPTIONS = (
         "你往上游找到 conv 或 linear 就判成會折；只看 bn.args[0] 這一步，不要再往上走。",
         ONLY_THE_INPUT,
         public=_looks_past_input,
+        practice=FOLDS_INTO,
     ),
     Misconception(
         "single_user_required",
@@ -456,6 +649,7 @@ MISCONCEPTIONS = (
         "練習預測的是 torchao 實際怎麼做，所以這種 BN 也算折掉；只看 bn.args[0] 是什麼，不看它有幾個 users。",
         ONLY_THE_INPUT,
         public=_single_user,
+        practice=FOLDS_INTO,
     ),
 )
 
