@@ -17,6 +17,7 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare
 from selfcheck.evidence import EvidenceError, plain
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 from selfcheck.probes import CaptureLabels
 from selfcheck.public.m01_1 import graph_changes, graph_state
 from selfcheck.public.m03_1 import export
@@ -323,6 +324,94 @@ def _public_placeholders(seen: Any, expected: Any) -> bool:
     )
 
 
+# --- practice after a mistake (issue 50): one idea each, checked on tiny hand-labelled graphs of its own ------
+
+
+def _spec() -> Any:
+    from common.pt2e import MinMaxObserver, QuantizationSpec
+
+    return QuantizationSpec(
+        dtype=torch.int8,
+        quant_min=-128,
+        quant_max=127,
+        qscheme=torch.per_tensor_affine,
+        observer_or_fake_quant_ctr=MinMaxObserver,
+    )
+
+
+def _labelled_linear() -> dict[str, Any]:
+    """x, w (get_attr) → linear → sigmoid, relu(x); each node labelled its own way (relu not at all)."""
+    from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, SharedQuantizationSpec
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    w = graph.get_attr("w")
+    linear = graph.call_function(torch.nn.functional.linear, (x, w))
+    sigmoid = graph.call_function(torch.sigmoid, (linear,))
+    relu = graph.call_function(torch.relu, (x,))
+    graph.output((sigmoid, relu))
+    spec = _spec()
+    x.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=spec, _annotated=True)
+    w.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=SharedQuantizationSpec(x), _annotated=True)
+    linear.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map={x: spec, w: None}, _annotated=False)
+    sigmoid.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+        input_qspec_map={linear: SharedQuantizationSpec((x, linear))}, _annotated=True
+    )
+    return {node.name: node for node in graph.nodes}
+
+
+def _label_state(nodes: dict[str, Any]) -> list[Any]:
+    from common.pt2e import ANNOTATION_KEY
+
+    state = []
+    for node in nodes.values():
+        annotation = node.meta.get(ANNOTATION_KEY)
+        if annotation is not None:
+            state.append((node.name, dict(annotation.input_qspec_map), annotation.output_qspec, annotation._annotated))
+    return state
+
+
+def _check_node_positions(node_positions: Any) -> list[str]:
+    nodes = _labelled_linear()
+    before = _label_state(nodes)
+    want = {
+        "x": ([], True),
+        "w": ([], True),
+        "linear": ([("x", "linear")], False),
+        "sigmoid": ([("linear", "sigmoid")], False),
+        "relu": ([], False),
+    }
+    problems = []
+    for name, (edges, output) in want.items():
+        got = node_positions(nodes[name])
+        right = {"edges": edges, "output": output}
+        if not isinstance(got, dict) or list(got.get("edges", ())) != edges or got.get("output") is not output:
+            problems.append(f"{name}（op={nodes[name].op}）：應該是 {right}，你的是 {got!r}")
+    if _label_state(nodes) != before:
+        problems.append("你的程式改了標籤：只該讀 node.meta，不要刪或改它")
+    return problems
+
+
+NODE_POSITIONS = Practice(
+    "node_positions",
+    '寫 node_positions(node)：讀 node 的標籤，回傳 {"edges": [(上游的名字, node 的名字), …], "output": True/False}，'
+    '也就是這張標籤讓 prepare_pt2e 量化哪些輸入邊、量不量化 node 的輸出；沒有標籤就是 {"edges": [], "output": False}。'
+    "檢查用的小圖有模型輸入 x、常數 w、linear、sigmoid 與沒有標籤的 relu，規格有 QuantizationSpec、SharedQuantizationSpec 和 None。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\ndef node_positions(node):\n    raise NotImplementedError()\n",
+    _check_node_positions,
+    "node.meta.get(ANNOTATION_KEY) 是 None 就沒有位置。有標籤時：input_qspec_map 裡規格不是 None 的才是邊"
+    "（key 是上游，寫在前面）；output_qspec 不是 None 才是輸出。什麼規格都算，_annotated 與 node.op 都不用看。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\n"
+    "def node_positions(node):\n"
+    "    annotation = node.meta.get(ANNOTATION_KEY)\n"
+    "    if annotation is None:\n"
+    '        return {"edges": [], "output": False}\n'
+    "    edges = [(producer.name, node.name) for producer, spec in annotation.input_qspec_map.items() if spec is not None]\n"
+    '    return {"edges": edges, "output": annotation.output_qspec is not None}\n',
+    "規格是 None 的邊（像 w → linear）是「不量化」；常數 w、輸入 x 的輸出標籤照樣算。",
+)
+
+
 POSITIONS_MISCONCEPTIONS = (
     Misconception(
         "changes_graph",
@@ -332,6 +421,7 @@ POSITIONS_MISCONCEPTIONS = (
         "只讀 node.meta 裡的標籤，不要改它。",
         ROLES,
         public=_public_changed,
+        practice=NODE_POSITIONS,
     ),
     Misconception(
         "edges_reversed",
@@ -340,6 +430,7 @@ POSITIONS_MISCONCEPTIONS = (
         "你把兩個名字對調了，每條邊的方向都反過來。照 (producer.name, node.name) 的順序寫。",
         LABEL_FIELDS,
         public=reversed_edges,
+        practice=NODE_POSITIONS,
     ),
     Misconception(
         "identity_filter",
@@ -356,6 +447,7 @@ POSITIONS_MISCONCEPTIONS = (
         "你只讀了 input_qspec_map，outputs 是空的；output_qspec 不是 None 的 node 也要列進 outputs。",
         LABEL_FIELDS,
         public=no_outputs,
+        practice=NODE_POSITIONS,
     ),
     Misconception(
         "none_is_quantized",
@@ -364,6 +456,7 @@ POSITIONS_MISCONCEPTIONS = (
         "你把 input_qspec_map 的每個 key 都列成邊了；只列規格不是 None 的。",
         CONV_RELU,
         public=more_edges,
+        practice=NODE_POSITIONS,
     ),
     Misconception(
         "any_label_is_output",
@@ -372,6 +465,7 @@ POSITIONS_MISCONCEPTIONS = (
         "融合 pattern 的第一個 op 也只有輸入邊的標籤。outputs 只列 output_qspec 不是 None 的 node。",
         POSITIONS_RULES,
         public=more_outputs,
+        practice=NODE_POSITIONS,
     ),
     Misconception(
         "plain_specs_only",
@@ -381,6 +475,7 @@ POSITIONS_MISCONCEPTIONS = (
         "判斷條件應該是「規格不是 None」，不是規格的類別。",
         POSITIONS_RULES,
         public=_public_plain_specs,
+        practice=NODE_POSITIONS,
     ),
     Misconception(
         "claimed_only",
@@ -389,6 +484,7 @@ POSITIONS_MISCONCEPTIONS = (
         "你跳過了 _annotated 為 False 的標籤，那些位置就沒列出來；每張標籤都要讀。",
         ROLES,
         public=_public_unclaimed,
+        practice=NODE_POSITIONS,
     ),
     Misconception(
         "skips_constants",
@@ -397,6 +493,7 @@ POSITIONS_MISCONCEPTIONS = (
         "別的 Quantizer 可以在常數的輸出貼標籤，這時它就該列進 outputs。不要用 node.op 過濾，照 output_qspec 是不是 None 判斷。",
         POSITIONS_RULES,
         public=_public_constants,
+        practice=NODE_POSITIONS,
     ),
     Misconception(
         "ops_only",
@@ -405,6 +502,7 @@ POSITIONS_MISCONCEPTIONS = (
         "你先過濾成只看 call_function，x 的輸出就漏了；每個 node 的標籤都要讀。",
         EDGE_AND_OUTPUT,
         public=_public_placeholders,
+        practice=NODE_POSITIONS,
     ),
 )
 
@@ -591,6 +689,61 @@ def _public_ignores_last(seen: Any, expected: Any) -> bool:
     return crashed_on_unlabelled(seen, "by_hand") or extra_only(seen, expected, by_hand("last_unlabelled"))
 
 
+def _twin_adds() -> dict[str, Any]:
+    """a = sin(x), b = cos(x), add(a, b), mul(b, 2): labelled with keys from a copy of the graph."""
+    from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation
+
+    def build() -> dict[str, Any]:
+        graph = torch.fx.Graph()
+        x = graph.placeholder("x")
+        a = graph.call_function(torch.sin, (x,))
+        b = graph.call_function(torch.cos, (x,))
+        add = graph.call_function(torch.add, (a, b))
+        mul = graph.call_function(torch.mul, (b, 2.0))
+        graph.output((add, mul))
+        return {node.name: node for node in graph.nodes}
+
+    original, copied = build(), build()
+    copied["add"].meta[ANNOTATION_KEY] = QuantizationAnnotation(
+        input_qspec_map={original["sin"]: _spec(), original["cos"]: None}, output_qspec=_spec()
+    )
+    copied["mul"].meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=_spec())
+    return copied
+
+
+def _check_middle_quantized(middle_quantized: Any) -> list[str]:
+    nodes = _twin_adds()
+    problems = []
+    for first, last, want, why in (
+        ("sin", "add", True, "add 的標籤裡 sin 那條邊有規格"),
+        ("cos", "add", False, "add 的標籤裡 cos 那條邊的規格是 None"),
+        ("cos", "mul", False, "mul 的標籤沒有任何邊"),
+    ):
+        got = middle_quantized(nodes[first], nodes[last])
+        if got is not want:
+            problems.append(f"({first}, {last})：{why}，應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+MIDDLE_QUANTIZED = Practice(
+    "middle_quantized",
+    "寫 middle_quantized(first, last)：last 的標籤有沒有量化 first → last 這條邊？回傳 True 或 False。"
+    "檢查用的圖和 fused_patterns 的一樣是複製出來的：input_qspec_map 的 key 是原圖的 node，不是你拿到的 first；"
+    "add(sin, cos) 的兩條邊一條有規格、一條是 None。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\ndef middle_quantized(first, last):\n    raise NotImplementedError()\n",
+    _check_middle_quantized,
+    "在 last 的 input_qspec_map 裡找名字等於 first.name 的那一條（用名字比，物件比不到），"
+    "再看它的規格是不是 None；不要只看 args[0]、第一條邊，或別條邊有沒有規格。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\n"
+    "def middle_quantized(first, last):\n"
+    "    annotation = last.meta.get(ANNOTATION_KEY)\n"
+    "    if annotation is None:\n"
+    "        return False\n"
+    "    return any(p.name == first.name and s is not None for p, s in annotation.input_qspec_map.items())\n",
+    "邊在 input_qspec_map 裡、規格卻是 None，就是「不量化」：中間沒有 observer，仍然可以是融合。",
+)
+
+
 FUSED_MISCONCEPTIONS = (
     Misconception(
         "changes_graph",
@@ -615,6 +768,7 @@ FUSED_MISCONCEPTIONS = (
         "別的輸入邊有標籤，不影響中間這條邊有沒有量化點。只看 input_qspec_map 裡名字是第一個 op 的那一條邊。",
         FUSED_RULES,
         public=_public_other_input,
+        practice=MIDDLE_QUANTIZED,
     ),
     Misconception(
         "wrong_edge",
@@ -623,6 +777,7 @@ FUSED_MISCONCEPTIONS = (
         "你只看了 args[0] 或第一條邊，中間真正的那條邊有量化也沒發現。要在 input_qspec_map 裡找名字等於第一個 op 的那一條，看它的規格是不是 None。",
         FUSED_RULES,
         public=_public_first_argument,
+        practice=MIDDLE_QUANTIZED,
     ),
     Misconception(
         "fused_plain_specs",
@@ -673,6 +828,7 @@ FUSED_MISCONCEPTIONS = (
         "判斷中間有沒有量化點，要看那條邊的規格是不是 None，不是看 key 在不在。",
         CONV_RELU,
         public=_public_none_edge,
+        practice=MIDDLE_QUANTIZED,
     ),
     Misconception(
         "ignores_last_label",
@@ -705,6 +861,7 @@ FUSED_MISCONCEPTIONS = (
         "中間明明有量化的邊也被當成沒有。和練習 1 一樣，要用名字比：p.name == node.name。",
         POSITIONS_RULES,
         public=_public_edge_quantized,
+        practice=MIDDLE_QUANTIZED,
     ),
     Misconception(
         "first_inputs_unquantized",
