@@ -134,3 +134,16 @@ def test_each_wrong_answer_fails_and_a_repeated_failure_shows_the_next_step(name
     _, again = _run(notebook, key, wrong)
     assert again and "小一步" not in "\n".join(again), "a pass starts the steps over"
     _failures.clear()
+
+
+def test_a_key_shared_by_two_exercises_of_a_notebook_opens_one_practice() -> None:
+    """``practice(notebook, key)`` finds a practice by the misconception's key: where two exercises of a notebook use
+    the same key, they must not hold two different practices."""
+    for path in source_notebooks():
+        notebook = notebook_id(path)
+        held: dict[str, set[str]] = {}
+        for exercise in public_exercises(notebook).values():
+            for misconception in exercise.misconceptions:
+                if misconception.practice is not None:
+                    held.setdefault(misconception.key, set()).add(misconception.practice.name)
+        assert all(len(names) == 1 for names in held.values()), (notebook, held)

@@ -182,15 +182,24 @@ def _checks_html(verdicts: list[dict[str, Any]], with_messages: bool) -> str:
     return '<ul class="checks">' + "".join(items) + "</ul>"
 
 
+def _offer_html(line: str) -> str:
+    """``再練一題：在新的一格執行 <code>…</code>``: the call to copy, set as code."""
+    lead, run, call = clean(line).partition("執行 ")
+    if not run:
+        return f"<p>{html.escape(clean(line))}</p>"
+    return f'<p class="practice">{html.escape(lead)}執行 <code>{html.escape(call)}</code></p>'
+
+
 def _cause_html(cause: Cause) -> str:
-    name, text, _ = cause.lines
+    name, text, _, *practice = cause.lines  # the name, why, where to reread, then the practice's offer (if any)
     lead, _, phrase = name.partition("：")
     where = html.escape(cause.where)
     link = f'<a href="{html.escape(cause.url, quote=True)}">{where}</a>' if cause.url else where
     also = "" if cause.first else ' class="also"'
+    offer = "".join(_offer_html(line) for line in practice)
     return (
         f"<p{also}><strong>{html.escape(lead)}</strong>：{html.escape(clean(phrase))}</p>"
-        f"<p>{html.escape(clean(text))}</p><p>重讀 {link}</p>"
+        f"<p>{html.escape(clean(text))}</p><p>重讀 {link}</p>{offer}"
     )
 
 
