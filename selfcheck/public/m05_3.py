@@ -27,6 +27,7 @@ from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.compare import Tolerance
 from selfcheck.evidence import EvidenceError, plain
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 LINEAR = torch.ops.aten.linear.default
 
@@ -504,6 +505,124 @@ def int16_accumulated(seen: Any, expected: Any) -> bool:
     return int16_refused(seen, expected) or few_overflow(seen, expected)
 
 
+# --- practice after a mistake (issue 50): one idea each, on tensors of their own -------------------------
+
+
+def _int8(values: list[int], shape: tuple[int, ...]) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.int8).reshape(shape)
+
+
+def _accumulate_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, int]]:
+    """(title, x_q, w_q, x_zp): a 3-D batch near the top of int8 with x_zp = -128, a 2-D one with x_zp = 0 and one
+    with x_zp = 7; the weights are (out, in) with out ≠ in."""
+    near_top = _int8([127, 120, -128, 100, 127, 90, 127, 127, 127, 127, -5, 64] * 2, (2, 3, 4))
+    weight = _int8([127, 127, 127, 127, -127, 50, 3, -60, 20, -1, 127, 8], (3, 4))
+    small = _int8([3, -2, 1, 0, -4, 5, 2, 2], (2, 4))
+    return [
+        ("x_q 是 (2, 3, 4) 的 3 維 batch，x_zp = -128，w_q 是 (3, 4)", near_top, weight, -128),
+        ("x_q 是 (2, 4)，x_zp = 0，w_q 是 (3, 4)", small, weight, 0),
+        ("x_q 是 (2, 4)，x_zp = 7，w_q 是 (2, 4)", small, weight[:2], 7),
+    ]
+
+
+def _shown(got: Any) -> str:
+    if isinstance(got, torch.Tensor):
+        return f"{got.tolist()}（{str(got.dtype).removeprefix('torch.')}，形狀 {tuple(got.shape)}）"
+    return repr(got)
+
+
+def _check_accumulate(accumulate: Any) -> list[str]:
+    problems = []
+    for title, x_q, w_q, x_zp in _accumulate_cases():
+        want = (x_q.to(torch.int32) - x_zp) @ w_q.to(torch.int32).T
+        got = accumulate(x_q.clone(), w_q.clone(), x_zp)
+        if not isinstance(got, torch.Tensor) or got.dtype != torch.int32 or not torch.equal(got, want):
+            problems.append(f"{title}：應該是 {_shown(want)}，你的是 {_shown(got)}")
+    return problems
+
+
+ACCUMULATE = Practice(
+    "accumulate",
+    "寫 accumulate(x_q, w_q, x_zp)：int8 的輸入 x_q（最後一維是 in_features，前面可以有好幾維）、int8 的 weight w_q"
+    "（形狀 (out, in)，zero point 是 0）和輸入的 zero point x_zp，回傳 int32 的累加器 acc，單位是 s_x · s_w。"
+    "檢查用一個 3 維、數值貼近 127 而 x_zp = -128 的 batch，和兩個 2 維的小輸入（x_zp 是 0 與 7）。",
+    "import torch\n\n\ndef accumulate(x_q, w_q, x_zp):\n    raise NotImplementedError()\n",
+    _check_accumulate,
+    "一步一步來：先把兩邊都 .to(torch.int32)（int8 減法、int16 相乘相加都會繞回），再只從 x 減 x_zp，"
+    "最後用 @ 乘上 weight 的轉置 .T（@ 對最後一維運算，3 維也適用）。",
+    "import torch\n\n\n"
+    "def accumulate(x_q, w_q, x_zp):\n"
+    "    return (x_q.to(torch.int32) - x_zp) @ w_q.to(torch.int32).T\n",
+    "x_zp = -128 時，x_q = 127 減出來的 255 已經超出 int8，四個這樣的乘積加起來也超出 int16：所以一開始就轉 int32。",
+)
+
+
+_UNIT_CASES = (
+    # (title, acc, b_q, x_scale, w_scale, out_scale): every (acc + b_q) · multiplier is a whole number
+    ("x_scale=0.5、w_scale=0.25、out_scale=2.0", [160, -320, 48, 0], [16, 16, -64, 32], 0.5, 0.25, 2.0),
+    ("x_scale=0.25、w_scale=0.03125、out_scale=0.5", [640, -128, 64, 1280], [-64, 256, 0, 128], 0.25, 0.03125, 0.5),
+)
+
+
+def _check_output_units(output_units: Any) -> list[str]:
+    problems = []
+    for title, acc, b_q, x_scale, w_scale, out_scale in _UNIT_CASES:
+        acc_t, b_t = torch.tensor(acc, dtype=torch.int32), torch.tensor(b_q, dtype=torch.int32)
+        want = [(a + b) * x_scale * w_scale / out_scale for a, b in zip(acc, b_q, strict=True)]
+        got = output_units(acc_t.clone(), b_t.clone(), x_scale, w_scale, out_scale)
+        values = got.detach().to(torch.float64).flatten().tolist() if isinstance(got, torch.Tensor) else None
+        if (
+            values is None
+            or len(values) != len(want)
+            or any(abs(v - w) > 0.01 for v, w in zip(values, want, strict=True))
+        ):
+            shown = [round(v, 3) for v in values] if values is not None else repr(got)
+            problems.append(f"{title}，acc = {acc}，b_q = {b_q}：應該是 {[int(w) for w in want]}，你的是 {shown}")
+    return problems
+
+
+OUTPUT_UNITS = Practice(
+    "output_units",
+    "寫 output_units(acc, b_q, x_scale, w_scale, out_scale)：acc 是 int32 的累加器、b_q 是 int32 的 bias，"
+    "兩者的單位都是 s_x · s_w；回傳換成輸出整數格數（還沒加 zero point、還沒 clamp）的 tensor，捨入成整數。"
+    "檢查用兩組 scale 都是 2 的次方的小例子，答案剛好是整數。",
+    "import torch\n\n\ndef output_units(acc, b_q, x_scale, w_scale, out_scale):\n    raise NotImplementedError()\n",
+    _check_output_units,
+    "單位相同才能相加：b_q 和 acc 都是 s_x · s_w 的格數，所以先 acc + b_q。"
+    "一格 s_x · s_w 是 (s_x · s_w / s_out) 格輸出：乘上這個倍數（很小的數），再 torch.round。",
+    "import torch\n\n\n"
+    "def output_units(acc, b_q, x_scale, w_scale, out_scale):\n"
+    "    multiplier = x_scale * w_scale / out_scale\n"
+    "    return torch.round((acc + b_q).to(torch.float32) * multiplier).to(torch.int32)\n",
+    "第一組的倍數是 0.5 · 0.25 / 2 = 1/16：160 + 16 格 s_x · s_w 是 11 格輸出。",
+)
+
+
+def _check_to_int8(to_int8: Any) -> list[str]:
+    y = torch.tensor([-400, -140, -1, 0, 50, 120, 300], dtype=torch.int32)
+    problems = []
+    for out_zp in (10, -20, 0):
+        want = (y + out_zp).clamp(-128, 127).to(torch.int8)
+        got = to_int8(y.clone(), out_zp)
+        if not isinstance(got, torch.Tensor) or got.dtype != torch.int8 or not torch.equal(got, want):
+            problems.append(f"y = {y.tolist()}，out_zp = {out_zp}：應該是 {_shown(want)}，你的是 {_shown(got)}")
+    return problems
+
+
+TO_INT8 = Practice(
+    "to_int8",
+    "寫 to_int8(y, out_zp)：y 是已經換成輸出格數的 int32 tensor（還沒加 zero point），回傳最後的 int8 輸出："
+    "activation 是 affine 的 int8，範圍 [-128, 127]，超出的要停在端點。"
+    "檢查用 [-400, -140, -1, 0, 50, 120, 300]，out_zp 是 10、-20 與 0。",
+    "import torch\n\n\ndef to_int8(y, out_zp):\n    raise NotImplementedError()\n",
+    _check_to_int8,
+    "順序是：加 out_zp → clamp(-128, 127) → .to(torch.int8)。先夾再加，加完又可能超出 int8；"
+    "不夾就轉型，300 會繞回成 44；[-127, 127] 是 weight 的範圍，不是 activation 的。",
+    "import torch\n\n\ndef to_int8(y, out_zp):\n    return (y + out_zp).clamp(-128, 127).to(torch.int8)\n",
+    "int8_linear 的最後一行就是這個：回傳 int8，下一層才能直接拿去當輸入。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "weight_not_transposed",
@@ -512,6 +631,7 @@ MISCONCEPTIONS = (
         "剛好相等時才不出錯，但那樣算出來的也是別的東西）。累加寫成 x @ w_q.to(torch.int32).T。",
         RULES,
         public=shapes_mismatch,
+        practice=ACCUMULATE,
     ),
     Misconception(
         "two_d_only",
@@ -520,6 +640,7 @@ MISCONCEPTIONS = (
         "linear 是對最後一維做的：改用 @（torch.matmul），2 維、3 維都適用。",
         RULES,
         public=only_batched_raised,
+        practice=ACCUMULATE,
     ),
     Misconception(
         "returns_not_int8",
@@ -528,6 +649,7 @@ MISCONCEPTIONS = (
         "數值也許都在範圍裡，dtype 卻不對。clamp 之後再 .to(torch.int8)。",
         RULES,
         public=not_int8,
+        practice=TO_INT8,
     ),
     Misconception(
         "forgets_output_scale",
@@ -536,6 +658,7 @@ MISCONCEPTIONS = (
         "你少了這一步，結果幾乎都落在輸出的 zero point 附近。倍數要用 x_scale * w_scale / out_scale。",
         BY_HAND,
         public=output_scale_missing,
+        practice=OUTPUT_UNITS,
     ),
     Misconception(
         "inverted_multiplier",
@@ -544,6 +667,7 @@ MISCONCEPTIONS = (
         "數值被放大了好幾萬倍，幾乎每個輸出都卡在 -128 或 127。倍數要用 x_scale * w_scale / out_scale。",
         BY_HAND,
         public=multiplier_inverted,
+        practice=OUTPUT_UNITS,
     ),
     Misconception(
         "bias_after_requant",
@@ -552,6 +676,7 @@ MISCONCEPTIONS = (
         "bias 加在實數上），單位不對，bias 被放大了很多倍。bias 要在重新量化之前加進 int32 的 acc。",
         REFERENCE,
         public=bias_in_output_units,
+        practice=OUTPUT_UNITS,
     ),
     Misconception(
         "forgets_output_zero_point",
@@ -560,6 +685,7 @@ MISCONCEPTIONS = (
         "zero point 離 0 越遠，差得越多。重新量化之後、clamp 之前加上 out_zp。",
         BY_HAND,
         public=output_zero_point_missing,
+        practice=TO_INT8,
     ),
     Misconception(
         "zero_point_after_clamp",
@@ -568,6 +694,7 @@ MISCONCEPTIONS = (
         "加完又可能超出 int8，轉型時繞回成相反的符號，沒超出的也被夾錯了位置。先加 out_zp，最後才 clamp。",
         BY_HAND,
         public=output_zero_point_after_clamp,
+        practice=TO_INT8,
     ),
     Misconception(
         "no_clamp",
@@ -576,6 +703,7 @@ MISCONCEPTIONS = (
         "輸出超出校準範圍時就會這樣。轉型之前先 clamp(-128, 127)，讓它飽和。",
         RULES,
         public=wrapped_not_clamped,
+        practice=TO_INT8,
     ),
     Misconception(
         "narrow_output_range",
@@ -584,6 +712,7 @@ MISCONCEPTIONS = (
         "你夾掉了 -128，遠低於範圍的輸出應該飽和在 -128，你的卻停在 -127。轉型之前用 clamp(-128, 127)。",
         RULES,
         public=lowest_cut,
+        practice=TO_INT8,
     ),
     Misconception(
         "int16_accumulator",
@@ -592,6 +721,7 @@ MISCONCEPTIONS = (
         "int16 會溢位繞回。累加要用 int32：兩邊都先 .to(torch.int32) 再相乘相加。",
         REFERENCE,
         public=int16_accumulated,
+        practice=ACCUMULATE,
     ),
     Misconception(
         "stays_in_int8",
@@ -600,6 +730,7 @@ MISCONCEPTIONS = (
         "zero point 是 -128 時，x_q = 100 減出來的 228 變成了負數。先 .to(torch.int32)，再減 zero point、再相乘累加。",
         RULES,
         public=computed_in_int8,
+        practice=ACCUMULATE,
     ),
     Misconception(
         "forgets_input_zero_point",
@@ -608,6 +739,7 @@ MISCONCEPTIONS = (
         "你直接拿 q_x 相乘，每個輸出都多了 z_x · Σ w，zero point 離 0 越遠，差得越多。累加前先算 x_q.to(torch.int32) - x_zp。",
         BY_HAND,
         public=input_zero_point_missing,
+        practice=ACCUMULATE,
     ),
     Misconception(
         "no_bias",
@@ -616,6 +748,7 @@ MISCONCEPTIONS = (
         "你沒有加它，每個輸出 channel 都差了自己的 bias。acc 算完之後、重新量化之前加上 b_q。",
         BY_HAND,
         public=bias_missing,
+        practice=OUTPUT_UNITS,
     ),
     Misconception(
         "weight_zero_point",
@@ -624,6 +757,7 @@ MISCONCEPTIONS = (
         "x_zp 只屬於輸入；你把它也從 w_q 減掉，累加結果多了一項和輸入有關的誤差。只對 x_q 減 x_zp。",
         RULES,
         public=weight_zero_point_subtracted,
+        practice=ACCUMULATE,
     ),
 )
 
