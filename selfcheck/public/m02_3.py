@@ -749,6 +749,185 @@ SATURATE = Practice(
 )
 
 
+def _shown(value: Any) -> Any:
+    """A returned value as the student can read it: a tensor's elements, anything else as it is."""
+    return value.tolist() if isinstance(value, torch.Tensor) else value
+
+
+def _close(got: Any, want: torch.Tensor) -> bool:
+    """``got`` is a tensor of ``want``'s shape, equal to it within float rounding."""
+    return (
+        isinstance(got, torch.Tensor)
+        and got.shape == want.shape
+        and bool(torch.allclose(got.double(), want.double(), rtol=1e-5, atol=0.0))
+    )
+
+
+def _check_range_with_zero(range_with_zero: Any) -> list[str]:
+    problems = []
+    for title, low, high in (
+        ("4 個 channel", [-1.0, 0.5, -3.0, 2.0], [2.0, 1.5, -0.5, 2.0]),
+        ("per-tensor，只有正值", [0.25], [0.75]),
+        ("per-tensor，只有負值", [-2.0], [-0.5]),
+    ):
+        min_val, max_val = torch.tensor(low), torch.tensor(high)
+        want = (torch.clamp(min_val, max=0.0), torch.clamp(max_val, min=0.0))
+        got = range_with_zero(min_val.clone(), max_val.clone())
+        if not isinstance(got, tuple | list) or len(got) != 2 or not all(map(_close, got, want)):
+            shown = [_shown(g) for g in got] if isinstance(got, tuple | list) else got
+            problems.append(
+                f"{title}：min_val={low}、max_val={high} 應該得到 ({want[0].tolist()}, {want[1].tolist()})，你的是 {shown}"
+            )
+    return problems
+
+
+RANGE_WITH_ZERO = Practice(
+    "range_with_zero",
+    "寫 range_with_zero(min_val, max_val)：把 observer 記下的範圍擴大到包含 0，回傳 (min_neg, max_pos) 兩個 tensor。"
+    "min_val、max_val 是一樣長的 tensor，per-channel 時每個 channel 一個值，每個 channel 各自和 0 比。"
+    "檢查用一組 4 個 channel 的範圍，和只有正值、只有負值的 per-tensor 範圍。",
+    "import torch\n\n\ndef range_with_zero(min_val, max_val):\n    raise NotImplementedError()\n",
+    _check_range_with_zero,
+    "逐元素和 0 比：torch.min(min_val, torch.zeros_like(min_val))。不要先取 min_val.min() 或 .item()，"
+    "那會把所有 channel 變成一個數。",
+    "import torch\n\n\n"
+    "def range_with_zero(min_val, max_val):\n"
+    "    min_neg = torch.min(min_val, torch.zeros_like(min_val))\n"
+    "    max_pos = torch.max(max_val, torch.zeros_like(max_val))\n"
+    "    return min_neg, max_pos\n",
+    "[0.25, 0.75] 擴大成 [0, 0.75]：實數 0 一定在範圍裡，才能被精確表示。",
+)
+
+
+def _check_affine_scale(affine_scale: Any) -> list[str]:
+    problems = []
+    for low, high, qmin, qmax, eps in (
+        ([-1.0], [3.0], -128, 127, EPS),
+        ([-1.0], [3.0], -8, 7, EPS),
+        ([0.0], [3.0], 0, 255, EPS),
+        ([0.0], [0.0], -128, 127, EPS),
+        ([0.0], [0.0], -128, 127, XNNPACK_EPS),
+        ([-1e-6], [1e-6], -128, 127, XNNPACK_EPS),
+        ([-1.0, 0.0], [1.0, 0.0], -127, 127, EPS),
+    ):
+        min_neg, max_pos = torch.tensor(low), torch.tensor(high)
+        want = torch.max((max_pos - min_neg) / float(qmax - qmin), torch.tensor([eps]))
+        got = affine_scale(min_neg.clone(), max_pos.clone(), qmin, qmax, eps)
+        if not _close(got, want):
+            shown_eps = "2**-12" if eps == XNNPACK_EPS else "float32 的 eps"
+            problems.append(
+                f"min_neg={low}、max_pos={high}、[{qmin}, {qmax}]、eps={shown_eps}："
+                f"應該是 {[f'{v:.4g}' for v in want.tolist()]}，你的是 {_shown(got)}"
+            )
+    return problems
+
+
+AFFINE_SCALE = Practice(
+    "affine_scale",
+    "寫 affine_scale(min_neg, max_pos, quant_min, quant_max, eps)：min_neg、max_pos 是已經包含 0 的範圍（tensor），"
+    "回傳 affine 的 scale tensor，和 observer 一樣有下限 eps。"
+    "檢查用幾個範圍：[-1, 3] 配 int8、4 bit [-8, 7] 與 uint8 的整數範圍，全部是 0 的範圍，和比 eps 還窄的範圍，eps 有兩種。",
+    "import torch\n\n\ndef affine_scale(min_neg, max_pos, quant_min, quant_max, eps):\n    raise NotImplementedError()\n",
+    _check_affine_scale,
+    "兩步：先 (max_pos − min_neg) / float(quant_max − quant_min)，整數範圍用引數；"
+    "再夾下限 torch.max(scale, torch.tensor([eps]))，eps 也用引數。全部是 0 時沒有特例，答案就是 eps。",
+    "import torch\n\n\n"
+    "def affine_scale(min_neg, max_pos, quant_min, quant_max, eps):\n"
+    "    scale = (max_pos - min_neg) / float(quant_max - quant_min)\n"
+    "    return torch.max(scale, torch.tensor([eps]))\n",
+    "全部是 0 的範圍得到 eps，不是 docstring 說的 1.0；XNNPACK 傳 eps=2**-12 時，下限就是 2**-12。",
+)
+
+
+def _check_symmetric_qparams(symmetric_qparams: Any) -> list[str]:
+    problems = []
+    for low, high, qmin, qmax in (
+        ([-0.5], [2.0], -127, 127),
+        ([-0.5], [2.0], -128, 127),
+        ([-3.0, -0.25], [1.0, 0.5], -8, 7),
+    ):
+        min_neg, max_pos = torch.tensor(low), torch.tensor(high)
+        want = torch.max(-min_neg, max_pos) / (float(qmax - qmin) / 2)
+        got = symmetric_qparams(min_neg.clone(), max_pos.clone(), qmin, qmax)
+        if not isinstance(got, tuple | list) or len(got) != 2:
+            problems.append(f"[{qmin}, {qmax}]：應該回傳 (scale, zero_point)，你的是 {got!r}")
+            continue
+        scale, zero_point = got
+        if not _close(scale, want):
+            problems.append(
+                f"min_neg={low}、max_pos={high}、[{qmin}, {qmax}]：scale 應該是 "
+                f"{[f'{v:.4g}' for v in want.tolist()]}，你的是 {_shown(scale)}"
+            )
+        zeros = _shown(zero_point)
+        if not isinstance(zero_point, torch.Tensor) or zero_point.shape != want.shape or any(zeros):
+            problems.append(f"[{qmin}, {qmax}]：zero point 應該每個都是 0，你的是 {zeros}")
+    return problems
+
+
+SYMMETRIC_QPARAMS = Practice(
+    "symmetric_qparams",
+    "寫 symmetric_qparams(min_neg, max_pos, quant_min, quant_max)：範圍已經包含 0、也不是全 0，"
+    "回傳 symmetric 的 (scale, zero_point) 兩個 tensor，每個 channel 一個值。"
+    "檢查用 [-127, 127]、[-128, 127] 和 4 bit 的 [-8, 7]，都是 signed 的整數範圍。",
+    "import torch\n\n\ndef symmetric_qparams(min_neg, max_pos, quant_min, quant_max):\n    raise NotImplementedError()\n",
+    _check_symmetric_qparams,
+    "scale 是 torch.max(-min_neg, max_pos) 除以整數範圍的一半 (quant_max − quant_min) / 2：[-128, 127] 是 127.5，"
+    "不是 quant_max。signed 範圍的 symmetric 把實數 0 放在整數 0，zero point 全是 0，不是範圍的中點。",
+    "import torch\n\n\n"
+    "def symmetric_qparams(min_neg, max_pos, quant_min, quant_max):\n"
+    "    scale = torch.max(-min_neg, max_pos) / (float(quant_max - quant_min) / 2)\n"
+    "    return scale, torch.zeros(scale.shape, dtype=torch.int64)\n",
+    "[-127, 127] 的一半剛好是 quant_max，所以除以 quant_max 在那裡看不出錯；換成 [-128, 127] 或 [-8, 7] 就不同了。",
+)
+
+
+def _check_affine_zero_point(affine_zero_point: Any) -> list[str]:
+    problems = []
+    for low, high, scale, qmin, qmax in (
+        ([-1.5 / 16], [252.5 / 16], 1 / 16, -127, 127),
+        ([-2.5 / 16], [251.5 / 16], 1 / 16, -127, 127),
+        ([0.0], [0.0], EPS, -128, 127),
+        ([-0.5, -0.25], [1.0, 2.0], 0.01, 0, 255),
+    ):
+        min_neg, max_pos = torch.tensor(low), torch.tensor(high)
+        scales = torch.full(min_neg.shape, scale)
+        rounded = torch.round(min_neg / scales).to(torch.int)
+        want = torch.clamp(qmin - rounded, qmin, qmax).tolist()
+        got = affine_zero_point(min_neg.clone(), max_pos.clone(), scales.clone(), qmin, qmax)
+        if (
+            not isinstance(got, torch.Tensor)
+            or got.dtype.is_floating_point
+            or got.shape != min_neg.shape
+            or got.tolist() != want
+        ):
+            shown_scale = "float32 的 eps" if scale == EPS else f"{scale:g}"
+            problems.append(
+                f"min_neg={[f'{v:g}' for v in low]}、scale={shown_scale}、[{qmin}, {qmax}]："
+                f"zero point 應該是 {want}（整數 tensor），你的是 {_shown(got)}"
+                + (f"（{got.dtype}）" if isinstance(got, torch.Tensor) else "")
+            )
+    return problems
+
+
+AFFINE_ZERO_POINT = Practice(
+    "affine_zero_point",
+    "寫 affine_zero_point(min_neg, max_pos, scale, quant_min, quant_max)：照 observer 的算法回傳 affine 的 zero point，"
+    "一個整數 tensor，讓實數 min_neg 對到整數 quant_min。"
+    "檢查用 min_neg / scale 剛好是 -1.5 與 -2.5、quant_min 是 -127 的範圍，全部是 0 的範圍，和兩個 channel 的 uint8 範圍。",
+    "import torch\n\n\n"
+    "def affine_zero_point(min_neg, max_pos, scale, quant_min, quant_max):\n"
+    "    raise NotImplementedError()\n",
+    _check_affine_zero_point,
+    "從 min 那一端算，而且先捨入再相減：quant_min − torch.round(min_neg / scale).to(torch.int)，最後夾到 [quant_min, quant_max]。"
+    "max_pos 用不到。",
+    "import torch\n\n\n"
+    "def affine_zero_point(min_neg, max_pos, scale, quant_min, quant_max):\n"
+    "    zero_point = quant_min - torch.round(min_neg / scale).to(torch.int)\n"
+    "    return torch.clamp(zero_point, quant_min, quant_max)\n",
+    "-1.5 先捨入成 -2，zero point 是 -127 + 2 = -125；先算 -127 + 1.5 = -125.5 再捨入，會到偶數 -126。",
+)
+
+
 QPARAMS_MISCONCEPTIONS = (
     Misconception(
         "python_floats",
@@ -758,6 +937,7 @@ QPARAMS_MISCONCEPTIONS = (
         "全部用 tensor 逐元素運算（torch.min、torch.max、torch.round），不要 .item()。",
         QPARAMS_RULES,
         public=one_value_for_channels,
+        practice=RANGE_WITH_ZERO,
     ),
     Misconception(
         "global_min_max",
@@ -767,6 +947,7 @@ QPARAMS_MISCONCEPTIONS = (
         "per-channel 的意義正是每個 channel 有自己的範圍與 scale。",
         AFFINE,
         public=channels_share_range,
+        practice=RANGE_WITH_ZERO,
     ),
     Misconception(
         "docstring_equal_min_max",
@@ -775,6 +956,7 @@ QPARAMS_MISCONCEPTIONS = (
         "單一值 3.0 得到 3 / 255。只有從沒看過資料的 observer 才回傳 (1.0, 0)；文件和程式不一致時，以程式為準。",
         EDGES,
         public=unit_scale_when_flat,
+        practice=AFFINE_SCALE,
     ),
     Misconception(
         "no_eps_clamp",
@@ -783,6 +965,7 @@ QPARAMS_MISCONCEPTIONS = (
         "observer 會把 scale 夾到下限：scale = torch.max(scale, torch.tensor([eps]))，全 0 的 tensor 因此得到 scale = eps。",
         EDGES,
         public=no_floor,
+        practice=AFFINE_SCALE,
     ),
     Misconception(
         "ignores_eps_argument",
@@ -791,6 +974,7 @@ QPARAMS_MISCONCEPTIONS = (
         "你的程式夾的是固定的預設值，所以傳 2**-12 進來時，範圍很小的 scale 就比該有的小。夾下限時用引數 eps。",
         QPARAMS_RULES,
         public=default_eps,
+        practice=AFFINE_SCALE,
     ),
     Misconception(
         "zero_point_from_max",
@@ -800,6 +984,7 @@ QPARAMS_MISCONCEPTIONS = (
         "剛好 .5 時捨入方向也相反。照 observer 的寫法從 min 那端算。",
         AFFINE,
         public=zero_point_from_max,
+        practice=AFFINE_ZERO_POINT,
     ),
     Misconception(
         "ignores_quant_range",
@@ -809,6 +994,7 @@ QPARAMS_MISCONCEPTIONS = (
         "公式裡的 qmax − qmin 與 qmin 都要用引數。",
         SYMMETRIC,
         public=only_int8_right,
+        practice=AFFINE_SCALE,
     ),
     Misconception(
         "symmetric_divides_by_qmax",
@@ -817,6 +1003,7 @@ QPARAMS_MISCONCEPTIONS = (
         "你除的是別的數（例如 quant_max），在 [-127, 127] 上看不出差別，其他範圍就不對了。照 (qmax − qmin) / 2 除。",
         SYMMETRIC,
         public=symmetric_divisor,
+        practice=SYMMETRIC_QPARAMS,
     ),
     Misconception(
         "symmetric_zero_point_midpoint",
@@ -825,6 +1012,7 @@ QPARAMS_MISCONCEPTIONS = (
         "你用了範圍的中點之類的值，[-128, 127] 的中點 (qmin + qmax) // 2 是 -1，不是 0。練習裡 symmetric 只用在 signed 的範圍，zero point 直接給 0。",
         SYMMETRIC,
         public=symmetric_zero_point,
+        practice=SYMMETRIC_QPARAMS,
     ),
     Misconception(
         "range_without_zero",
@@ -833,6 +1021,7 @@ QPARAMS_MISCONCEPTIONS = (
         "你直接用 min_val、max_val，只有正值、只有負值或單一值的資料範圍就太窄，scale 也跟著太小。先擴大範圍，再算 scale 與 zero point。",
         AFFINE,
         public=narrower_range,
+        practice=RANGE_WITH_ZERO,
     ),
     Misconception(
         "rounds_after_quant_min",
@@ -842,6 +1031,7 @@ QPARAMS_MISCONCEPTIONS = (
         "剛好 .5 的值就捨入到另一邊，差 1。照 observer 的順序：先 round，再和 quant_min 相減。",
         AFFINE,
         public=rounds_after_quant_min,
+        practice=AFFINE_ZERO_POINT,
     ),
     Misconception(
         "round_half_away",
@@ -871,6 +1061,91 @@ QPARAMS_MISCONCEPTIONS = (
     ),
 )
 
+
+def _near_halves(scale: float, low: int, high: int) -> torch.Tensor:
+    """(k + 0.5) · scale for k in [low, high), and the float32 values on either side of each."""
+    base = (torch.arange(low, high, dtype=torch.float32) + 0.5) * torch.tensor(scale, dtype=torch.float32)
+    return torch.cat(
+        [base, torch.nextafter(base, torch.tensor(float("inf"))), torch.nextafter(base, torch.tensor(float("-inf")))]
+    )
+
+
+def _check_quantize_steps(quantize_steps: Any) -> list[str]:
+    problems = []
+    for scale, zero_point in ((0.0917, 4), (0.037, -6)):
+        x = _near_halves(scale, -30, 30)
+        want = (torch.round(x * (1.0 / scale)) + zero_point).to(torch.float64)
+        got = quantize_steps(x.clone(), scale, zero_point)
+        if not isinstance(got, torch.Tensor) or got.shape != x.shape:
+            problems.append(f"scale={scale}：應該回傳和 x 一樣長的 tensor，你的是 {type(got).__name__}")
+            continue
+        wrong = (got.to(torch.float64) != want).nonzero().flatten().tolist()
+        if wrong:
+            i = wrong[0]
+            problems.append(
+                f"scale={scale}、zero_point={zero_point}：{len(wrong)} / {len(x)} 個值不同，"
+                f"例如 x = {x[i].item()!r} 應該是 {int(want[i])}，你的是 {got[i].item()!r}"
+            )
+    return problems
+
+
+QUANTIZE_STEPS = Practice(
+    "quantize_steps",
+    "寫 quantize_steps(x, scale, zero_point)：照 quantize_per_tensor 的運算順序，回傳 x 對到的整數（先不夾、不轉 dtype，"
+    "回傳 float32 tensor 就好）。scale 是 Python float，zero_point 是 Python int。"
+    "檢查用剛好在兩個整數中間、和它旁邊的 float32 值，每一個都要和 op 的結果完全相同。",
+    "import torch\n\n\ndef quantize_steps(x, scale, zero_point):\n    raise NotImplementedError()\n",
+    _check_quantize_steps,
+    "照抄 op 的三步：inv_scale = 1.0 / scale（Python float 的除法）；torch.round(x * inv_scale)（float32 tensor 的乘法，"
+    "四捨六入五成雙）；最後才 + zero_point。不要改成 x / scale、不要把 scale 先變成 tensor、不要轉成 Python float 或 double。",
+    "import torch\n\n\n"
+    "def quantize_steps(x, scale, zero_point):\n"
+    "    inv_scale = 1.0 / scale\n"
+    "    return torch.round(x * inv_scale) + zero_point\n",
+    "數學上相等的寫法在 float32 裡捨入的地方不同：剛好在兩個整數中間附近的值，一個位元的差就會差 1。",
+)
+
+
+def _check_dequantize_steps(dequantize_steps: Any) -> list[str]:
+    problems = []
+    for q, scale, zero_point in (
+        (torch.arange(0, 256).to(torch.uint8), 0.0271, 131),
+        (torch.arange(-128, 128).to(torch.int8), 0.0173, -9),
+    ):
+        want = (q.to(torch.float32) - zero_point) * scale
+        got = dequantize_steps(q.clone(), scale, zero_point)
+        title = f"{str(q.dtype).removeprefix('torch.')} 的每個整數、scale={scale}、zero_point={zero_point}"
+        if not isinstance(got, torch.Tensor) or got.shape != q.shape:
+            problems.append(f"{title}：應該回傳和 q 一樣長的 tensor，你的是 {type(got).__name__}")
+        elif got.dtype != torch.float32:
+            problems.append(f"{title}：應該回傳 float32，你的是 {got.dtype}")
+        elif not torch.equal(got, want):
+            wrong = (got != want).nonzero().flatten().tolist()
+            i = wrong[0]
+            far = bool(((got - want).abs() > 0.25 * (want.abs() + 1e-6)).any())
+            kind = "差得很遠" if far else "差在最後一位"
+            problems.append(
+                f"{title}：{len(wrong)} 個值不同（{kind}），例如 q = {int(q[i])} 應該是 {want[i].item()!r}，"
+                f"你的是 {got[i].item()!r}"
+            )
+    return problems
+
+
+DEQUANTIZE_STEPS = Practice(
+    "dequantize_steps",
+    "寫 dequantize_steps(q, scale, zero_point)：q 是 int8 或 uint8 的 tensor，照 dequantize_per_tensor 的順序還原成 "
+    "float32。檢查用 uint8 與 int8 的每一個整數，每個結果都要和 op 的逐位元相同。",
+    "import torch\n\n\ndef dequantize_steps(q, scale, zero_point):\n    raise NotImplementedError()\n",
+    _check_dequantize_steps,
+    "第一步就把 q 轉成 float32（在 uint8 裡算 q − 131 會溢位繞回來）；再減 zero point；最後乘 scale。"
+    "不要展開成 q * scale − zero_point * scale，也不要用 float64 算。",
+    "import torch\n\n\n"
+    "def dequantize_steps(q, scale, zero_point):\n"
+    "    return (q.to(torch.float32) - zero_point) * scale\n",
+    "減法在 float32 裡對小整數是精確的，只有乘 scale 捨入一次；展開之後捨入兩次，很多值就差最後一位。",
+)
+
+
 QDQ_MISCONCEPTIONS = (
     Misconception(
         "quantize_returns_float",
@@ -879,6 +1154,7 @@ QDQ_MISCONCEPTIONS = (
         "torch.round 與 torch.clamp 的結果還是 float tensor，轉成別的整數型別（例如 int32）也不對。最後夾完要 .to(dtype)。",
         QDQ_RULES,
         public=quantize_type_error,
+        practice=SATURATE,
     ),
     Misconception(
         "dequantize_float64",
@@ -887,6 +1163,7 @@ QDQ_MISCONCEPTIONS = (
         "你轉成 float64 算，回傳的就是 float64 tensor。照 op 的寫法 q.to(torch.float32) 再減 zero point、乘 scale。",
         QDQ_RULES,
         public=dequantize_float64,
+        practice=DEQUANTIZE_STEPS,
     ),
     Misconception(
         "quantize_clamps_to_dtype",
@@ -914,6 +1191,7 @@ QDQ_MISCONCEPTIONS = (
         "你先加 zero point 再 round，加法在 float32 裡多捨入一次，剛好在兩個整數中間附近的值就差 1。照 op 的順序寫。",
         QDQ,
         public=zero_point_before_rounding,
+        practice=QUANTIZE_STEPS,
     ),
     Misconception(
         "quantize_float32_reciprocal",
@@ -924,6 +1202,7 @@ QDQ_MISCONCEPTIONS = (
         "照抄 op：x * (1.0 / scale)，scale 保持 Python float。",
         QDQ,
         public=reciprocal_in_float32,
+        practice=QUANTIZE_STEPS,
     ),
     Misconception(
         "quantize_divides",
@@ -932,6 +1211,7 @@ QDQ_MISCONCEPTIONS = (
         "quantize_per_tensor 的寫法是先算 inv_scale = 1.0 / scale，再乘上去；要逐位元相同就照抄這個順序。",
         QDQ,
         public=divides_by_scale,
+        practice=QUANTIZE_STEPS,
     ),
     Misconception(
         "quantize_uses_python_round",
@@ -940,6 +1220,7 @@ QDQ_MISCONCEPTIONS = (
         "剛好在兩個整數中間附近的值捨入方向會和 float32 的不同。用 float32 tensor 的 torch.round 算，和 op 一樣。",
         QDQ,
         public=rounds_in_float64,
+        practice=QUANTIZE_STEPS,
     ),
     Misconception(
         "quantize_round_half_up",
@@ -948,6 +1229,7 @@ QDQ_MISCONCEPTIONS = (
         "剛好在中間的值就差 1。直接用 torch.round。",
         QDQ,
         public=quantize_rounds_half_up,
+        practice=ROUND_TIES,
     ),
     Misconception(
         "dequantize_int_subtraction",
@@ -956,6 +1238,7 @@ QDQ_MISCONCEPTIONS = (
         "先 q.to(torch.float32)，再減 zero point、乘 scale。",
         QDQ_RULES,
         public=dequantize_wraps,
+        practice=DEQUANTIZE_STEPS,
     ),
     Misconception(
         "dequantize_distributes",
@@ -964,6 +1247,7 @@ QDQ_MISCONCEPTIONS = (
         "數學上相等，float32 卻多捨入一次，很多值差在最後一位。照 op 的順序：(q.to(torch.float32) − zero_point) * scale。",
         QDQ,
         public=dequantize_last_bits,
+        practice=DEQUANTIZE_STEPS,
     ),
 )
 
