@@ -744,6 +744,146 @@ MIDDLE_QUANTIZED = Practice(
 )
 
 
+def _starts_graph() -> dict[str, Any]:
+    """x, w (get_attr) and eight ops that read x, each labelled its own way (sin not at all)."""
+    from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, SharedQuantizationSpec
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    w = graph.get_attr("w")
+    made = [graph.call_function(op, (x,)) for op in (torch.sin, torch.cos, torch.tanh, torch.exp, torch.neg, torch.abs)]
+    conv = graph.call_function(torch.conv2d, (x, w))
+    relu = graph.call_function(torch.relu, (x,))
+    graph.output((*made, conv, relu))
+    sin, cos, tanh, exp, neg, absolute = made
+    spec = _spec()
+
+    def label(node: Any, inputs: dict[Any, Any], output: Any = None, claimed: bool = True) -> None:
+        node.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+            input_qspec_map=inputs, output_qspec=output, _annotated=claimed
+        )
+
+    label(cos, {x: None})
+    label(tanh, {x: spec})
+    label(exp, {x: SharedQuantizationSpec(x)})
+    label(neg, {x: spec}, SharedQuantizationSpec((x, neg)))
+    label(absolute, {x: spec}, claimed=False)
+    label(conv, {x: spec, w: spec}, spec)
+    label(relu, {x: spec}, spec)
+    return {node.name: node for node in (sin, cos, tanh, exp, neg, absolute, conv, relu)}
+
+
+def _check_starts_pattern(starts_pattern: Any) -> list[str]:
+    why = {
+        "sin": "沒有標籤",
+        "cos": "有標籤，輸入邊的規格是 None",
+        "tanh": "輸入邊有規格，沒有輸出標籤",
+        "exp": "輸入邊是 SharedQuantizationSpec，沒有輸出標籤",
+        "neg": "輸入邊有規格，輸出標籤是 SharedQuantizationSpec",
+        "abs_1": "輸入邊有規格，沒有輸出標籤，_annotated=False",
+        "conv2d": "輸入邊與輸出都有規格",
+        "relu": "輸入邊與輸出都有規格",
+    }
+    nodes = _starts_graph()
+    problems = []
+    for name, node in nodes.items():
+        want = name in ("tanh", "exp", "abs_1")
+        got = starts_pattern(node)
+        if got is not want:
+            problems.append(f"{name}（{why[name]}）：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+STARTS_PATTERN = Practice(
+    "starts_pattern",
+    "寫 starts_pattern(node)：node 能不能當融合 pattern 的第一個 op？條件只讀它自己的標籤："
+    "有標籤、output_qspec 是 None、至少一條輸入邊的規格不是 None。回傳 True 或 False（先不看 consumer）。"
+    "檢查用的小圖有 8 個讀 x 的 op：沒有標籤的、輸入規格是 None 的、用 SharedQuantizationSpec 的、沒人認領的，和 conv、relu。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\ndef starts_pattern(node):\n    raise NotImplementedError()\n",
+    _check_starts_pattern,
+    "三件事依序問：node.meta.get(ANNOTATION_KEY) 是不是 None（沒有標籤就不是）；output_qspec 是不是 None"
+    "（任何規格都算有，SharedQuantizationSpec 也是）；input_qspec_map.values() 裡有沒有不是 None 的。op 的種類與 _annotated 都不用看。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\n"
+    "def starts_pattern(node):\n"
+    "    annotation = node.meta.get(ANNOTATION_KEY)\n"
+    "    if annotation is None or annotation.output_qspec is not None:\n"
+    "        return False\n"
+    "    return any(spec is not None for spec in annotation.input_qspec_map.values())\n",
+    "沒有標籤的 sin 輸出也沒被量化，但那是「沒人量化」，不是「融進下一個 op」：輸入有量化，輸出才是被融合掉的。",
+)
+
+
+def _pair_graph() -> dict[str, Any]:
+    """Six first ops that read x, each with quantized input and no output label, and their consumers labelled
+    every way: after another node, none, two, a label without output, a shared output, a relu."""
+    from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, SharedQuantizationSpec
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    sin = graph.call_function(torch.sin, (x,))
+    cos = graph.call_function(torch.cos, (x,))
+    tanh = graph.call_function(torch.tanh, (sin,))
+    exp = graph.call_function(torch.exp, (cos,))
+    mul = graph.call_function(torch.mul, (x, 2.0))
+    relu = graph.call_function(torch.relu, (mul,))
+    neg = graph.call_function(torch.neg, (mul,))
+    atan = graph.call_function(torch.atan, (x,))
+    relu_1 = graph.call_function(torch.relu, (atan,))
+    tan = graph.call_function(torch.tan, (x,))
+    hardtanh = graph.call_function(torch.nn.functional.hardtanh, (tan,))
+    absolute = graph.call_function(torch.abs, (x,))
+    relu_2 = graph.call_function(torch.relu, (absolute,))
+    graph.output((tanh, exp, relu, neg, relu_1, hardtanh, relu_2))
+    spec = _spec()
+    for first in (sin, cos, mul, atan, tan, absolute):
+        first.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map={x: spec})
+    for last in (tanh, relu, neg, relu_2):
+        last.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=spec)
+    relu_1.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map={atan: None})
+    hardtanh.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=SharedQuantizationSpec((tan, hardtanh)))
+    return {node.name: node for node in graph.nodes}
+
+
+def _check_fused_pair(fused_pair: Any) -> list[str]:
+    nodes = _pair_graph()
+    problems = []
+    for first, want, why in (
+        ("sin", ("sin", "tanh"), "唯一的 consumer 是 tanh（圖上隔著 cos），它有輸出標籤"),
+        ("cos", None, "唯一的 consumer exp 沒有標籤"),
+        ("mul", None, "有兩個 consumer（relu、neg）"),
+        ("atan", None, "唯一的 consumer relu_1 有標籤，但沒有輸出標籤"),
+        ("tan", ("tan", "hardtanh"), "唯一的 consumer hardtanh 的輸出標籤是 SharedQuantizationSpec"),
+        ("abs_1", ("abs_1", "relu_2"), "唯一的 consumer relu_2 有輸出標籤"),
+    ):
+        got = fused_pair(nodes[first])
+        shown = tuple(got) if isinstance(got, list) else got
+        if shown != want:
+            problems.append(f"{first}（{why}）：應該回傳 {want!r}，你的是 {got!r}")
+    return problems
+
+
+FUSED_PAIR = Practice(
+    "fused_pair",
+    "寫 fused_pair(first)：first 已經是能當 pattern 開頭的 op（輸入有量化、沒有輸出標籤）。"
+    "它只有一個 consumer、而且那個 consumer 有輸出標籤時，回傳 (first 的名字, consumer 的名字)；否則回傳 None。"
+    "檢查用的小圖裡，中間的邊都沒有量化（先不用查）；consumer 有 tanh、hardtanh、relu，也有沒標籤的、兩個 consumer 的。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\ndef fused_pair(first):\n    raise NotImplementedError()\n",
+    _check_fused_pair,
+    "consumer 從 first.users 拿，不是 first.next；len(first.users) 不是 1 就回傳 None。"
+    "再用 meta.get 拿 consumer 的標籤：是 None、或 output_qspec 是 None，都不是融合；什麼規格、什麼 op 都算。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\n"
+    "def fused_pair(first):\n"
+    "    if len(first.users) != 1:\n"
+    "        return None\n"
+    "    last = next(iter(first.users))\n"
+    "    annotation = last.meta.get(ANNOTATION_KEY)\n"
+    "    if annotation is None or annotation.output_qspec is None:\n"
+    "        return None\n"
+    "    return (first.name, last.name)\n",
+    "pair 的順序是 (第一個 op, 最後一個 op)：最後一個 op 是 first 唯一的 consumer，它的輸出標籤就是整個 pattern 的輸出。",
+)
+
+
 FUSED_MISCONCEPTIONS = (
     Misconception(
         "changes_graph",
@@ -752,6 +892,7 @@ FUSED_MISCONCEPTIONS = (
         "（例如把用過的標籤 pop 掉），呼叫的人之後再 prepare_pt2e，observer 就插錯了。只讀 node.meta，不要改它。",
         ROLES,
         public=_public_changed,
+        practice=NODE_POSITIONS,
     ),
     Misconception(
         "pairs_reversed",
@@ -760,6 +901,7 @@ FUSED_MISCONCEPTIONS = (
         "你把兩個名字對調了，每個 pair 都反過來；照 (node.name, last.name) 的順序寫。",
         FUSED_RULES,
         public=pairs_reversed,
+        practice=FUSED_PAIR,
     ),
     Misconception(
         "last_any_input",
@@ -787,6 +929,7 @@ FUSED_MISCONCEPTIONS = (
         "有沒有標籤，看規格是不是 None，不是看它的類別。",
         FUSED_RULES,
         public=_public_shared_unseen,
+        practice=STARTS_PATTERN,
     ),
     Misconception(
         "by_op_kind",
@@ -796,6 +939,7 @@ FUSED_MISCONCEPTIONS = (
         "每個條件都要從 node.meta 的標籤讀出來，不要比對 op 的名字或 target。",
         CONV_RELU,
         public=_public_op_kind,
+        practice=STARTS_PATTERN,
     ),
     Misconception(
         "next_node",
@@ -804,6 +948,7 @@ FUSED_MISCONCEPTIONS = (
         "最後一個 op 要從 node.users 拿：只有一個 consumer 時，它就是那一個。",
         USERS,
         public=_public_apart,
+        practice=FUSED_PAIR,
     ),
     Misconception(
         "relu_last_only",
@@ -812,6 +957,7 @@ FUSED_MISCONCEPTIONS = (
         "中間的邊不量化，最後一個 op 是 sigmoid、hardtanh 也一樣是融合。不要檢查最後一個 op 的種類。",
         FUSED_RULES,
         public=_public_relu_only,
+        practice=FUSED_PAIR,
     ),
     Misconception(
         "claimed_only",
@@ -820,6 +966,7 @@ FUSED_MISCONCEPTIONS = (
         "哪裡沒有。你跳過了這些標籤，它們構成的融合就沒列出來；每張標籤都要讀。",
         ROLES,
         public=_public_unclaimed_pairs,
+        practice=NODE_POSITIONS,
     ),
     Misconception(
         "edge_present",
@@ -837,6 +984,7 @@ FUSED_MISCONCEPTIONS = (
         "不算融合（沒有標籤的 node，node.meta.get 拿到的是 None，直接讀它的欄位會出錯）。先確認最後一個 op 有標籤、output_qspec 不是 None。",
         FUSED_RULES,
         public=_public_ignores_last,
+        practice=FUSED_PAIR,
     ),
     Misconception(
         "unlabelled_first_op",
@@ -845,6 +993,7 @@ FUSED_MISCONCEPTIONS = (
         "那不是融合。第一個 op 要有標籤、至少一條輸入邊的規格不是 None，輸出才是「被融合掉」而不是「沒人量化」。",
         FUSED_RULES,
         public=_public_unlabelled_first,
+        practice=STARTS_PATTERN,
     ),
     Misconception(
         "any_user",
@@ -853,6 +1002,7 @@ FUSED_MISCONCEPTIONS = (
         "要先確認 len(node.users) == 1，唯一的那個 consumer 才是最後一個 op。",
         EDGE_AND_OUTPUT,
         public=_public_two_users,
+        practice=FUSED_PAIR,
     ),
     Misconception(
         "identity_edge",
@@ -870,6 +1020,7 @@ FUSED_MISCONCEPTIONS = (
         "除了有標籤，還要至少一條輸入邊的規格不是 None。",
         FUSED_RULES,
         public=_public_inputs_unquantized,
+        practice=STARTS_PATTERN,
     ),
 )
 
