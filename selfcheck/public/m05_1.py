@@ -12,12 +12,13 @@ import copy
 from typing import Any
 
 import torch
-from torch.fx import GraphModule
+from torch.fx import Graph, GraphModule, Node
 
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import plain, qdq_kind
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 
 def calibrated_and_converted(name: str, seed: int, per_channel: bool, fold: bool) -> GraphModule:
@@ -395,6 +396,243 @@ def fooled_by_names(seen: Any, expected: Any, key: str) -> bool:
     return before[0] == before[1] and after[0] != after[1]
 
 
+# --- practice after a mistake (issue 50): one idea each, on graphs of their own built by hand (never run) -----
+
+
+def _short(node: Node) -> str | None:
+    """The course's own reading: the short name of a quantized_decomposed q/dq op, else None."""
+    if node.op != "call_function":
+        return None
+    namespace, _, rest = str(node.target).partition(".")
+    name = rest.split(".")[0]
+    return name if namespace == "quantized_decomposed" and name.startswith(("quantize_", "dequantize_")) else None
+
+
+def _namespaces() -> tuple[Any, Any]:
+    """torch.ops.quantized_decomposed (registered when torchao's pt2e is imported) and torch.ops.aten."""
+    import common.pt2e  # noqa: F401
+
+    return torch.ops.quantized_decomposed, torch.ops.aten
+
+
+def _hand_built() -> Graph:
+    """``img`` quantized once and read by two linears (two dequantize, one renamed ``pass_7`` by a pass); a folded
+    int8 weight whose get_attr is named like a quantize op; an unfolded per-channel weight (quantize → dequantize);
+    a relu followed by q → dq in the ``.tensor`` overloads; an input named like a dequantize op; a mul named like one."""
+    qd, aten = _namespaces()
+    graph = Graph()
+
+    def op(target: Any, name: str, *args: Any) -> Node:
+        return graph.create_node("call_function", target, args, {}, name=name)
+
+    img = graph.placeholder("img")
+    liar = graph.placeholder("dequantize_per_tensor_9")
+    folded = graph.create_node("get_attr", "fc_w_int8", name="quantize_per_channel_default")
+    fc2_w = graph.create_node("get_attr", "fc2_w", name="fc2_w")
+    q_img = op(qd.quantize_per_tensor.default, "quantize_per_tensor_default", img, 0.05, 3, -128, 127, torch.int8)
+    dq_a = op(qd.dequantize_per_tensor.default, "dequantize_per_tensor_default", q_img, 0.05, 3, -128, 127, torch.int8)
+    dq_b = op(qd.dequantize_per_tensor.default, "pass_7", q_img, 0.05, 3, -128, 127, torch.int8)
+    dq_w = op(
+        qd.dequantize_per_channel.default, "dequantize_per_channel_default", folded, 0.1, 0, 0, -127, 127, torch.int8
+    )
+    fc = op(aten.linear.default, "fc", dq_a, dq_w)
+    relu = op(aten.relu.default, "relu", fc)
+    q_relu = op(qd.quantize_per_tensor.tensor, "q_relu", relu, 0.02, -128, -128, 127, torch.int8)
+    dq_relu = op(qd.dequantize_per_tensor.tensor, "dq_relu", q_relu, 0.02, -128, -128, 127, torch.int8)
+    q_w2 = op(qd.quantize_per_channel.default, "quantize_per_channel_1", fc2_w, 0.1, 0, 0, -127, 127, torch.int8)
+    dq_w2 = op(qd.dequantize_per_channel.default, "dequantize_per_channel_1", q_w2, 0.1, 0, 0, -127, 127, torch.int8)
+    fc2 = op(aten.linear.default, "fc2", dq_b, dq_w2)
+    total = op(aten.add.Tensor, "add", dq_relu, fc2)
+    scaled = op(aten.mul.Tensor, "dequantize_mul", liar, total)
+    graph.output((scaled,))
+    return graph
+
+
+def _check_qdq_name(qdq_name: Any) -> list[str]:
+    problems = []
+    for node in _hand_built().nodes:
+        want, got = _short(node), qdq_name(node)
+        if got != want:
+            problems.append(
+                f"名叫 {node.name} 的 node（op={node.op}，target={node.target}）：應該回傳 {want!r}，你的是 {got!r}"
+            )
+    return problems
+
+
+QDQ_NAME = Practice(
+    "qdq_name",
+    "寫 qdq_name(node)：node 是 quantize / dequantize op 時，回傳它的短名稱（例如 quantize_per_tensor、"
+    "dequantize_per_channel），不是的話回傳 None。檢查用一張手工建的圖：有 per-tensor 與 per-channel 的 q/dq、"
+    ".tensor 版本的 q/dq、被 pass 改過名字的 dequantize，還有名字像 q/dq 的輸入、常數與一般 op。",
+    "def qdq_name(node):\n    raise NotImplementedError()\n",
+    _check_qdq_name,
+    '看 node 做什麼，不看它叫什麼：先確認 node.op == "call_function"，再把 str(node.target)（像 '
+    '"quantized_decomposed.dequantize_per_channel.default"）用 "." 切開：第一段是 namespace，第二段就是短名稱。',
+    "def qdq_name(node):\n"
+    '    if node.op != "call_function":\n'
+    "        return None\n"
+    '    namespace, _, rest = str(node.target).partition(".")\n'
+    '    name = rest.split(".")[0]\n'
+    '    if namespace == "quantized_decomposed" and name.startswith(("quantize_", "dequantize_")):\n'
+    "        return name\n"
+    "    return None\n",
+    "不必列出所有 q/dq op：per-channel、.tensor 版本都屬於 quantized_decomposed；get_attr 常數名字再像也不是 op。",
+)
+
+
+def _check_walk_up(walk_up: Any) -> list[str]:
+    graph = _hand_built()
+    problems = []
+    for consumer in graph.nodes:
+        if consumer.op not in ("call_function", "output") or _short(consumer) is not None:
+            continue
+        for arg in consumer.all_input_nodes:
+            steps, source = [], arg
+            while _short(source) is not None:
+                steps.append(_short(source))
+                source = source.args[0]
+            want = (source.name, steps[::-1])
+            got = walk_up(arg)
+            mine = (str(got[0]), list(got[1])) if isinstance(got, list | tuple) and len(got) == 2 else got
+            if mine != want:
+                problems.append(f"{consumer.name} 的輸入 {arg.name}：應該是 {want}，你的是 {mine}")
+    return problems
+
+
+WALK_UP = Practice(
+    "walk_up",
+    "寫 walk_up(node)：node 是某個 op 讀的一個輸入，從它往上游走過連續的 q/dq op，回傳 (來源 node 的名稱, "
+    "從來源到 consumer 經過的 q/dq 短名稱串列)。判斷 q/dq 用題目給的 qdq_name。檢查用一張手工建的圖："
+    "一個 quantize 餵兩個 dequantize、折疊過與沒折疊的 weight、relu 之後的 q → dq。",
+    "def qdq_name(node):\n"
+    '    if node.op != "call_function":\n'
+    "        return None\n"
+    '    namespace, _, rest = str(node.target).partition(".")\n'
+    '    name = rest.split(".")[0]\n'
+    '    if namespace == "quantized_decomposed" and name.startswith(("quantize_", "dequantize_")):\n'
+    "        return name\n"
+    "    return None\n\n\n"
+    "def walk_up(node):\n"
+    "    raise NotImplementedError()\n",
+    _check_walk_up,
+    "用 while 迴圈：只要 qdq_name(src) 不是 None，就記下這一步、走到 src.args[0]；碰到第一個不是 q/dq 的 node 就停，"
+    "它就是來源。往上走收集到的是 dequantize 在前，回傳前把串列反過來。",
+    "def qdq_name(node):\n"
+    '    if node.op != "call_function":\n'
+    "        return None\n"
+    '    namespace, _, rest = str(node.target).partition(".")\n'
+    '    name = rest.split(".")[0]\n'
+    '    if namespace == "quantized_decomposed" and name.startswith(("quantize_", "dequantize_")):\n'
+    "        return name\n"
+    "    return None\n\n\n"
+    "def walk_up(node):\n"
+    "    steps, src = [], node\n"
+    "    while qdq_name(src) is not None:\n"
+    "        steps.append(qdq_name(src))\n"
+    "        src = src.args[0]\n"
+    "    return src.name, steps[::-1]\n",
+    "weight 有沒有 quantize 不用猜：折疊過的只剩 dequantize，沒折疊的有 quantize → dequantize，照圖走就對了。",
+)
+
+
+class _Reads(torch.nn.Module):
+    """A linear (x, weight, bias), h * h, a cat of a list, an output tuple."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(3, 4))
+        self.b = torch.nn.Parameter(torch.zeros(3))
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.nn.functional.linear(a, self.w, self.b)
+        c = torch.cat([h * h, b], dim=1)
+        return c, h
+
+
+def _check_inputs_of(inputs_of: Any) -> list[str]:
+    from torch.fx import symbolic_trace
+
+    problems = []
+    for node in symbolic_trace(_Reads()).graph.nodes:
+        if node.op not in ("call_function", "output"):
+            continue
+        want = [n.name for n in node.all_input_nodes]
+        got = inputs_of(node)
+        mine = [getattr(n, "name", n) for n in got] if isinstance(got, list | tuple) else got
+        if mine != want:
+            problems.append(f"{node.name}（args = {node.args}）：應該是 {want}，你的是 {mine}")
+    return problems
+
+
+INPUTS_OF = Practice(
+    "inputs_of",
+    "寫 inputs_of(node)：回傳 node 讀的每個輸入 node 的串列，照 args 裡的順序，每個只列一次。"
+    "檢查用一張小圖：linear(a, w, b)、h * h、torch.cat([h * h, b]) 和回傳 tuple 的 output。",
+    "def inputs_of(node):\n    raise NotImplementedError()\n",
+    _check_inputs_of,
+    "輸入不一定直接放在 args 上：cat 的在一個 list 裡、output 的在一個 tuple 裡；h * h 的兩個運算元是同一個 node。"
+    "fx 的 Node 有一個屬性把這些都處理好了。",
+    "def inputs_of(node):\n    return list(node.all_input_nodes)\n",
+    "node.all_input_nodes 攤平 list 與 tuple、去掉重複、保留順序：qdq_path 要列的正是這些輸入。",
+)
+
+
+_COUNTED = ("quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel", "dequantize_per_channel")
+
+
+def _two_convs() -> Graph:
+    """The graph ``qdq_counts`` describes: x quantized once, read by two convs; conv_a's weight folded, conv_b's not."""
+    qd, aten = _namespaces()
+    graph = Graph()
+    x = graph.placeholder("x")
+    q = graph.call_function(qd.quantize_per_tensor.default, (x, 0.1, 0, -128, 127, torch.int8))
+    w_a = graph.get_attr("conv_a_w_int8")
+    w_b = graph.get_attr("conv_b_w")
+    q_b = graph.call_function(qd.quantize_per_channel.default, (w_b, 0.1, 0, 0, -127, 127, torch.int8))
+    outputs = []
+    for weight in (w_a, q_b):
+        dq_x = graph.call_function(qd.dequantize_per_tensor.default, (q, 0.1, 0, -128, 127, torch.int8))
+        dq_w = graph.call_function(qd.dequantize_per_channel.default, (weight, 0.1, 0, 0, -127, 127, torch.int8))
+        outputs.append(graph.call_function(aten.conv2d.default, (dq_x, dq_w)))
+    graph.output(tuple(outputs))
+    return graph
+
+
+def _check_qdq_counts(predicted: Any) -> list[str]:
+    if not isinstance(predicted, dict):
+        return ["qdq_counts 要是一個 dict：{'quantize_per_tensor': ?, …}"]
+    counted = collections.Counter(n for n in map(_short, _two_convs().nodes) if n is not None)
+    problems = []
+    for name in _COUNTED:
+        if predicted.get(name) != counted[name]:
+            problems.append(f"{name}：你寫 {predicted.get(name)!r}，圖上其實有 {counted[name]} 個")
+    return problems
+
+
+QDQ_COUNTS = Practice(
+    "qdq_counts",
+    "先別寫程式，預測一張 convert 之後的圖上每種 q/dq op 各有幾個 node：輸入 x 量化一次，被 conv_a 與 conv_b 兩個 "
+    "conv 讀；conv_a 的 weight 已經折疊成 int8 常數（fold_quantize=True 那樣），conv_b 的 weight 還是 fp32"
+    "（fold_quantize=False 那樣），兩個 weight 都是 per-channel。把數字填進 dict qdq_counts，檢查會數那張圖上的 node。",
+    "qdq_counts = {\n"
+    '    "quantize_per_tensor": None,\n'
+    '    "dequantize_per_tensor": None,\n'
+    '    "quantize_per_channel": None,\n'
+    '    "dequantize_per_channel": None,\n'
+    "}\n",
+    _check_qdq_counts,
+    "數的是 node，不是邊也不是 tensor：x 只量化一次（一個 quantize），但 conv_a、conv_b 各有自己的 dequantize；"
+    "折疊過的 weight 在 convert 時就量化好了，圖上只剩一個常數和它的 dequantize。",
+    "qdq_counts = {\n"
+    '    "quantize_per_tensor": 1,\n'
+    '    "dequantize_per_tensor": 2,\n'
+    '    "quantize_per_channel": 1,\n'
+    '    "dequantize_per_channel": 2,\n'
+    "}\n",
+    "所以 qdq_summary 直接走過 gm.graph.nodes，每個 q/dq node 算一次，不要沿著邊往上數。",
+)
+
+
 def _changes(function: str) -> Misconception:
     return Misconception(
         "changes_graph",
@@ -416,6 +654,7 @@ PATH_MISCONCEPTIONS = (
         '判斷 q/dq 要看 node.op == "call_function" 與 node.target 的 namespace（quantized_decomposed）。',
         FOLDED,
         public=lambda seen, expected: fooled_by_names(seen, expected, "paths"),
+        practice=QDQ_NAME,
     ),
     Misconception(
         "list_args_skipped",
@@ -424,6 +663,7 @@ PATH_MISCONCEPTIONS = (
         "tuple 裡，這樣挑會整個漏掉，它們的串列就成了空的。改用 node.all_input_nodes，它會把 list 與 tuple 裡的 node 攤平列出。",
         PATH_RULES,
         public=path_list_args_skipped,
+        practice=INPUTS_OF,
     ),
     Misconception(
         "first_input_only",
@@ -432,6 +672,7 @@ PATH_MISCONCEPTIONS = (
         "有好幾個輸入。你只看了 node.args[0]，其餘的邊都沒有列出來。照 node.all_input_nodes 的順序，每個輸入各列一項。",
         PATH_RULES,
         public=path_first_input_only,
+        practice=INPUTS_OF,
     ),
     Misconception(
         "repeated_input_twice",
@@ -439,6 +680,7 @@ PATH_MISCONCEPTIONS = (
         "h * h 的兩個運算元是同一個 node，只算一條邊，node.all_input_nodes 也只列它一次。你自己攤平 node.args，"
         "沒有去掉重複，同一個來源就出現了兩次。直接用 node.all_input_nodes，或攤平之後照原本的順序去掉重複。",
         PATH_RULES,
+        practice=INPUTS_OF,
     ),
     Misconception(
         "walks_through_ops",
@@ -448,6 +690,7 @@ PATH_MISCONCEPTIONS = (
         "每走一步先確認它是 quantized_decomposed 的 op，不是就停。",
         QDQ_PAIRS,
         public=path_walks_through_ops,
+        practice=WALK_UP,
     ),
     Misconception(
         "weight_quantize_assumed",
@@ -457,6 +700,7 @@ PATH_MISCONCEPTIONS = (
         "不是補上一個不存在的 quantize，就是在真的存在的 quantize 前停下。照圖上真正有的 q/dq 一步一步往上走。",
         FOLDED,
         public=path_weight_quantized,
+        practice=WALK_UP,
     ),
     Misconception(
         "fixed_op_list",
@@ -466,6 +710,7 @@ PATH_MISCONCEPTIONS = (
         "被當成了來源，路徑就從那裡斷掉。判斷 q/dq 看 node.target 的 namespace 是不是 quantized_decomposed，不要列死一份清單。",
         FOLDED,
         public=path_fixed_ops,
+        practice=QDQ_NAME,
     ),
     Misconception(
         "one_dq_per_tensor",
@@ -475,6 +720,7 @@ PATH_MISCONCEPTIONS = (
         "從 consumer 自己的輸入往上走，每一步只看那個 node 是不是 q/dq。",
         ONE_DQ_EACH,
         public=path_one_dq_per_tensor,
+        practice=WALK_UP,
     ),
     Misconception(
         "one_step_only",
@@ -484,6 +730,7 @@ PATH_MISCONCEPTIONS = (
         "用迴圈一直往上走，直到碰到不是 q/dq 的 node。",
         QDQ_PAIRS,
         public=path_one_step,
+        practice=WALK_UP,
     ),
     Misconception(
         "not_reversed",
@@ -492,6 +739,7 @@ PATH_MISCONCEPTIONS = (
         "從來源到 consumer，quantize 在前、dequantize 在後。走完之後把串列反過來再回傳。",
         PATH_RULES,
         public=path_not_reversed,
+        practice=WALK_UP,
     ),
     Misconception(
         "steps_not_op_names",
@@ -500,6 +748,7 @@ PATH_MISCONCEPTIONS = (
         'per-channel，完整的 target 字串或 node 的名稱也不是題目要的寫法。短名稱是 str(node.target).split(".")[1]。',
         PATH_RULES,
         public=path_other_names,
+        practice=QDQ_NAME,
     ),
 )
 
@@ -512,6 +761,7 @@ SUMMARY_MISCONCEPTIONS = (
         '要分開兩種，先比對 dequantize，或直接用短名稱 str(node.target).split(".")[1] 當 key。',
         PATH_RULES,
         public=summary_substring,
+        practice=QDQ_NAME,
     ),
     Misconception(
         "by_node_name",
@@ -521,6 +771,7 @@ SUMMARY_MISCONCEPTIONS = (
         '只數 node.op == "call_function" 而且 node.target 屬於 quantized_decomposed 的 node，key 用 target 的短名稱。',
         FOLDED,
         public=lambda seen, expected: fooled_by_names(seen, expected, "counts"),
+        practice=QDQ_NAME,
     ),
     Misconception(
         "fixed_op_list",
@@ -530,6 +781,7 @@ SUMMARY_MISCONCEPTIONS = (
         "判斷 q/dq 看 node.target 的 namespace 是不是 quantized_decomposed，用短名稱當 key，不要列死一份清單。",
         FOLDED,
         public=summary_fixed_ops,
+        practice=QDQ_NAME,
     ),
     Misconception(
         "one_dq_per_tensor",
@@ -538,6 +790,7 @@ SUMMARY_MISCONCEPTIONS = (
         "你把相同的「來源與步驟」當成同一個，少算了 dequantize。直接走過 gm.graph.nodes，每個 dequantize node 各算一次。",
         ONE_DQ_EACH,
         public=summary_fewer_dequantize,
+        practice=WALK_UP,
     ),
     Misconception(
         "counted_per_edge",
@@ -546,6 +799,7 @@ SUMMARY_MISCONCEPTIONS = (
         "同一個 quantize 就被每條邊各算一次。一個 node 只算一次：直接走過 gm.graph.nodes 數。",
         SUMMARY_RULES,
         public=summary_per_edge,
+        practice=QDQ_COUNTS,
     ),
     Misconception(
         "folded_constant_counted",
@@ -554,6 +808,7 @@ SUMMARY_MISCONCEPTIONS = (
         "quantize 的個數是「在圖上量化的 tensor 數」，折疊掉的 weight 不算。只數圖上真正是 quantize op 的 node。",
         FOLDED,
         public=summary_folded_counted,
+        practice=QDQ_COUNTS,
     ),
 )
 
