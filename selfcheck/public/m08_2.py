@@ -10,6 +10,7 @@ call left the graph as it was.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -156,6 +157,101 @@ def kernels_block(ns: Namespace, seed: int) -> Any:
     return describe_predictions(ns, graph, nodes=False)
 
 
+class ConvSums(nn.Module):
+    """x + conv_a(x) (the conv written second); conv_b(y) plus a (N, C, 1, 1) mean of y (a broadcast);
+    c = conv_c(z) read twice, by a relu and by a mul; a ConvTranspose2d at the end (input 4×6×6)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv_a = nn.Conv2d(4, 4, 3, padding=1)
+        self.conv_b = nn.Conv2d(4, 4, 1)
+        self.conv_c = nn.Conv2d(4, 4, 3, padding=1)
+        self.up = nn.ConvTranspose2d(4, 2, 2, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x + self.conv_a(x)
+        z = self.conv_b(y) + y.mean((2, 3), keepdim=True)
+        c = self.conv_c(z)
+        return self.up(c * torch.relu(c))
+
+
+class LinearSums(nn.Module):
+    """t = tanh(x) (fp32); fc_a(t) + t; flatten (a quantized value: the next add reads a dequantize);
+    fc_b(f) + f; fc_c(·) plus a (3,) buffer (a broadcast). Input (batch, 6)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc_a = nn.Linear(6, 6)
+        self.fc_b = nn.Linear(6, 6)
+        self.fc_c = nn.Linear(6, 3)
+        self.register_buffer("shift", torch.linspace(-1.0, 1.0, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = torch.tanh(x)
+        f = torch.flatten(self.fc_a(t) + t, 1)
+        return self.fc_c(self.fc_b(f) + f) + self.shift
+
+
+def per_tensor_weight_config() -> Any:
+    """X86's default config with int8 weights quantized per tensor (symmetric, MinMaxObserver)."""
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        QuantizationConfig,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    from common.pt2e import MinMaxObserver, QuantizationSpec
+
+    base = get_default_x86_inductor_quantization_config()
+    weight = QuantizationSpec(
+        dtype=torch.int8,
+        quant_min=-128,
+        quant_max=127,
+        qscheme=torch.per_tensor_symmetric,
+        observer_or_fake_quant_ctr=MinMaxObserver,
+    )
+    return QuantizationConfig(base.input_activation, base.output_activation, weight, None, False)
+
+
+def kernels_net_dynamic(ns: Namespace, seed: int) -> Any:
+    """Net with the dynamic config: the convs have no int8 kernel ('dequantize'), the linear has one."""
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    torch.manual_seed(seed)
+    quantizer = X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config(is_dynamic=True))
+    return describe_predictions(ns, converted_graph(Net(), seeded_inputs(seed, (4, 3, 16, 16)), quantizer, seed), False)
+
+
+def kernels_net_per_tensor(ns: Namespace, seed: int) -> Any:
+    """Net with conv2's weight quantized per tensor (``set_module_name_qconfig``): 'dequantize', not int8."""
+    from common.backends import x86_quantizer
+
+    torch.manual_seed(seed)
+    quantizer = x86_quantizer().set_module_name_qconfig("conv2", per_tensor_weight_config())
+    return describe_predictions(ns, converted_graph(Net(), seeded_inputs(seed, (4, 3, 16, 16)), quantizer, seed), False)
+
+
+def kernels_conv_sums(ns: Namespace, seed: int) -> Any:
+    """ConvSums: an add with the conv second (taken), a broadcast add (not taken), a conv read twice
+    (nothing taken), a ConvTranspose2d (fp32)."""
+    from common.backends import x86_quantizer
+
+    torch.manual_seed(seed)
+    graph = converted_graph(ConvSums(), seeded_inputs(seed, (2, 4, 6, 6)), x86_quantizer(), seed)
+    return describe_predictions(ns, graph, nodes=False)
+
+
+def kernels_linear_sums(ns: Namespace, seed: int) -> Any:
+    """LinearSums: adds of an fp32 value and of a dequantize (both taken), of a broadcast buffer (not taken)."""
+    from common.backends import x86_quantizer
+
+    torch.manual_seed(seed)
+    graph = converted_graph(LinearSums(), seeded_inputs(seed, (2, 6)), x86_quantizer(), seed)
+    return describe_predictions(ns, graph, nodes=False)
+
+
 # --- where the chapter teaches it ----------------------------------------------------------------
 
 WHICH_LAYERS = Section("C. 哪些 conv / linear 變成 int8 kernel")
@@ -294,6 +390,92 @@ def fuses_without_int8(seen: Any, expected: Any) -> bool:
     )
 
 
+def fused(seen: Any, expected: Any, layer: str, test: Callable[[list[str], list[str]], bool]) -> bool:
+    """``test(extra kinds, missing kinds)`` holds on some ``layer`` (conv / linear) both call an int8 kernel."""
+    return any(
+        kind(node, want) == layer and test(extra_fuses(mine, key, want), missing_fuses(mine, key, want))
+        for _, node, mine, key, want in int8_rows(seen, expected)
+    )
+
+
+def other_nodes_listed(seen: Any, expected: Any) -> bool:
+    """The table has an add, relu, q / dq or another op that is not a conv / linear of the key's table."""
+    return extra_keys(seen, expected, ("add", "relu", "quantize", "dequantize", "other"))
+
+
+OTHER_LAYERS = ("conv1d", "conv_transpose")
+"""How the names of the layers besides conv2d and linear begin (names of exported nodes come from their targets)."""
+
+
+def other_layers_missed(seen: Any, expected: Any) -> bool:
+    """A conv1d / conv_transpose2d of the key's table is missing while the table has the key's conv2d / linear."""
+    return any(
+        any(name.startswith(OTHER_LAYERS) and name not in got["table"] for name in want["table"])
+        and any(kind(name, want) in ("conv", "linear") for name in want["table"] if name in got["table"])
+        for _, got, want in tables(seen, expected)
+    )
+
+
+def per_tensor_weight_as_int8(seen: Any, expected: Any) -> bool:
+    return bool(kernel_changes(seen, expected, "dequantize", "int8", ("net_conv2_per_tensor",)))
+
+
+def dynamic_conv_as_int8(seen: Any, expected: Any) -> bool:
+    return ("net_dynamic", "conv") in kernel_changes(seen, expected, "dequantize", "int8", ("net_dynamic",))
+
+
+def per_tensor_weight_as_fp32(seen: Any, expected: Any) -> bool:
+    return bool(kernel_changes(seen, expected, "dequantize", "fp32"))
+
+
+def dynamic_linear_not_int8(seen: Any, expected: Any) -> bool:
+    return any(
+        layer == "linear"
+        for got in ("dequantize", "fp32")
+        for _, layer in kernel_changes(seen, expected, "int8", got, ("net_dynamic",))
+    )
+
+
+def conv_takes_extra_add(seen: Any, expected: Any) -> bool:
+    return fused(seen, expected, "conv", lambda extra, missing: "add" in extra)
+
+
+def linear_takes_broadcast_add(seen: Any, expected: Any) -> bool:
+    """A linear takes an add the key's does not (a broadcast operand), while no conv takes an extra add."""
+    return fused(seen, expected, "linear", lambda extra, missing: "add" in extra) and not conv_takes_extra_add(
+        seen, expected
+    )
+
+
+def fuses_past_shared_value(seen: Any, expected: Any) -> bool:
+    """A kernel takes a relu the key's does not (its output is read twice), with no extra add."""
+    return any(
+        fused(seen, expected, layer, lambda extra, missing: "relu" in extra and "add" not in extra)
+        for layer in ("conv", "linear")
+    )
+
+
+def quantize_always_taken(seen: Any, expected: Any) -> bool:
+    """Kernels take a quantize the key's do not, and nothing else extra."""
+    layers = ("conv", "linear")
+    only = any(fused(seen, expected, layer, lambda extra, missing: set(extra) == {"quantize"}) for layer in layers)
+    other = any(
+        fused(seen, expected, layer, lambda extra, missing: bool(set(extra) - {"quantize"})) for layer in layers
+    )
+    return only and not other
+
+
+def conv_second_operand_missed(seen: Any, expected: Any) -> bool:
+    return fused(seen, expected, "conv", lambda extra, missing: "add" in missing)
+
+
+def linear_add_missed(seen: Any, expected: Any) -> bool:
+    """A linear leaves an add the key's takes, while every conv takes its adds."""
+    return fused(seen, expected, "linear", lambda extra, missing: "add" in missing) and not conv_second_operand_missed(
+        seen, expected
+    )
+
+
 MISCONCEPTIONS = (
     Misconception(
         "changes_graph",
@@ -317,6 +499,7 @@ MISCONCEPTIONS = (
         "表的 key 只有 conv / linear 的 node：kernel 吃掉的 add、relu、quantize，以及 q/dq 的 node，都不是表裡的一列。"
         "它們被吃掉時，寫在那個 conv / linear 的 fuses 裡。",
         RULES,
+        public=other_nodes_listed,
     ),
     Misconception(
         "misses_layer_kinds",
@@ -324,6 +507,7 @@ MISCONCEPTIONS = (
         "lower_x86 處理的層不只 conv2d 與 linear：aten.conv1d 和 aten.conv_transpose2d 也是，它們一樣要列進表裡"
         "（量化了就依規則判斷，沒有量化就是 fp32）。找層時要用題目列出的四個 target。",
         RULES,
+        public=other_layers_missed,
     ),
     Misconception(
         "fuses_lists_inputs",
@@ -348,6 +532,7 @@ MISCONCEPTIONS = (
         "activation 要 per-tensor 的 static 量化（linear 也可以是 dynamic）。per-tensor 的 weight 不符合，"
         "lowering 留下 fp32 的 matmul，weight 每次反量化，是 dequantize。",
         FROM_THE_GRAPH,
+        public=per_tensor_weight_as_int8,
     ),
     Misconception(
         "dynamic_conv_as_linear",
@@ -355,6 +540,7 @@ MISCONCEPTIONS = (
         "dynamic 量化的 activation（dequantize_per_tensor.tensor）只有 linear 有 int8 kernel（qlinear_pointwise.tensor）；"
         "conv 沒有對應的 oneDNN kernel，留成 fp32 的 convolution，weight 每次反量化。conv 與 linear 在這一點上規則不同。",
         WHICH_LAYERS,
+        public=dynamic_conv_as_int8,
     ),
     Misconception(
         "per_channel_only_weight",
@@ -362,6 +548,7 @@ MISCONCEPTIONS = (
         "per-tensor 量化的 weight 一樣是 int8 常數，只是經過 dequantize_per_tensor 反量化。"
         "它不符合 int8 kernel 的條件，但也不是 fp32 的 weight：lowering 每次呼叫都反量化它，是 dequantize。",
         FROM_THE_GRAPH,
+        public=per_tensor_weight_as_fp32,
     ),
     Misconception(
         "dynamic_never_int8",
@@ -369,6 +556,7 @@ MISCONCEPTIONS = (
         "dynamic 的 linear 有 int8 kernel：qlinear_pointwise.tensor 的 scale 與 zero point 是執行時算出來的 tensor。"
         "只有 dynamic 的 conv 沒有對應的 kernel。activation 是 dequantize_per_tensor.tensor 的 linear，照樣可以是 int8。",
         WHICH_LAYERS,
+        public=dynamic_linear_not_int8,
     ),
     Misconception(
         "non_int8_fuses",
@@ -384,6 +572,7 @@ MISCONCEPTIONS = (
         "oneDNN 的 sum 把 conv 的結果原地加進另一個運算元的記憶體，所以另一個運算元要是同樣 shape、量化過的值（dequantize_per_tensor）。"
         "加上一個 (C, 1, 1) 的常數是 broadcast，形狀不同，add 不會被吃掉；用 value_shape 比兩邊的 shape。",
         FROM_THE_GRAPH,
+        public=conv_takes_extra_add,
     ),
     Misconception(
         "linear_add_any_shape",
@@ -392,6 +581,7 @@ MISCONCEPTIONS = (
         "oneDNN 的 linear 把 add 做在 kernel 裡，兩邊要是同樣 shape 的 tensor；加上一個會 broadcast 的值（像 (batch, 1)）形狀不同，"
         "add 不會被吃掉。linear 也要用 value_shape 比兩邊的 shape。",
         FROM_THE_GRAPH,
+        public=linear_takes_broadcast_add,
     ),
     Misconception(
         "any_consumer_fuses",
@@ -399,6 +589,7 @@ MISCONCEPTIONS = (
         "kernel 要把後面的 node 吃進去，那個 node 必須是前一個 node 唯一的 consumer：conv 的輸出還有別人要讀時，"
         "它得留在記憶體裡，relu 不能直接做在 kernel 裡。每一步都先確認 len(node.users) == 1。",
         FROM_THE_GRAPH,
+        public=fuses_past_shared_value,
     ),
     Misconception(
         "always_uint8_output",
@@ -406,6 +597,7 @@ MISCONCEPTIONS = (
         "kernel 只有在最後吃掉的 node 唯一的 consumer 是 quantize_per_tensor.default 時，才直接輸出 uint8。"
         "relu 被讀兩次、或輸出是模型的結果時，kernel 輸出 fp32，後面的 quantize（如果有）不算它吃掉的。",
         FROM_THE_GRAPH,
+        public=quantize_always_taken,
     ),
     Misconception(
         "kernel_first_operand",
@@ -413,6 +605,7 @@ MISCONCEPTIONS = (
         "a + conv(…) 把 conv 寫在後面，add 的 args[0] 是 a，args[1] 才是 conv 的輸出，lowering 一樣把這個 add 吃掉。"
         "判斷 add 時，看 kernel 的輸出是兩個運算元中的哪一個，另一個才是要檢查的運算元。",
         FROM_THE_GRAPH,
+        public=conv_second_operand_missed,
     ),
     Misconception(
         "linear_add_rule",
@@ -421,6 +614,7 @@ MISCONCEPTIONS = (
         "linear 不挑：只要 add 是唯一的 consumer、另一邊是同樣 shape 的 tensor，dequantize 的值或 fp32 的值都吃得進去；"
         "只有 conv 要求另一個運算元是 dequantize_per_tensor.default。",
         FROM_THE_GRAPH,
+        public=linear_add_missed,
     ),
 )
 
@@ -431,7 +625,15 @@ PUBLIC = declare(
         "predict_kernels",
         TITLE,
         ("predict_kernels",),
-        {"net": kernels_net, "net_skip_conv2": kernels_net_skip, "block": kernels_block},
+        {
+            "net": kernels_net,
+            "net_skip_conv2": kernels_net_skip,
+            "block": kernels_block,
+            "net_dynamic": kernels_net_dynamic,
+            "net_conv2_per_tensor": kernels_net_per_tensor,
+            "conv_sums": kernels_conv_sums,
+            "linear_sums": kernels_linear_sums,
+        },
         misconceptions=MISCONCEPTIONS,
     ),
 )
