@@ -14,12 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.fx import GraphModule, Node
+from torch.fx import Graph, GraphModule, Node
 
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import describe_annotations, getattr_value, qdq_kind
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 TITLE = "BiasQuantizer：bias 量化成 int32，scale = s_act · s_w"
 
@@ -431,6 +432,163 @@ def one_kind_only(seen: Any, expected: Any) -> bool:
     return any(not any(marks) for marks in by_case.values()) and any(any(marks) for marks in by_case.values())
 
 
+# --- practice after a mistake (issue 50): one idea each, on observers, tensors and a graph of their own ----------
+
+
+def _observers() -> tuple[Any, list[tuple[str, Any]]]:
+    """An activation observer (zero point -64) and two weight observers: per-tensor, and per-channel (3 channels)."""
+    from common.pt2e import MinMaxObserver, PerChannelMinMaxObserver
+
+    act = MinMaxObserver(dtype=torch.int8, quant_min=-128, quant_max=127, qscheme=torch.per_tensor_affine)
+    act(torch.tensor([-1.0, 0.5, 3.0]))
+    per_tensor = MinMaxObserver(dtype=torch.int8, quant_min=-127, quant_max=127, qscheme=torch.per_tensor_symmetric)
+    per_tensor(torch.tensor([[0.5, -1.27], [0.2, 0.1]]))
+    per_channel = PerChannelMinMaxObserver(
+        ch_axis=0, dtype=torch.int8, quant_min=-127, quant_max=127, qscheme=torch.per_channel_symmetric
+    )
+    per_channel(torch.tensor([[0.5, -1.0], [2.54, 0.1], [-0.25, 0.2]]))
+    return act, [("per-tensor 的 weight", per_tensor), ("per-channel 的 weight（3 個 channel）", per_channel)]
+
+
+def _listed(values: Any) -> Any:
+    if isinstance(values, torch.Tensor):
+        return [float(f"{v:.4g}") for v in values.detach().flatten().tolist()]
+    return values
+
+
+def _check_derive(derive_bias_qparams: Any) -> list[str]:
+    act, weights = _observers()
+    problems = []
+    for title, weight in weights:
+        want = (act.calculate_qparams()[0] * weight.calculate_qparams()[0]).to(torch.float32).flatten()
+        got = derive_bias_qparams([act, weight])
+        if not isinstance(got, tuple | list) or len(got) != 2:
+            problems.append(f"{title}：應該回傳 (scale, zero_point) 兩個 tensor，你的是 {got!r}")
+            continue
+        scale, zero_point = got
+        if (
+            not isinstance(scale, torch.Tensor)
+            or scale.numel() != want.numel()
+            or not torch.allclose(scale.detach().flatten().to(torch.float32), want, rtol=1e-5, atol=0)
+        ):
+            problems.append(f"{title}：scale 應該是 s_act · s_w = {_listed(want)}，你的是 {_listed(scale)}")
+        if (
+            not isinstance(zero_point, torch.Tensor)
+            or zero_point.dtype != torch.int32
+            or zero_point.numel() != want.numel()
+            or bool((zero_point != 0).any())
+        ):
+            shown = (
+                f"{zero_point.tolist()}（{zero_point.dtype}）" if isinstance(zero_point, torch.Tensor) else zero_point
+            )
+            problems.append(f"{title}：zero point 應該是 {want.numel()} 個 0（int32），你的是 {shown}")
+    return problems
+
+
+DERIVE = Practice(
+    "derive_bias_qparams",
+    "寫 derive_bias_qparams(obs_or_fqs)：obs_or_fqs 是 [activation 的 observer, weight 的 observer]（已經看過資料），"
+    "回傳 bias 的 (scale, zero_point)。檢查用一個 zero point 不是 0 的 activation observer，"
+    "配上一個 per-tensor 與一個 per-channel（3 個 channel）的 weight observer。",
+    "import torch\n\n\ndef derive_bias_qparams(obs_or_fqs):\n    act, weight = obs_or_fqs\n    raise NotImplementedError()\n",
+    _check_derive,
+    "兩個 observer 各自 calculate_qparams() 得到 (scale, zero_point)。int32 累加器的一格是 s_act · s_w（相乘，"
+    "per-channel 時每個 channel 一個）；bias 是 symmetric，zero point 全是 0，和 scale 一樣多個，dtype 是 int32。",
+    "import torch\n\n\n"
+    "def derive_bias_qparams(obs_or_fqs):\n"
+    "    act, weight = obs_or_fqs\n"
+    "    act_scale, _ = act.calculate_qparams()\n"
+    "    weight_scale, _ = weight.calculate_qparams()\n"
+    "    scale = (act_scale * weight_scale).to(torch.float32)\n"
+    "    return scale, torch.zeros_like(scale, dtype=torch.int32)\n",
+    "activation 的 zero point 在累加前就從 q_x 減掉了，累加器裡沒有它：所以 bias 的 zero point 是 0。",
+)
+
+
+_BIAS_CASES = (
+    # (title, b, act_scale, weight_scale): the product is 2^-13, so b / scale is exact
+    ("b = [0.75, -0.3, 0.01]", torch.tensor([0.75, -0.3, 0.01]), 2**-6, 2**-7),
+    ("b = [-1e6, 1e6, 0.5]（float64）", torch.tensor([-1e6, 1e6, 0.5], dtype=torch.float64), 2**-6, 2**-7),
+)
+
+
+def _check_quantize_bias(quantize_bias: Any) -> list[str]:
+    problems = []
+    for title, b, act_scale, weight_scale in _BIAS_CASES:
+        want = torch.round(b.double() / (act_scale * weight_scale)).clamp(-(2**31), 2**31 - 1).to(torch.int32)
+        got = quantize_bias(b.clone(), act_scale, weight_scale)
+        if not isinstance(got, torch.Tensor) or got.dtype != torch.int32 or not torch.equal(got, want):
+            shown = f"{got.tolist()}（{got.dtype}）" if isinstance(got, torch.Tensor) else repr(got)
+            problems.append(f"{title}，s_act = 2⁻⁶，s_w = 2⁻⁷：應該是 {want.tolist()}（torch.int32），你的是 {shown}")
+    return problems
+
+
+QUANTIZE_BIAS = Practice(
+    "quantize_bias",
+    "寫 quantize_bias(b, act_scale, weight_scale)：把 fp32 的 bias b 量化成 int32 的 q_b，scale 是 act_scale * weight_scale，"
+    "zero point 是 0，超出整數範圍的停在端點。檢查用 s_act = 2⁻⁶、s_w = 2⁻⁷ 的兩組 bias，一組是一般的值，一組大到超出範圍。",
+    "import torch\n\n\ndef quantize_bias(b, act_scale, weight_scale):\n    raise NotImplementedError()\n",
+    _check_quantize_bias,
+    "先算 b / (act_scale * weight_scale) 再 torch.round：0.75 是 6144 格，遠超過 int8 也超過 weight 的 [-127, 127]。"
+    "範圍要用 int32 完整的 [-2³¹, 2³¹ − 1]，下限是 -(2**31)，最後 .to(torch.int32)。",
+    "import torch\n\n\n"
+    "def quantize_bias(b, act_scale, weight_scale):\n"
+    "    q = torch.round(b / (act_scale * weight_scale))\n"
+    "    return q.clamp(-(2**31), 2**31 - 1).to(torch.int32)\n",
+    "DerivedQuantizationSpec 的 dtype=torch.int32、quant_min=-(2**31)、quant_max=2**31 - 1 說的就是這個範圍。",
+)
+
+
+def _weighted_graph() -> Graph:
+    """An input named like a linear; a conv2d and a linear named otherwise; a conv_transpose2d, a bilinear upsample,
+    a mean named linear_2 and a relu named conv_relu: only the conv2d and the linear are weighted."""
+    aten = torch.ops.aten
+    graph = Graph()
+
+    def op(target: Any, name: str, *args: Any) -> Node:
+        return graph.create_node("call_function", target, args, {}, name=name)
+
+    image = graph.placeholder("linear_in")
+    w1, w2, w3 = (graph.create_node("get_attr", f"w{i}", name=f"conv_w{i}") for i in (1, 2, 3))
+    stem = op(aten.conv2d.default, "stem", image, w1)
+    act = op(aten.relu.default, "conv_relu", stem)
+    up = op(aten.conv_transpose2d.input, "up", act, w2)
+    resized = op(aten.upsample_bilinear2d.vec, "resize", up, None, False, [2.0, 2.0])
+    pooled = op(aten.mean.dim, "linear_2", resized, [2, 3])
+    head = op(aten.linear.default, "head", pooled, w3)
+    graph.output(head)
+    return graph
+
+
+def _check_is_weighted(is_weighted: Any) -> list[str]:
+    problems = []
+    for node in _weighted_graph().nodes:
+        want = node.op == "call_function" and node.target in WEIGHTED
+        got = is_weighted(node)
+        if bool(got) is not want:
+            problems.append(
+                f"名叫 {node.name} 的 node（op={node.op}，target={node.target}）：應該回傳 {want}，你的是 {got!r}"
+            )
+    return problems
+
+
+IS_WEIGHTED = Practice(
+    "is_weighted",
+    "寫 is_weighted(node)：node 是不是 BiasQuantizer 要標的 op，也就是 conv2d 或 linear？看 node 做什麼，不看它叫什麼。"
+    "檢查用一張手工建的圖：名叫 linear_in 的輸入、改過名字的 conv2d 與 linear、conv_transpose2d、"
+    "upsample_bilinear2d，和名字裡有 linear、conv 的別種 op。",
+    "import torch\n\nCONV = torch.ops.aten.conv2d.default\nLINEAR = torch.ops.aten.linear.default\n\n\n"
+    "def is_weighted(node):\n    raise NotImplementedError()\n",
+    _check_is_weighted,
+    'node 做什麼寫在 node.op（"call_function" 才是呼叫 op）和 node.target（哪一個 op）。'
+    "直接比對 target 本身是不是 CONV 或 LINEAR，兩種都要；不要比對名稱或 target 的字串。",
+    "import torch\n\nCONV = torch.ops.aten.conv2d.default\nLINEAR = torch.ops.aten.linear.default\n\n\n"
+    "def is_weighted(node):\n"
+    '    return node.op == "call_function" and node.target in (CONV, LINEAR)\n',
+    "conv_transpose2d 的 weight 排法是 (in, out)，upsample_bilinear2d 沒有 weight：字串裡有 conv、linear 不代表引數是 (x, weight, bias)。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "derived_before_sources",
@@ -456,6 +614,7 @@ MISCONCEPTIONS = (
         "名叫 linear 的也可能只是模型的輸入。照名字找，會標到不是 conv / linear 的 node、漏掉真正的那些。"
         '要用 node.op == "call_function" 而且 node.target 是 CONV 或 LINEAR 判斷。',
         BY_TARGET,
+        practice=IS_WEIGHTED,
     ),
     Misconception(
         "target_substring",
@@ -463,6 +622,7 @@ MISCONCEPTIONS = (
         "str(node.target) 裡有 conv 或 linear 的 op 不只 conv2d 與 linear：conv_transpose2d、upsample_bilinear2d 也有，"
         "它們的引數排法不同，當成 (x, weight, bias) 來標就會標錯或出錯。直接比對 node.target in (CONV, LINEAR)。",
         BY_TARGET,
+        practice=IS_WEIGHTED,
     ),
     Misconception(
         "one_kind_only",
@@ -471,6 +631,7 @@ MISCONCEPTIONS = (
         "你的程式只認得其中一種，另一種的 activation、weight、bias 與輸出都沒有量化。判斷時兩個 target 都要比對。",
         RULES,
         public=one_kind_only,
+        practice=IS_WEIGHTED,
     ),
     Misconception(
         "act_on_producer_output",
@@ -521,6 +682,7 @@ MISCONCEPTIONS = (
         "由 derive_qparams_fn 從 activation 與 weight 的 observer 算出 scale。",
         PRODUCT,
         public=observed_bias,
+        practice=DERIVE,
     ),
     Misconception(
         "bias_int8",
@@ -529,6 +691,7 @@ MISCONCEPTIONS = (
         "bias 要加進 int32 的累加器，所以 dtype 是 torch.int32、範圍 [-2³¹, 2³¹ − 1]。",
         PRODUCT,
         public=bias_int8,
+        practice=QUANTIZE_BIAS,
     ),
     Misconception(
         "bias_small_range",
@@ -537,6 +700,7 @@ MISCONCEPTIONS = (
         "超出的部分全被截斷，反量化回來和原本的 bias 差很多。bias 的範圍要用 int32 的 [-2³¹, 2³¹ − 1]。",
         PRODUCT,
         public=small_range,
+        practice=QUANTIZE_BIAS,
     ),
     Misconception(
         "range_without_min",
@@ -545,6 +709,7 @@ MISCONCEPTIONS = (
         "[-2³¹, 2³¹ − 1]，也就是 quant_min=-(2**31)。",
         RULES,
         public=range_without_min,
+        practice=QUANTIZE_BIAS,
     ),
     Misconception(
         "bias_zero_point",
@@ -553,6 +718,7 @@ MISCONCEPTIONS = (
         "derive_qparams_fn 回傳的 zero point 要是全 0 的 int32 tensor，不要沿用 activation 的 zero point。",
         PRODUCT,
         public=zero_point_not_zero,
+        practice=DERIVE,
     ),
     Misconception(
         "weight_always_per_tensor",
@@ -571,6 +737,7 @@ MISCONCEPTIONS = (
         "qscheme=torch.per_channel_symmetric、ch_axis=0，scale 直接用 act_scale * weight_scale。",
         PER_CHANNEL,
         public=one_scale_for_channels,
+        practice=DERIVE,
     ),
     Misconception(
         "scale_act_only",
@@ -579,6 +746,7 @@ MISCONCEPTIONS = (
         "q_b 的單位和累加器差了一個 s_w 倍。scale 要是兩者的乘積 act_scale * weight_scale。",
         PRODUCT,
         public=scale_made_of("act_scale"),
+        practice=DERIVE,
     ),
     Misconception(
         "scale_weight_only",
@@ -587,6 +755,7 @@ MISCONCEPTIONS = (
         "只用 s_w 差了一個 s_act 倍。scale 要是兩者的乘積 act_scale * weight_scale。",
         PRODUCT,
         public=scale_made_of("weight_scale"),
+        practice=DERIVE,
     ),
     Misconception(
         "scale_sum",
@@ -595,6 +764,7 @@ MISCONCEPTIONS = (
         "bias 的 scale 要是乘積 act_scale * weight_scale。",
         PRODUCT,
         public=scale_made_of("act_scale + weight_scale"),
+        practice=DERIVE,
     ),
 )
 
