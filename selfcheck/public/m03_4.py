@@ -525,15 +525,17 @@ def _adds(gm: GraphModule) -> list[Any]:
     return [n for n in gm.graph.nodes if n.op == "call_function" and n.target == ADD]
 
 
-def _observer_groups(annotate: Any, model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> list[list[str]]:
-    """Export ``model``, let ``annotate(node, spec)`` label each add, prepare, calibrate: the groups of edges one
-    observer instance serves."""
+def _observer_groups(
+    annotate: Any, model: nn.Module, inputs: tuple[torch.Tensor, ...], find: Any = _adds
+) -> list[list[str]]:
+    """Export ``model``, let ``annotate(node, spec)`` label each add (each node ``find`` lists), prepare, calibrate:
+    the groups of edges one observer instance serves."""
     from common.pt2e import export_module, prepare_pt2e
     from common.qspecs import act_spec
 
     class OnlyAdds(Quantizer):
         def annotate(self, model: GraphModule) -> GraphModule:
-            for node in _adds(model):
+            for node in find(model):
                 annotate(node, act_spec())
                 if ANNOTATION_KEY in node.meta:
                     node.meta[ANNOTATION_KEY]._annotated = True
@@ -872,6 +874,170 @@ ADD_MISCONCEPTIONS = (
     ),
 )
 
+
+class _CatParts(nn.Module):
+    """cat([c, sin(x), x, sin(x), exp(x)]), cat([c, c]) and cat([exp(x), x]): a buffer, repeats, five entries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("c", torch.zeros(1, 4))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        s, e = torch.sin(x), torch.exp(x)
+        return torch.cat([self.c, s, x, s, e]), torch.cat([self.c, self.c]), torch.cat([e, x], dim=1)
+
+
+def _cats(gm: GraphModule) -> list[Any]:
+    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target == CAT]
+
+
+def _check_cat_inputs(cat_inputs: Any) -> list[str]:
+    from common.pt2e import export_module
+
+    gm = export_module(_CatParts().eval(), (torch.ones(1, 4),))
+    problems = []
+    for node, want, title in zip(
+        _cats(gm),
+        (["sin", "x", "exp"], [], ["exp", "x"]),
+        ("cat([c, sin(x), x, sin(x), exp(x)])", "cat([c, c])", "cat([exp(x), x], dim=1)"),
+        strict=True,
+    ):
+        got = cat_inputs(node)
+        names = [getattr(a, "name", repr(a)) for a in got] if isinstance(got, list | tuple) else got
+        if names != want:
+            problems.append(f"{title}（c 是模型常數）：應該回傳 {want}，你的是 {names}")
+    return problems
+
+
+CAT_INPUTS = Practice(
+    "cat_inputs",
+    "寫 cat_inputs(node)：node 是一個 cat，回傳它「要貼標籤」的輸入，也就是來自 activation 的 Node，每個只出現一次，照原本的順序。"
+    "cat 的輸入在哪裡、有幾個，要從 node.args 找；模型常數（get_attr）不算。"
+    "檢查用一張有三個 cat 的小圖：五個輸入裡有常數與重複的、只有常數的，和指定 dim=1 的。",
+    "from torch.fx import Node\n\n\ndef cat_inputs(node):\n    raise NotImplementedError()\n",
+    _check_cat_inputs,
+    "torch.cat([a, b, c], dim) 的輸入全在 node.args[0] 這個 list 裡，node.args[1] 是 dim。"
+    '從那個 list 留下 isinstance(a, Node) 而且 a.op != "get_attr" 的，再用 list(dict.fromkeys(...)) 去掉重複。',
+    "from torch.fx import Node\n\n\n"
+    "def cat_inputs(node):\n"
+    '    nodes = [a for a in node.args[0] if isinstance(a, Node) and a.op != "get_attr"]\n'
+    "    return list(dict.fromkeys(nodes))\n",
+    "共用的錨點是這個串列的第一個，不是 node.args[0][0]；串列是空的（只有常數）的 cat 不標、也不認領。",
+)
+
+
+class _CatTwo(nn.Module):
+    """cat([a, b])."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.cat([a, b])
+
+
+class _CatBranches(nn.Module):
+    """cat([sin(x), x, cos(x)], dim=1): three inputs, one of them x itself."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([torch.sin(x), x, torch.cos(x)], dim=1)
+
+
+def _check_share_cat(annotate_shared_cat: Any) -> list[str]:
+    from torch.fx import Node
+
+    def annotate(node: Any, spec: Any) -> None:
+        inputs = list(dict.fromkeys(a for a in node.args[0] if isinstance(a, Node) and a.op != "get_attr"))
+        annotate_shared_cat(node, inputs, spec)
+
+    problems = []
+    for title, model, inputs, positions in (
+        ("cat([a, b])", _CatTwo(), (torch.ones(2, 4), torch.full((2, 4), 5.0)), {"a → cat", "b → cat", "cat → output"}),
+        (
+            "cat([sin(x), x, cos(x)], dim=1)",
+            _CatBranches(),
+            (torch.linspace(-2, 2, 8).reshape(2, 4),),
+            {"sin → cat", "x → cat", "cos → cat", "cat → output"},
+        ),
+    ):
+        try:
+            shared = _observer_groups(annotate, model, inputs, _cats)
+        except (AssertionError, KeyError) as error:
+            problems.append(
+                f"{title}：prepare_pt2e 出錯（{str(error).splitlines()[0][:120]}）："
+                "SharedQuantizationSpec 指向的位置，在 prepare 處理到它時還沒有 observer。"
+            )
+            continue
+        together = next((set(group) & positions for group in shared if set(group) & positions), set())
+        if together == positions:
+            continue
+        if len(together) <= 1:
+            problems.append(
+                f"{title}：{len(positions)} 個位置（{'、'.join(sorted(positions))}）沒有共用同一個 observer。"
+            )
+        else:
+            apart = "、".join(sorted(positions - together))
+            problems.append(f"{title}：{'、'.join(sorted(together))} 共用一個 observer，{apart} 卻沒有一起。")
+    return problems
+
+
+SHARE_CAT = Practice(
+    "annotate_shared_cat",
+    "寫 annotate_shared_cat(node, inputs, spec)：node 是一個 cat，inputs 是它要貼標籤的輸入（已經過濾好的 Node 串列）。"
+    "替 cat 貼上標籤，讓每條輸入邊和 cat 的輸出共用同一個 observer。"
+    "檢查會在 cat([a, b]) 與 cat([sin(x), x, cos(x)]) 兩張小圖上 prepare，看每個 observer 服務哪些位置。",
+    "from common.pt2e import SharedQuantizationSpec, annotate_input_qspec_map, annotate_output_qspec\n\n\n"
+    "def annotate_shared_cat(node, inputs, spec):\n"
+    "    raise NotImplementedError()\n",
+    _check_share_cat,
+    "標籤貼在 cat 自己身上：annotate_input_qspec_map(node, 上游, …)，不是上游的輸出。第一條邊 (inputs[0], node) 用 spec；"
+    "其餘每條輸入邊和輸出都寫 SharedQuantizationSpec((inputs[0], node))，指向那條邊，不是 node 自己。",
+    "from common.pt2e import SharedQuantizationSpec, annotate_input_qspec_map, annotate_output_qspec\n\n\n"
+    "def annotate_shared_cat(node, inputs, spec):\n"
+    "    annotate_input_qspec_map(node, inputs[0], spec)\n"
+    "    shared = SharedQuantizationSpec((inputs[0], node))\n"
+    "    for other in inputs[1:]:\n"
+    "        annotate_input_qspec_map(node, other, shared)\n"
+    "    annotate_output_qspec(node, shared)\n",
+    "cat 只是把整數排在一起：所有輸入與輸出在同一個 scale 上，結果才不用再 rescale。",
+)
+
+
+class _CatNames(nn.Module):
+    """An input called cat, one called catalog, and a real cat (renamed in the check)."""
+
+    def forward(self, cat: torch.Tensor, catalog: torch.Tensor) -> torch.Tensor:
+        return torch.cat([torch.sin(cat), catalog])
+
+
+def _check_is_cat(is_cat: Any) -> list[str]:
+    from common.pt2e import export_module
+
+    gm = export_module(_CatNames().eval(), (torch.ones(2, 4), torch.ones(2, 4)))
+    real = _cats(gm)[0]
+    real.name = "merged_by_a_pass"
+    problems = []
+    for node in gm.graph.nodes:
+        want = node is real
+        got = is_cat(node)
+        if bool(got) is not want:
+            problems.append(
+                f"名叫 {node.name} 的 node（op={node.op}，target={node.target}）：應該回傳 {want}，你的是 {got!r}"
+            )
+    return problems
+
+
+IS_CAT = Practice(
+    "is_cat",
+    "寫 is_cat(node)：node 是不是一個 cat？用 node 做什麼判斷，不要用它叫什麼名字。"
+    "檢查用的圖裡有名叫 cat 與 catalog 的兩個輸入，和一個被 pass 改過名字的真正的 cat。",
+    "import torch\n\nCAT = torch.ops.aten.cat.default\n\n\ndef is_cat(node):\n    raise NotImplementedError()\n",
+    _check_is_cat,
+    'node 做什麼寫在兩個屬性：node.op（"call_function" 才是呼叫一個 op）和 node.target（是哪一個 op）。',
+    "import torch\n\nCAT = torch.ops.aten.cat.default\n\n\n"
+    "def is_cat(node):\n"
+    '    return node.op == "call_function" and node.target == CAT\n',
+    "名叫 cat 的可能是模型的輸入；pass 改過名字之後，真正的 cat 也可能叫別的名字。",
+)
+
+
 CAT_MISCONCEPTIONS = (
     Misconception(
         "reads_args_like_add",
@@ -880,6 +1046,7 @@ CAT_MISCONCEPTIONS = (
         "照 add 讀 node.args[:2]，拿到的是一個 list 和一個整數，沒有一個是輸入的 node，cat 就沒有標籤。",
         CAT_RULES,
         public=_cat_unlabelled,
+        practice=CAT_INPUTS,
     ),
     Misconception(
         "first_two_only",
@@ -888,6 +1055,7 @@ CAT_MISCONCEPTIONS = (
         "只看前兩個，第三個以後的輸入沒有標籤，也沒有和其他輸入共用 qparams。",
         CAT_RULES,
         public=_cat_third_missing,
+        practice=CAT_INPUTS,
     ),
     Misconception(
         "repeated_input_twice",
@@ -895,6 +1063,7 @@ CAT_MISCONCEPTIONS = (
         "cat([r, 常數, r]) 裡 r 出現兩次，但 r → cat 只是一條邊：貼兩次的話第二次把它改成「和自己共用」，"
         "prepare_pt2e 找不到源頭。同一個 node 只算一次，保持原本的順序。",
         CAT_RULES,
+        practice=CAT_INPUTS,
     ),
     Misconception(
         "cat_anchor_on_output",
@@ -903,6 +1072,7 @@ CAT_MISCONCEPTIONS = (
         "共用要指向第一條輸入邊 (inputs[0], node)。",
         SHARED_SPEC,
         public=_anchor_not_observed,
+        practice=SHARE_CAT,
     ),
     Misconception(
         "labels_producer_outputs",
@@ -911,6 +1081,7 @@ CAT_MISCONCEPTIONS = (
         "cat 要的是自己的輸入邊：annotate_input_qspec_map(cat, 上游, spec)。邊標籤只影響一個 consumer，輸出標籤影響所有 consumer。",
         EDGE_AND_OUTPUT,
         public=_cat_producer_output,
+        practice=SHARE_CAT,
     ),
     Misconception(
         "cat_anchor_on_first_entry",
@@ -919,6 +1090,7 @@ CAT_MISCONCEPTIONS = (
         "共用也錨在常數上。先濾掉常數與非 Node 的值，再取剩下的第一個。",
         CAT_RULES,
         public=_cat_first_entry,
+        practice=CAT_INPUTS,
     ),
     Misconception(
         "cat_constant_labelled",
@@ -927,6 +1099,7 @@ CAT_MISCONCEPTIONS = (
         "常數不貼標籤，也不參與共用。",
         LIMITS,
         public=_cat_constant_labelled,
+        practice=CAT_INPUTS,
     ),
     Misconception(
         "cat_found_by_name",
@@ -935,6 +1108,7 @@ CAT_MISCONCEPTIONS = (
         '要用 node.op == "call_function" 而且 node.target == CAT 判斷。',
         BY_TARGET,
         public=_cat_found_by_name,
+        practice=IS_CAT,
     ),
     Misconception(
         "cat_no_shared_spec",
@@ -943,6 +1117,7 @@ CAT_MISCONCEPTIONS = (
         "第一條輸入邊用 act_spec()，其餘輸入邊與輸出都寫 SharedQuantizationSpec((inputs[0], node))。",
         SHARED_SPEC,
         public=_cat_never_shares,
+        practice=SHARE_CAT,
     ),
     Misconception(
         "cat_output_not_shared",
@@ -951,6 +1126,7 @@ CAT_MISCONCEPTIONS = (
         "輸出也要寫 SharedQuantizationSpec((inputs[0], node))。",
         SHARED_SPEC,
         public=_cat_output_apart,
+        practice=SHARE_CAT,
     ),
     Misconception(
         "cat_overwrites_claimed",
@@ -959,6 +1135,7 @@ CAT_MISCONCEPTIONS = (
         "先看 node.meta[ANNOTATION_KEY]._annotated，是 True 就跳過。",
         WITH_XNNPACK,
         public=_cat_claim_overwritten,
+        practice=SHOULD_ANNOTATE,
     ),
     Misconception(
         "cat_skips_unclaimed_label",
@@ -966,6 +1143,7 @@ CAT_MISCONCEPTIONS = (
         "有標籤不代表有人認領：_annotated=False 的標籤沒有人負責，照規則重貼才對。要跳過的只有 _annotated 是 True 的 cat。",
         CAT_RULES,
         public=_cat_skips_draft,
+        practice=SHOULD_ANNOTATE,
     ),
     Misconception(
         "cat_forgets_annotated",
@@ -974,6 +1152,7 @@ CAT_MISCONCEPTIONS = (
         "沒有設，下一個 Quantizer 會把你的標籤換掉；貼完標籤要把 node.meta[ANNOTATION_KEY]._annotated 設成 True。",
         WITH_XNNPACK,
         public=_cat_unmarked,
+        practice=SHOULD_ANNOTATE,
     ),
     Misconception(
         "cat_claims_unlabelled",
@@ -983,6 +1162,7 @@ CAT_MISCONCEPTIONS = (
         "沒有 activation 輸入的 cat 直接跳過，不要建立標籤。",
         WITH_XNNPACK,
         public=_cat_claims_unlabelled,
+        practice=CAT_INPUTS,
     ),
     Misconception(
         "cat_other_observer",
