@@ -9,6 +9,8 @@ constants an ExecuTorch program keeps, and PyTorch's own packed int4 CPU kernel.
   turns) over several runs, after warm-up runs.
 - ``executorch_program`` / ``program_constants``: ``to_executorch`` of a lowered program and the
   tensors its graph reads as constants (which tables stayed uint8, which were folded to fp32).
+- ``xnnpack_linear_pte`` / ``xnnpack_linear_program``: a linear quantized dynamically (PT2E) and lowered
+  to XNNPACK once with a dynamic token count: its ``.pte`` and datatypes, or the program loaded.
 - ``int4_pack_linear``: a weight quantized to 4 bits per group and packed two values a byte with
   ``aten._convert_weight_to_int4pack_for_cpu``, run by ``aten._weight_int4pack_mm_for_cpu``.
 """
@@ -168,14 +170,24 @@ def int4_pack_linear(weight: torch.Tensor, group: int = 32) -> PackedInt4Linear:
     return PackedInt4Linear(packed, scales_and_zeros, group, dequantized)
 
 
-def xnnpack_linear_program(linear: torch.nn.Module, quantizer: Any, max_tokens: int) -> tuple[Any, torch.Tensor]:
-    """``linear`` quantized dynamically by ``quantizer`` (PT2E), lowered to XNNPACK once for inputs of
-    1 to ``max_tokens`` rows (the token count is a dynamic dimension), loaded in the ExecuTorch runtime:
-    ``(PteProgram, input of max_tokens rows)``. One program serves a decode step (``input[:1]``) and a
-    prefill (the whole input), so a shape costs no second export and lowering."""
+@dataclass(frozen=True)
+class LinearPte:
+    """A linear lowered to XNNPACK once: its ``.pte`` bytes, the XNNPACK datatypes of its tensors
+    (``common.backends.xnnpack_value_types``) and an input of ``max_tokens`` rows."""
+
+    pte: bytes
+    value_types: dict[str, int]
+    example: torch.Tensor
+
+
+def xnnpack_linear_pte(linear: torch.nn.Module, quantizer: Any, max_tokens: int) -> LinearPte:
+    """``linear`` quantized dynamically by ``quantizer`` (PT2E) and lowered to XNNPACK once for inputs of
+    1 to ``max_tokens`` rows (the token count is a dynamic dimension). One program serves a decode step
+    (``example[:1]``) and a prefill (the whole ``example``), so a shape costs no second export and
+    lowering; its size and datatypes show how the weight is stored (``qcint8``, ``qcint4``)."""
     from torch.export import Dim
 
-    from common.backends import PteProgram, quiet_native_stderr
+    from common.backends import quiet_native_stderr, xnnpack_value_types
     from common.dynamic import convert_dynamic
 
     example = (torch.randn(max_tokens, linear.in_features, generator=torch.Generator().manual_seed(0)),)
@@ -188,4 +200,12 @@ def xnnpack_linear_program(linear: torch.nn.Module, quantizer: Any, max_tokens: 
         converted = convert_dynamic(graph, quantizer, [example])
         exported = torch.export.export(converted, example, dynamic_shapes=shapes)
         edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
-    return PteProgram(bytes(executorch_program(edge).buffer)), example[0]
+    return LinearPte(bytes(executorch_program(edge).buffer), xnnpack_value_types(edge), example[0])
+
+
+def xnnpack_linear_program(linear: torch.nn.Module, quantizer: Any, max_tokens: int) -> tuple[Any, torch.Tensor]:
+    """``xnnpack_linear_pte`` loaded in the ExecuTorch runtime: ``(PteProgram, input of max_tokens rows)``."""
+    from common.backends import PteProgram
+
+    lowered = xnnpack_linear_pte(linear, quantizer, max_tokens)
+    return PteProgram(lowered.pte), lowered.example
