@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import functools
 from typing import Any
 
 import torch
@@ -22,7 +23,13 @@ from selfcheck.practice import Practice
 
 
 def calibrated_and_converted(name: str, seed: int, per_channel: bool, fold: bool) -> GraphModule:
-    """export → prepare_pt2e (XNNPACKQuantizer) → 4 calibration batches → convert_pt2e."""
+    """export → prepare_pt2e (XNNPACKQuantizer) → 4 calibration batches → convert_pt2e; a fresh copy each call
+    (the answer may change the graph it is given), computed once per process (both exercises read the same four)."""
+    return copy.deepcopy(_converted(name, seed, per_channel, fold))
+
+
+@functools.lru_cache(maxsize=16)
+def _converted(name: str, seed: int, per_channel: bool, fold: bool) -> GraphModule:
     from common.models import get_model
     from common.pt2e import convert_pt2e, export_module, get_xnnpack_quantizer, prepare_pt2e
 
