@@ -11,6 +11,10 @@ What the chapter and the hidden cases share:
   the ExecuTorch runtime, stage by stage (``lower`` → ``pte`` → ``load`` → ``run``), with what
   was delegated; ``run_record`` turns it into plain data.
 - ``xnnpack_reference``: the same for ExecuTorch's own XNNPACKQuantizer, kept per model and seed.
+- ``Detours`` and ``Handover`` (label-only public cases, no lowering): an input named like an op, a
+  conv read twice, a buffer and a scalar in adds, a repeated cat input, a ConvTranspose2d; and ops
+  another Quantizer (``OtherBackend``) claimed or left as a draft before the student's, a linear
+  without bias.
 
 ExecuTorch is imported only inside the functions that need it.
 """
@@ -32,10 +36,12 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
+from common.pt2e import Quantizer
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import describe_annotations, getattr_value, qdq_kind, safe_text, sharing_groups
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.probes import ChainQuantizer
 
 TITLE = "BackendQuantizer：自己的後端 Quantizer，lower 到 XNNPACK、在 ExecuTorch runtime 執行"
 
@@ -521,6 +527,139 @@ def small_cnn_case(ns: Namespace, seed: int) -> Any:
     return {"labels": label_summary(annotations, ops), "observers_per_shared_op": shared_groups(prepared, ops)}
 
 
+class Detours(nn.Module):
+    """What is not one of the backend's ops, or not where it looks.
+
+    The input is called ``sigmoid`` (a placeholder, not the op); the stem conv is read by a relu and
+    an add, so it cannot be fused; that add's first operand is a buffer; ``cat([s, r, s])`` reads
+    ``s`` twice (one edge); then an add with a Python scalar and a ConvTranspose2d (not a conv2d).
+    ``torch.export`` names the ops ``conv2d, relu, add, cat, add_1, conv_transpose2d``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 3, padding=1)
+        self.register_buffer("shift", torch.linspace(-1.0, 1.0, 4).reshape(4, 1, 1))
+        self.up = nn.ConvTranspose2d(12, 4, 2, stride=2)
+
+    def forward(self, sigmoid: torch.Tensor) -> torch.Tensor:
+        a = self.stem(sigmoid)
+        r = torch.relu(a)
+        s = self.shift + a
+        return self.up(torch.cat([s, r, s], dim=1) + 0.5)
+
+
+class Handover(nn.Module):
+    """stem conv → relu; a 1×1 conv of the relu added to it (``add``); that sum added to the relu again
+    (``add_1``); max_pool2d; flatten; a linear without bias. ``OtherBackend`` claims ``relu`` and
+    ``add`` before the student's Quantizer and leaves a draft on ``add_1``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 3, padding=1)
+        self.mix = nn.Conv2d(4, 4, 1)
+        self.head = nn.Linear(4 * 2 * 2, 5, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.stem(x))
+        b = (self.mix(h) + h) + h
+        return self.head(torch.flatten(torch.max_pool2d(b, 2), 1))
+
+
+CLAIMED_LIMIT = 100
+"""``OtherBackend``'s claimed labels are int8 [-100, 100] symmetric: no rule of the backend uses that range."""
+DRAFT_LIMIT = 50
+"""``OtherBackend``'s draft on ``add_1`` (``_annotated=False``) is int8 [-50, 50] symmetric."""
+
+
+class OtherBackend(Quantizer):
+    """Another backend's Quantizer run before the student's: claims the first relu and the first add
+    (int8 [-100, 100] symmetric, ``_annotated=True``) and leaves a draft nobody claimed on the second add
+    (int8 [-50, 50], ``_annotated=False``)."""
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        from common.pt2e import ANNOTATION_KEY, MinMaxObserver, QuantizationAnnotation, QuantizationSpec
+
+        def spec(limit: int) -> QuantizationSpec:
+            return QuantizationSpec(
+                dtype=torch.int8,
+                quant_min=-limit,
+                quant_max=limit,
+                qscheme=torch.per_tensor_symmetric,
+                observer_or_fake_quant_ctr=MinMaxObserver,
+            )
+
+        calls = [n for n in model.graph.nodes if n.op == "call_function"]
+        relus = [n for n in calls if n.target == RELU]
+        adds = [n for n in calls if n.target == ADD]
+        for node, limit, claim in (
+            (relus[0], CLAIMED_LIMIT, True),
+            (adds[0], CLAIMED_LIMIT, True),
+            (adds[1], DRAFT_LIMIT, False),
+        ):
+            node.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+                input_qspec_map=dict.fromkeys(node.all_input_nodes, spec(limit)),
+                output_qspec=spec(limit),
+                _annotated=claim,
+            )
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        pass
+
+
+def _labelled_elsewhere(annotations: dict[str, Any], ops: dict[str, str]) -> list[str]:
+    """The nodes outside the backend's ops (an input, a ConvTranspose2d) that carry any label."""
+    return sorted(
+        name
+        for name, ann in annotations.items()
+        if name not in ops
+        and isinstance(ann, dict)
+        and (ann.get("output") is not None or any(spec is not None for _, spec in ann.get("inputs") or []))
+    )
+
+
+def detours_case(ns: Namespace, seed: int) -> Any:
+    """``Detours``: the labels of the backend's ops, the constant edges labelled, the other nodes labelled."""
+    from common.pt2e import export_module, prepare_pt2e
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Detours().eval()
+    shape = (2, 3, 6, 6)
+    gm = export_module(model, seeded_inputs(seed, shape))
+    ops = op_names(gm)
+    constants = {n.name for n in gm.graph.nodes if n.op == "get_attr"}
+    prepared = prepare_pt2e(gm, ns["BackendQuantizer"]())
+    annotations = describe_annotations(prepared)
+    constant_edges = sorted(
+        f"{source} → {name}"
+        for name, ann in annotations.items()
+        if isinstance(ann, dict)
+        for source, spec in ann.get("inputs") or []
+        if spec is not None and str(source) in constants
+    )
+    return {
+        "labels": label_summary(annotations, ops),
+        "constant_edges_labelled": constant_edges,
+        "other_nodes_labelled": _labelled_elsewhere(annotations, ops),
+    }
+
+
+def handover_case(ns: Namespace, seed: int) -> Any:
+    """``Handover`` after ``OtherBackend`` and the student's Quantizer: the labels of the backend's ops."""
+    from common.pt2e import export_module, prepare_pt2e
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Handover().eval()
+    shape = (2, 3, 4, 4)
+    gm = export_module(model, seeded_inputs(seed, shape))
+    ops = op_names(gm)
+    prepared = prepare_pt2e(gm, ChainQuantizer([OtherBackend(), ns["BackendQuantizer"]()]))
+    return {"labels": label_summary(describe_annotations(prepared), ops)}
+
+
 # --- where the chapter teaches it ----------------------------------------------------------------
 
 SPEC_SHEET = Section("A. 後端的規格書")
@@ -679,6 +818,117 @@ def public_runtime_failed(seen: Any, expected: Any) -> bool:
     return isinstance(stage, str) and stage != "done"
 
 
+def _case_raised(seen: Any, case: str, *names: str) -> bool:
+    """``case`` raised one of ``names`` while the chapter's GateNet ran (the mistake is where that case differs)."""
+    return diagnosis.error(seen, case) in names and diagnosis.error(seen, "gate_net") is None
+
+
+def _entries(seen: Any, expected: Any, case: str) -> list[tuple[str, Any, Any]]:
+    """``(node, got entry, key entry)`` of one label-only case's ``label_summary``."""
+    got, want = diagnosis.value(seen, case, "labels"), diagnosis.value(expected, case, "labels")
+    if not isinstance(got, dict) or not isinstance(want, dict):
+        return []
+    return [(node, got.get(node), entry) for node, entry in want.items() if node in got]
+
+
+def _others_labelled(seen: Any) -> list[str]:
+    found = diagnosis.value(seen, "detours", "other_nodes_labelled")
+    return [str(name) for name in found] if isinstance(found, list) else []
+
+
+def public_found_by_name(seen: Any, expected: Any) -> bool:
+    """Detours' input, called ``sigmoid``, is labelled, or reading its arguments (it has none) failed."""
+    if any(not name.startswith("conv_transpose") for name in _others_labelled(seen)):
+        return True
+    return _case_raised(seen, "detours", "IndexError", "TypeError") and diagnosis.error(seen, "handover") is None
+
+
+def public_conv_transpose_labelled(seen: Any, expected: Any) -> bool:
+    return any(name.startswith("conv_transpose") for name in _others_labelled(seen))
+
+
+def public_assumes_bias(seen: Any, expected: Any) -> bool:
+    """Only Handover, whose linear has no bias (two arguments), fails with an IndexError."""
+    return _case_raised(seen, "handover", "IndexError") and diagnosis.error(seen, "detours") is None
+
+
+def public_repeated_input(seen: Any, expected: Any) -> bool:
+    """``cat([s, r, s])``: labelling ``s → cat`` twice makes it share with itself, and prepare_pt2e recurses."""
+    return _case_raised(seen, "detours", "RecursionError")
+
+
+def public_constant_operand(seen: Any, expected: Any) -> bool:
+    """The buffer written first in Detours' add is labelled, or the Python scalar 0.5 is used as an edge."""
+    got = diagnosis.value(seen, "detours", "constant_edges_labelled")
+    want = diagnosis.value(expected, "detours", "constant_edges_labelled")
+    if isinstance(got, list) and isinstance(want, list):
+        extra = {str(edge) for edge in got} - {str(edge) for edge in want}
+        if any(edge.endswith(("→ add", "→ cat")) or "→ add_" in edge or "→ cat_" in edge for edge in extra):
+            return True
+    message = diagnosis.error_message(seen, "detours")
+    return _case_raised(seen, "detours", "Exception", "AssertionError", "TypeError") and (
+        "0.5" in message or "float" in message
+    )
+
+
+def public_fuses_shared_conv(seen: Any, expected: Any) -> bool:
+    """Detours' stem conv feeds a relu and an add: its relu is labelled, or its own output is not."""
+    for node, got, key in _entries(seen, expected, "detours"):
+        if node.startswith("relu") and key is None and isinstance(got, dict):
+            return True
+        if (
+            node.startswith(("conv2d", "linear"))
+            and isinstance(got, dict)
+            and isinstance(key, dict)
+            and key.get("output") is not None
+            and got.get("output") is None
+            and got.get("inputs")
+        ):
+            return True
+    return False
+
+
+def _claim_changed(seen: Any, expected: Any, relu: bool) -> bool:
+    """A Handover op ``OtherBackend`` claimed (its int8 [-100, 100] labels) no longer carries exactly those labels."""
+    claimed = f"[-{CLAIMED_LIMIT},{CLAIMED_LIMIT}]"
+    for node, got, key in _entries(seen, expected, "handover"):
+        if node.startswith("relu") != relu or not any(claimed in text for text in _texts(key)):
+            continue
+        if _texts(got) != _texts(key):
+            return True
+    return False
+
+
+def public_overwrites_claimed(seen: Any, expected: Any) -> bool:
+    return _claim_changed(seen, expected, relu=False)
+
+
+def public_fuses_over_claimed_relu(seen: Any, expected: Any) -> bool:
+    return _claim_changed(seen, expected, relu=True)
+
+
+def public_claimed_relu_still_fused(seen: Any, expected: Any) -> bool:
+    """Handover's stem conv (its relu claimed by OtherBackend) is labelled but leaves its output unlabelled."""
+    return any(
+        node.startswith(("conv2d", "linear"))
+        and isinstance(got, dict)
+        and isinstance(key, dict)
+        and key.get("output") is not None
+        and got.get("output") is None
+        and got.get("inputs")
+        for node, got, key in _entries(seen, expected, "handover")
+    )
+
+
+def public_skips_unclaimed_label(seen: Any, expected: Any) -> bool:
+    """OtherBackend's draft on Handover's add_1 (int8 [-50, 50], ``_annotated=False``) is still there."""
+    draft = f"[-{DRAFT_LIMIT},{DRAFT_LIMIT}]"
+    return any(
+        any(draft in text for text in _texts(got)) and not any(draft in text for text in _texts(key))
+        for _, got, key in _entries(seen, expected, "handover")
+    )
+
+
 MISCONCEPTIONS = (
     Misconception(
         "found_by_name",
@@ -686,6 +936,7 @@ MISCONCEPTIONS = (
         "node 的名字只是標記：模型的輸入也可以叫 cat，它是 placeholder，沒有輸入可以讀，也不是規格書上的 op。"
         "認 op 只看 node.op 是 call_function，而且 node.target 是 CONV、LINEAR 這些 OpOverload。",
         BY_TARGET,
+        public=public_found_by_name,
     ),
     Misconception(
         "conv_transpose_as_conv",
@@ -693,6 +944,7 @@ MISCONCEPTIONS = (
         "規格書只列了 conv2d（aten.conv2d.default）；ConvTranspose2d 是另一個 op（aten.conv_transpose2d），"
         "它的 weight 排列是 (in, out, …)，照 conv2d 的 ch_axis=0 做 per-channel 量化就錯了軸。規格書以外的 op 一律不貼標籤。",
         SPEC_SHEET,
+        public=public_conv_transpose_labelled,
     ),
     Misconception(
         "assumes_bias",
@@ -700,6 +952,7 @@ MISCONCEPTIONS = (
         "bias=False 的 linear 只有兩個引數，node.args[2] 不存在；有的 conv 的 args[2] 是 None。"
         "先確認 len(node.args) > 2，而且 node.args[2] 是一個 Node，才替 bias 貼 DerivedQuantizationSpec。",
         RULES,
+        public=public_assumes_bias,
     ),
     Misconception(
         "repeated_input_twice",
@@ -707,6 +960,7 @@ MISCONCEPTIONS = (
         "cat([r, s, r]) 裡 r 出現兩次、y + y 的兩個運算元是同一個 node，但那只是一條邊：貼第二次時把它改成「和自己共用」，"
         "prepare_pt2e 找共用的源頭時繞不出來。add 與 cat 都一樣，同一個 node 只算一次，例如 list(dict.fromkeys(...))。",
         LIMITS,
+        public=public_repeated_input,
     ),
     Misconception(
         "non_activation_operand",
@@ -715,6 +969,7 @@ MISCONCEPTIONS = (
         "常數也可能寫在前面（self.offset + y、cat 串列的第一個），第一個運算元不一定是 activation。"
         "add 與 cat 的每個輸入都先篩過：只有是 Node、而且不是 get_attr 的才貼標籤、參與共用。",
         LIMITS,
+        public=public_constant_operand,
     ),
     Misconception(
         "weighted_op_skipped",
@@ -802,6 +1057,7 @@ MISCONCEPTIONS = (
         "conv 的輸出同時給 relu 和 add 時，add 要讀一個完整、量化好的 conv 輸出，conv → relu 就不能融合："
         "conv 照樣貼自己的輸出，那個 relu 也不貼。融合之前先確認 len(node.users) == 1。",
         OWN_FUSION,
+        public=public_fuses_shared_conv,
     ),
     Misconception(
         "overwrites_claimed",
@@ -809,6 +1065,7 @@ MISCONCEPTIONS = (
         "_annotated=True 表示這個 node 已經有 Quantizer 負責，標籤是它的；照樣重貼，就覆蓋了別人的決定。"
         "走到每個 node 時先看 node.meta[ANNOTATION_KEY]._annotated，是 True 就跳過。",
         WITH_OTHERS,
+        public=public_overwrites_claimed,
     ),
     Misconception(
         "fuses_over_claimed_relu",
@@ -816,6 +1073,7 @@ MISCONCEPTIONS = (
         "relu 已經被別的 Quantizer 認領時，它的標籤不是你的，不能拿來融合：你把它重貼了，還讓 conv 的輸出沒有標籤。"
         "這時 conv 照樣貼自己的輸出，relu 留給認領它的 Quantizer。",
         RULES,
+        public=public_fuses_over_claimed_relu,
     ),
     Misconception(
         "claimed_relu_still_fused",
@@ -823,6 +1081,7 @@ MISCONCEPTIONS = (
         "你沒有動別人認領的 relu，這一半是對的；但融合不成立時，conv 的輸出要自己貼 act_spec()。"
         "否則 conv 與 relu 之間什麼都沒量化，認領 relu 的 Quantizer 收到的是沒有量化的輸入。",
         RULES,
+        public=public_claimed_relu_still_fused,
     ),
     Misconception(
         "skips_unclaimed_label",
@@ -830,6 +1089,7 @@ MISCONCEPTIONS = (
         "有標籤不代表有人認領：_annotated=False 的標籤是沒有人負責的草稿，要照規則重貼。"
         "要跳過的只有 _annotated 是 True 的 node。",
         RULES,
+        public=public_skips_unclaimed_label,
     ),
     Misconception(
         "forgets_annotated",
@@ -856,7 +1116,7 @@ PUBLIC = declare(
         "backend_quantizer",
         TITLE,
         ("BackendQuantizer",),
-        {"gate_net": gate_net_case, "small_cnn": small_cnn_case},
+        {"gate_net": gate_net_case, "small_cnn": small_cnn_case, "detours": detours_case, "handover": handover_case},
         # gate_net lowers two programs and runs them in ExecuTorch (the student's and the reference):
         # seconds each, a minute or more on a slow or busy machine
         case_seconds=180,
