@@ -223,8 +223,10 @@ def module_block(found: list[Chapter], counts: dict[tuple[str, str, str], int]) 
                 kept = counts.get((c.notebook, e.key, m.key), 0)
                 where = "預覽與評分都會點名" if m.public is not None else "評分時點名"
                 text = " ".join(m.text.split())
+                practice = f"；再練一題：`{m.practice.name}`" if m.practice is not None else ""
                 lines.append(
-                    f"- **{m.name}**：{text} 重讀 {section_link(c.notebook, m)}。（{where}；保留的錯誤答案 {kept} 份）"
+                    f"- **{m.name}**：{text} 重讀 {section_link(c.notebook, m)}。"
+                    f"（{where}；保留的錯誤答案 {kept} 份{practice}）"
                 )
             lines += ["", "</details>", ""]
     return "\n".join(lines)
