@@ -408,11 +408,11 @@ def fooled_by_names(seen: Any, expected: Any, key: str) -> bool:
 
 def _short(node: Node) -> str | None:
     """The course's own reading: the short name of a quantized_decomposed q/dq op, else None."""
-    if node.op != "call_function":
+    target = node.target
+    if node.op != "call_function" or getattr(target, "namespace", None) != "quantized_decomposed":
         return None
-    namespace, _, rest = str(node.target).partition(".")
-    name = rest.split(".")[0]
-    return name if namespace == "quantized_decomposed" and name.startswith(("quantize_", "dequantize_")) else None
+    name = str(getattr(target, "__name__", "")).split(".")[0]
+    return name if name.startswith(("quantize_", "dequantize_")) else None
 
 
 def _namespaces() -> tuple[Any, Any]:
@@ -473,16 +473,15 @@ QDQ_NAME = Practice(
     ".tensor 版本的 q/dq、被 pass 改過名字的 dequantize，還有名字像 q/dq 的輸入、常數與一般 op。",
     "def qdq_name(node):\n    raise NotImplementedError()\n",
     _check_qdq_name,
-    '看 node 做什麼，不看它叫什麼：先確認 node.op == "call_function"，再把 str(node.target)（像 '
-    '"quantized_decomposed.dequantize_per_channel.default"）用 "." 切開：第一段是 namespace，第二段就是短名稱。',
+    '看 node 做什麼，不看它叫什麼：先確認 node.op == "call_function"，再看 node.target 這個 op overload：'
+    'node.target.namespace 是 "quantized_decomposed" 才是 q/dq，node.target.__name__（像 "dequantize_per_channel.default"）'
+    "點號前面就是短名稱。",
     "def qdq_name(node):\n"
-    '    if node.op != "call_function":\n'
+    "    target = node.target\n"
+    '    if node.op != "call_function" or getattr(target, "namespace", None) != "quantized_decomposed":\n'
     "        return None\n"
-    '    namespace, _, rest = str(node.target).partition(".")\n'
-    '    name = rest.split(".")[0]\n'
-    '    if namespace == "quantized_decomposed" and name.startswith(("quantize_", "dequantize_")):\n'
-    "        return name\n"
-    "    return None\n",
+    '    name = target.__name__.split(".")[0]  # "dequantize_per_channel.default" → "dequantize_per_channel"\n'
+    '    return name if name.startswith(("quantize_", "dequantize_")) else None\n',
     "不必列出所有 q/dq op：per-channel、.tensor 版本都屬於 quantized_decomposed；get_attr 常數名字再像也不是 op。",
 )
 
@@ -512,26 +511,22 @@ WALK_UP = Practice(
     "從來源到 consumer 經過的 q/dq 短名稱串列)。判斷 q/dq 用題目給的 qdq_name。檢查用一張手工建的圖："
     "一個 quantize 餵兩個 dequantize、折疊過與沒折疊的 weight、relu 之後的 q → dq。",
     "def qdq_name(node):\n"
-    '    if node.op != "call_function":\n'
+    "    target = node.target\n"
+    '    if node.op != "call_function" or getattr(target, "namespace", None) != "quantized_decomposed":\n'
     "        return None\n"
-    '    namespace, _, rest = str(node.target).partition(".")\n'
-    '    name = rest.split(".")[0]\n'
-    '    if namespace == "quantized_decomposed" and name.startswith(("quantize_", "dequantize_")):\n'
-    "        return name\n"
-    "    return None\n\n\n"
+    '    name = target.__name__.split(".")[0]\n'
+    '    return name if name.startswith(("quantize_", "dequantize_")) else None\n\n\n'
     "def walk_up(node):\n"
     "    raise NotImplementedError()\n",
     _check_walk_up,
     "用 while 迴圈：只要 qdq_name(src) 不是 None，就記下這一步、走到 src.args[0]；碰到第一個不是 q/dq 的 node 就停，"
     "它就是來源。往上走收集到的是 dequantize 在前，回傳前把串列反過來。",
     "def qdq_name(node):\n"
-    '    if node.op != "call_function":\n'
+    "    target = node.target\n"
+    '    if node.op != "call_function" or getattr(target, "namespace", None) != "quantized_decomposed":\n'
     "        return None\n"
-    '    namespace, _, rest = str(node.target).partition(".")\n'
-    '    name = rest.split(".")[0]\n'
-    '    if namespace == "quantized_decomposed" and name.startswith(("quantize_", "dequantize_")):\n'
-    "        return name\n"
-    "    return None\n\n\n"
+    '    name = target.__name__.split(".")[0]\n'
+    '    return name if name.startswith(("quantize_", "dequantize_")) else None\n\n\n'
     "def walk_up(node):\n"
     "    steps, src = [], node\n"
     "    while qdq_name(src) is not None:\n"

@@ -189,12 +189,14 @@ class Finisher(Quantizer):
     def annotate(self, model: GraphModule) -> GraphModule:
         from common.qspecs import act_spec, weight_spec
 
-        for node in model.graph.nodes:
-            if node.op != "call_function" or node.target not in WEIGHTED:
-                continue
-            existing = node.meta.get(ANNOTATION_KEY)
-            if existing is not None and existing._annotated:
-                continue
+        unclaimed = [
+            n
+            for n in model.graph.nodes
+            if n.op == "call_function"
+            and n.target in WEIGHTED
+            and not getattr(n.meta.get(ANNOTATION_KEY), "_annotated", False)
+        ]
+        for node in unclaimed:
             node.meta[ANNOTATION_KEY] = QuantizationAnnotation(
                 input_qspec_map={node.args[0]: act_spec(), node.args[1]: weight_spec(False)},
                 output_qspec=act_spec(),
