@@ -24,7 +24,9 @@ from torch.fx import GraphModule
 from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
 from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer
 from common.qspecs import act_spec, weight_spec
-from selfcheck.public.m07_3 import PUBLIC, annotate_in_place, quantize_with
+from selfcheck.public.m07_3 import PUBLIC, quantize_with
+from selfcheck.public.m07_3 import Chain as InOrder
+from selfcheck.public.m07_3 import Finisher as Sweeper
 
 WEIGHTED = (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
 
@@ -83,43 +85,6 @@ class Claimer(Quantizer):
 
     def validate(self, model: GraphModule) -> None:
         pass
-
-
-class Sweeper(Quantizer):
-    """Runs after the student's: int8 per-tensor weights on every conv / linear nobody claimed."""
-
-    def annotate(self, model: GraphModule) -> GraphModule:
-        for node in model.graph.nodes:
-            if node.op != "call_function" or node.target not in WEIGHTED:
-                continue
-            existing = node.meta.get(ANNOTATION_KEY)
-            if existing is not None and existing._annotated:
-                continue
-            node.meta[ANNOTATION_KEY] = QuantizationAnnotation(
-                input_qspec_map={node.args[0]: act_spec(), node.args[1]: weight_spec(False)},
-                output_qspec=act_spec(),
-                _annotated=True,
-            )
-        return model
-
-    def validate(self, model: GraphModule) -> None:
-        pass
-
-
-class InOrder(Quantizer):
-    """Several Quantizers, annotate and validate called one after another."""
-
-    def __init__(self, *quantizers: Any) -> None:
-        self.quantizers = quantizers
-
-    def annotate(self, model: GraphModule) -> GraphModule:
-        for quantizer in self.quantizers:
-            annotate_in_place(quantizer, model)
-        return model
-
-    def validate(self, model: GraphModule) -> None:
-        for quantizer in self.quantizers:
-            quantizer.validate(model)
 
 
 def case_stack(ns: Namespace, seed: int) -> Any:
