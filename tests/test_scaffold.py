@@ -62,6 +62,11 @@ def copy_python(tmp: Path, copy: Path) -> Path:
     ours = next(p for p in map(Path, sys.path) if p.name == "site-packages" and p.is_relative_to(sys.prefix))
     (site / "00_course_copy.pth").write_text(f"{copy}\n", encoding="utf-8")
     (site / "01_course_packages.pth").write_text(f"import site; site.addsitedir({str(ours)!r})\n", encoding="utf-8")
+    # nbgrader runs ``alembic`` from PATH (the release puts the interpreter's bin/ first); this environment has no
+    # scripts of its own, so it gets the one nbgrader needs
+    alembic = venv / "bin" / "alembic"
+    alembic.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom alembic.config import main\nsys.exit(main())\n")
+    alembic.chmod(0o755)
     return venv / "bin" / "python"
 
 
