@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import copy
 import functools
+import operator
 from collections import Counter
 from typing import Any
 
 import torch
 from torch import nn
-from torch.fx import GraphModule, Node
+from torch.fx import Graph, GraphModule, Node
 
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 TARGETS_TITLE = "op_targets：依圖上順序列出每個 op 的 target"
 NEIGHBORS_TITLE = "neighbors：一個 node 的 producers 與 consumers"
@@ -534,6 +536,193 @@ def _consumer_order(seen: Any, expected: Any) -> bool:
     )
 
 
+# --- practice after a mistake (issue 50): one idea each, on a graph of their own built by hand (never run) -----
+
+
+def _hand_built() -> Graph:
+    """A graph like an exported one, built by hand: an input called relu (named like an op), two constants, the
+    _guards_fn check, conv2d(x, w, b), relu, mul(relu, relu), cat([mul, x]), sub(cat, other=relu) (a keyword),
+    max.dim then operator.getitem, a second relu, and ``scaled = x * 2.0`` inserted by a later pass before cat
+    (so x.users lists it after cat, the graph runs it before); the output returns (relu_1, relu, scaled)."""
+    aten = torch.ops.aten
+    graph = Graph()
+
+    def op(target: Any, name: str, *args: Any, **kwargs: Any) -> Node:
+        return graph.create_node("call_function", target, args, kwargs, name=name)
+
+    x = graph.placeholder("x")
+    graph.placeholder("relu_in")
+    weight = graph.create_node("get_attr", "conv.weight", name="conv_weight")
+    bias = graph.create_node("get_attr", "conv.bias", name="conv_bias")
+    graph.create_node("call_module", "_guards_fn", (x,), name="_guards_fn")
+    conv = op(aten.conv2d.default, "conv2d", x, weight, bias)
+    relu = op(aten.relu.default, "relu", conv)
+    square = op(aten.mul.Tensor, "mul", relu, relu)
+    cat = op(aten.cat.default, "cat", [square, x], 1)
+    sub = op(aten.sub.Tensor, "sub", cat, other=relu)
+    peak = op(aten.max.dim, "max_1", sub, 1, True)
+    top = op(operator.getitem, "getitem", peak, 0)
+    again = op(aten.relu.default, "relu_1", top)
+    with graph.inserting_before(cat):
+        scaled = op(aten.mul.Tensor, "mul_1", x, 2.0)
+    graph.output((again, relu, scaled))
+    return graph
+
+
+def _shown(value: Any) -> str:
+    """``args`` as the chapter's table shows them: nodes by name, lists and tuples with their brackets."""
+    if isinstance(value, Node):
+        return value.name
+    if isinstance(value, list):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_shown(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={_shown(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def _names(value: Any) -> Any:
+    """A returned list of nodes as their names (anything else as it is, for the message)."""
+    if isinstance(value, list | tuple):
+        return [item.name if isinstance(item, Node) else f"{item!r}（不是 Node）" for item in value]
+    return value
+
+
+def _check_is_op(is_op: Any) -> list[str]:
+    problems = []
+    for node in _hand_built().nodes:
+        want = node.op == "call_function"
+        got = is_op(node)
+        if not isinstance(got, bool) or got is not want:
+            problems.append(
+                f"名叫 {node.name} 的 node（op={node.op}，target={safe_text(node.target, 40)}）："
+                f"應該回傳 {want}，你的是 {got!r}"
+            )
+    return problems
+
+
+IS_OP = Practice(
+    "is_op",
+    "寫 is_op(node)：node 是不是一個運算（op）？回傳 True 或 False。"
+    "檢查用一張手工建的圖：輸入（其中一個叫 relu_in）、weight 與 bias 常數、_guards_fn、conv2d、relu、mul、cat、sub、"
+    "max.dim 之後的 operator.getitem，以及 output。",
+    "def is_op(node):\n    raise NotImplementedError()\n",
+    _check_is_op,
+    "一個 node 是哪一種，看 node.op：placeholder（輸入）、get_attr（常數）、call_module（export 的圖裡只有 _guards_fn）、"
+    "output 都不是運算。與其列出要排除哪幾種，不如直接問它是不是那一種運算的 node；target 是什麼型別不用管。",
+    'def is_op(node):\n    return node.op == "call_function"\n',
+    "operator.getitem 不是 aten 的 OpOverload，但它也是 call_function：op_targets 也要列它。",
+)
+
+
+def _op_text(target: Any) -> str:
+    """How a student writes the op: ``torch.ops.aten.relu.default``, ``operator.getitem``."""
+    if target is operator.getitem:
+        return "operator.getitem"
+    return f"torch.ops.{target}" if isinstance(target, torch._ops.OpOverload) else safe_text(target, 40)
+
+
+def _check_op_counts(op_counts: Any) -> list[str]:
+    nodes = [n for n in _hand_built().nodes if n.op == "call_function"]
+    want = Counter(n.target for n in nodes)
+    got = op_counts(list(nodes))
+    if not isinstance(got, dict):
+        return [f"op_counts 要回傳 dict，你的是 {type(got).__name__}"]
+    wrong = [target for target, count in want.items() if got.get(target) != count]
+    if len(wrong) == len(want):
+        problems = [f"用 op 物件查（例如 counts[torch.ops.aten.relu.default]），{len(want)} 個 op 一個都查不到"]
+    else:
+        problems = [f"counts[{_op_text(t)}]：應該是 {want[t]}，你的是 {got.get(t)!r}" for t in wrong]
+    if problems or len(got) != len(want):
+        keys = [f"{safe_text(k, 40)}（{type(k).__name__}）" for k in list(got)[:6]]
+        more = "…" if len(got) > 6 else ""
+        problems.append(f"應該剛好有 {len(want)} 個 key，都是 node.target 物件；你的 {len(got)} 個 key 是 {keys}{more}")
+    return problems
+
+
+OP_COUNTS = Practice(
+    "op_counts",
+    "寫 op_counts(nodes)：nodes 是一張圖上所有 call_function node 的 list，回傳 dict {op: 出現幾次}，"
+    "key 要是 op 本身，呼叫的人才能用 counts[torch.ops.aten.relu.default] 查。"
+    "檢查用一張手工建的圖：relu 和 mul 各出現兩次，還有 conv2d、cat、sub、max.dim 與 operator.getitem。",
+    "def op_counts(nodes):\n    raise NotImplementedError()\n",
+    _check_op_counts,
+    "op 的身分是 node.target 這個物件（例如 torch.ops.aten.relu.default），不是 node.name（relu、relu_1 各不相同），"
+    "也不是 str(node.target) 這段文字（字串不等於物件），也不是 .overloadpacket（aten.relu 不等於 aten.relu.default）。"
+    "拿 node.target 本身當 key。",
+    "def op_counts(nodes):\n"
+    "    counts = {}\n"
+    "    for node in nodes:\n"
+    "        counts[node.target] = counts.get(node.target, 0) + 1\n"
+    "    return counts\n",
+    "同一個 op 的兩個 node 名字不同（relu、relu_1），target 卻是同一個物件：所以才數得到 2。",
+)
+
+
+def _check_producers_of(producers_of: Any) -> list[str]:
+    problems = []
+    for node in _hand_built().nodes:
+        if node.op in ("get_attr", "call_module"):
+            continue
+        want = [n.name for n in node.all_input_nodes]
+        got = _names(producers_of(node))
+        if got != want:
+            args = _shown(node.args) + (f"，kwargs = {_shown(node.kwargs)}" if node.kwargs else "")
+            problems.append(f"{node.name}（args = {args}）：應該是 {want}，你的是 {got}")
+    return problems
+
+
+PRODUCERS_OF = Practice(
+    "producers_of",
+    "寫 producers_of(node)：回傳 node 讀的每一個上游 node（producer）的 list，元素是 Node；"
+    "同一個 node 只列一次，照它第一次出現在引數裡的順序。"
+    "檢查用一張手工建的圖：conv2d(x, weight, bias)、mul(relu, relu)、cat([mul, x], 1)、sub(cat, other=relu)、"
+    "max.dim(sub, 1, True) 和回傳 tuple 的 output。",
+    "def producers_of(node):\n    raise NotImplementedError()\n",
+    _check_producers_of,
+    "producer 是上游，在 node 的引數裡；node.users 是反方向（讀它的下游）。引數裡的 node 可能包在 list（cat）、"
+    "tuple（output）或 keyword 引數（other=relu）裡，也可能重複（mul(relu, relu)），1、True 這些值則不是 node。"
+    "FX 的 Node 有一個屬性已經把這些都處理好了。",
+    "def producers_of(node):\n    return list(node.all_input_nodes)\n",
+    "weight 與 bias 是 get_attr node，conv 讀它們，所以它們也是 producer。",
+)
+
+
+def _check_consumers_of(consumers_of: Any) -> list[str]:
+    graph = _hand_built()
+    order = list(graph.nodes)
+    problems = []
+    for node in graph.nodes:
+        if node.op in ("output", "call_module"):
+            continue
+        want = [n.name for n in order if n in node.users and not (n.op == "call_module" and n.target == "_guards_fn")]
+        got = _names(consumers_of(node))
+        if got != want:
+            users = [u.name for u in node.users]
+            problems.append(f"{node.name}（node.users = {users}）：應該是 {want}，你的是 {got}")
+    return problems
+
+
+CONSUMERS_OF = Practice(
+    "consumers_of",
+    "寫 consumers_of(node)：回傳讀 node 的值的每一個下游 node（consumer），元素是 Node，依圖上的順序；"
+    'output node 也算，_guards_fn（op 是 call_module、target 是 "_guards_fn"）不算。'
+    "檢查用一張手工建的圖：x 被 _guards_fn、conv2d、cat 的 list 讀，還有一個 pass 後來插在 cat 前面的 mul_1；"
+    "relu 被 mul（讀兩次）、sub（keyword 引數）和 output 讀。",
+    "def consumers_of(node):\n    raise NotImplementedError()\n",
+    _check_consumers_of,
+    "讀 node 的每一個 node 都記在 node.users 裡（list 裡、keyword 引數裡、output 的 tuple 裡讀它的都在），"
+    "但它的順序是「使用被建立的先後」，不是圖上的順序。依 node.graph.nodes 的順序走一遍，留下在 node.users 裡、"
+    "又不是 _guards_fn 的 node。",
+    "def consumers_of(node):\n"
+    "    def is_guard(user):\n"
+    '        return user.op == "call_module" and user.target == "_guards_fn"\n\n'
+    "    return [n for n in node.graph.nodes if n in node.users and not is_guard(n)]\n",
+    "mul_1 是後來插進圖裡的：x.users 把它列在 cat 後面，圖上它卻排在 cat 前面。",
+)
+
+
 TARGETS_MISCONCEPTIONS = (
     Misconception(
         "changes_graph",
@@ -550,6 +739,7 @@ TARGETS_MISCONCEPTIONS = (
         "要回傳 node.target 這個物件本身，例如 torch.ops.aten.relu.default。",
         TARGET,
         public=_returns_node_names,
+        practice=OP_COUNTS,
     ),
     Misconception(
         "returns_nodes",
@@ -558,6 +748,7 @@ TARGETS_MISCONCEPTIONS = (
         "Node 是圖上的一個位置，target 才說它做什麼運算：把每個 node 換成 node.target。",
         TARGET,
         public=_returns_nodes,
+        practice=OP_COUNTS,
     ),
     Misconception(
         "overload_packets",
@@ -566,6 +757,7 @@ TARGETS_MISCONCEPTIONS = (
         "不等於圖上的 target，拿去和 torch.ops.aten.conv2d.default 比較會不相等。直接回傳 node.target。",
         TARGET,
         public=_returns_packets,
+        practice=OP_COUNTS,
     ),
     Misconception(
         "target_strings",
@@ -574,6 +766,7 @@ TARGETS_MISCONCEPTIONS = (
         "拿去和 torch.ops.aten.relu.default 比較永遠不相等。回傳 node.target 本身，不要轉成文字。",
         TARGET,
         public=_returns_strings,
+        practice=OP_COUNTS,
     ),
     Misconception(
         "every_node",
@@ -582,6 +775,7 @@ TARGETS_MISCONCEPTIONS = (
         '只有 node.op == "call_function" 的 node 是 op，名字像 op 的輸入或常數也一樣不算。',
         FOUR_KINDS,
         public=_lists_every_node,
+        practice=IS_OP,
     ),
     Misconception(
         "keeps_guards_fn",
@@ -590,6 +784,7 @@ TARGETS_MISCONCEPTIONS = (
         '與其列出要排除哪幾種，不如只留 node.op == "call_function" 的 node。',
         FOUR_KINDS,
         public=_keeps_guards,
+        practice=IS_OP,
     ),
     Misconception(
         "aten_only",
@@ -598,6 +793,7 @@ TARGETS_MISCONCEPTIONS = (
         '只要 node.op == "call_function" 就要列，不要再看 target 的型別。',
         TARGETS_RULES,
         public=_aten_only,
+        practice=IS_OP,
     ),
     Misconception(
         "each_op_once",
@@ -641,6 +837,7 @@ NEIGHBORS_MISCONCEPTIONS = (
         "producers 與 consumers 都放 Node 本身，要看名字時再讀 .name。",
         NEIGHBORS_RULES,
         public=_neighbor_strings,
+        practice=PRODUCERS_OF,
     ),
     Misconception(
         "swapped_directions",
@@ -649,6 +846,7 @@ NEIGHBORS_MISCONCEPTIONS = (
         "你回傳的兩個 list 位置對調了：要回傳 (producers, consumers)，上游在前。",
         ARGS_AND_USERS,
         public=_swapped,
+        practice=PRODUCERS_OF,
     ),
     Misconception(
         "found_by_partial_name",
@@ -665,6 +863,7 @@ NEIGHBORS_MISCONCEPTIONS = (
         "producer 只算 Node，node.all_input_nodes 已經替你挑好了。",
         ARGS_AND_USERS,
         public=_scalars,
+        practice=PRODUCERS_OF,
     ),
     Misconception(
         "top_level_args_only",
@@ -673,6 +872,7 @@ NEIGHBORS_MISCONCEPTIONS = (
         "node.all_input_nodes 會攤平 list、tuple 與 keyword 引數，每個 node 只列一次。",
         ARGS_AND_USERS,
         public=_top_level_args,
+        practice=PRODUCERS_OF,
     ),
     Misconception(
         "repeats_producer",
@@ -681,6 +881,7 @@ NEIGHBORS_MISCONCEPTIONS = (
         "node.all_input_nodes 本來就是這樣。",
         NEIGHBORS_RULES,
         public=_repeats,
+        practice=PRODUCERS_OF,
     ),
     Misconception(
         "ignores_kwargs",
@@ -689,6 +890,7 @@ NEIGHBORS_MISCONCEPTIONS = (
         "只攤平 args 會漏掉它；node.all_input_nodes 兩邊都看。",
         ARGS_AND_USERS,
         public=_misses_keyword_producer,
+        practice=PRODUCERS_OF,
     ),
     Misconception(
         "constants_not_producers",
@@ -697,6 +899,7 @@ NEIGHBORS_MISCONCEPTIONS = (
         "練習要的是這個 node 讀的每個 node，不要把常數濾掉。",
         NEIGHBORS_RULES,
         public=_no_constants,
+        practice=PRODUCERS_OF,
     ),
     Misconception(
         "producers_in_graph_order",
@@ -705,6 +908,7 @@ NEIGHBORS_MISCONCEPTIONS = (
         "cat 的 list 順序、conv 的 (x, weight, bias) 順序都有意義。依圖上的順序重排，這個資訊就不見了。",
         NEIGHBORS_RULES,
         public=_producer_order,
+        practice=PRODUCERS_OF,
     ),
     Misconception(
         "guards_as_consumer",
@@ -713,6 +917,7 @@ NEIGHBORS_MISCONCEPTIONS = (
         '列 consumers 時排除 op == "call_module" 而且 target == "_guards_fn" 的 node。',
         ARGS_AND_USERS,
         public=_guards_consumer,
+        practice=CONSUMERS_OF,
     ),
     Misconception(
         "consumers_from_direct_args",
@@ -721,6 +926,7 @@ NEIGHBORS_MISCONCEPTIONS = (
         "（cat、output）都被漏掉。FX 已經在 node.users 裡記好了每個讀它的 node，從那裡開始就好。",
         ARGS_AND_USERS,
         public=_direct_args_consumers,
+        practice=CONSUMERS_OF,
     ),
     Misconception(
         "output_not_consumer",
@@ -729,6 +935,7 @@ NEIGHBORS_MISCONCEPTIONS = (
         '只排除 _guards_fn 就好，不要只留 op == "call_function" 的 node。',
         ARGS_AND_USERS,
         public=_output_not_consumer,
+        practice=CONSUMERS_OF,
     ),
     Misconception(
         "users_order",
@@ -737,6 +944,7 @@ NEIGHBORS_MISCONCEPTIONS = (
         "consumers 要依圖上的順序排，例如用 node 在 gm.graph.nodes 裡的位置排序。",
         NEIGHBORS_RULES,
         public=_consumer_order,
+        practice=CONSUMERS_OF,
     ),
 )
 
