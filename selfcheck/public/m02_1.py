@@ -447,6 +447,26 @@ def _calibrated(make: ObserverFactory, *batches: torch.Tensor) -> torch.nn.Modul
     return observer
 
 
+def _tensor_problem(title: str, want: torch.Tensor, answer: Callable[..., Any], *args: Any) -> str | None:
+    """What is wrong with the tensor ``answer(*args)`` returns beside ``want`` (None when they agree). A crash
+    is reported, not raised, so that one case crashing does not hide the others; the stub's
+    NotImplementedError goes through."""
+    try:
+        got = answer(*args)
+    except NotImplementedError:
+        raise
+    except Exception as error:
+        return f"{title}：執行時出錯（{type(error).__name__}: {error}）"
+    if _same_values(got, want):
+        return None
+    shape = (
+        f"（shape {tuple(got.shape)}，應該是 {tuple(want.shape)}）"
+        if isinstance(got, torch.Tensor) and got.shape != want.shape
+        else ""
+    )
+    return f"{title}：應該是 {_short(want)}，你的是 {_short(got)}{shape}"
+
+
 def _check_fake_quantize_tensor(fake_quantize_tensor: Any) -> list[str]:
     data = torch.tensor([-1.0, -0.3, 0.0, 0.4, 2.0, 3.1])
     problems = []
@@ -457,16 +477,8 @@ def _check_fake_quantize_tensor(fake_quantize_tensor: Any) -> list[str]:
     ):
         observer = _calibrated(make, seen)
         want = _reference_fake_quantize(observer, x)
-        try:
-            got = fake_quantize_tensor(observer, x.clone())
-        except NotImplementedError:
-            raise
-        except Exception as error:  # one case crashing should not hide the others
-            problems.append(f"{title}：執行時出錯（{type(error).__name__}: {error}）")
-            continue
-        if not _same_values(got, want):
-            problems.append(f"{title}，x = {_short(x)}：應該是 {_short(want)}，你的是 {_short(got)}")
-    return problems
+        problems.append(_tensor_problem(f"{title}，x = {_short(x)}", want, fake_quantize_tensor, observer, x.clone()))
+    return [p for p in problems if p]
 
 
 FAKE_QUANTIZE_TENSOR = Practice(
@@ -498,16 +510,8 @@ def _check_fake_quantize_channels(fake_quantize_channels: Any) -> list[str]:
     ):
         observer = _calibrated(make, x)
         want = _reference_fake_quantize(observer, x)
-        try:
-            got = fake_quantize_channels(observer, x.clone())
-        except NotImplementedError:
-            raise
-        except Exception as error:  # one case crashing should not hide the other
-            problems.append(f"{title}：執行時出錯（{type(error).__name__}: {error}）")
-            continue
-        if not _same_values(got, want):
-            problems.append(f"{title}：應該是 {_short(want)}，你的是 {_short(got)}")
-    return problems
+        problems.append(_tensor_problem(title, want, fake_quantize_channels, observer, x.clone()))
+    return [p for p in problems if p]
 
 
 FAKE_QUANTIZE_CHANNELS = Practice(
@@ -598,21 +602,10 @@ def _check_calibrated_output(calibrated_output: Any) -> list[str]:
         ("MinMaxObserver", observer_factory("MinMax")),
     ):
         want = _reference_fake_quantize(_calibrated(make, *batches), torch.cat(batches))
-        try:
-            got = calibrated_output(make(), [b.clone() for b in batches], _reference_fake_quantize)
-        except NotImplementedError:
-            raise
-        except Exception as error:  # one case crashing should not hide the other
-            problems.append(f"{title}：執行時出錯（{type(error).__name__}: {error}）")
-            continue
-        if not _same_values(got, want):
-            shape = (
-                f"（shape {tuple(got.shape)}，應該是 {tuple(want.shape)}）"
-                if isinstance(got, torch.Tensor) and got.shape != want.shape
-                else ""
-            )
-            problems.append(f"{title}，三個 batch 最後一個有 6.0：應該是 {_short(want)}，你的是 {_short(got)}{shape}")
-    return problems
+        batch_copies = [b.clone() for b in batches]
+        title += "，三個 batch 最後一個有 6.0"
+        problems.append(_tensor_problem(title, want, calibrated_output, make(), batch_copies, _reference_fake_quantize))
+    return [p for p in problems if p]
 
 
 CALIBRATED_OUTPUT = Practice(
@@ -632,6 +625,64 @@ CALIBRATED_OUTPUT = Practice(
     "接起來一次餵給 MovingAverage 只更新一次；每個 batch 後就量，用的是還沒看到 outlier 的範圍。",
 )
 
+
+def _mean_squared_error(observer: torch.nn.Module, batches: list[torch.Tensor]) -> float:
+    """The ``measure`` handed to measured_best: calibrate on the batches in turn, then the MSE on all of them."""
+    for batch in batches:
+        observer(batch)
+    data = torch.cat(batches)
+    return float(((data - _reference_fake_quantize(observer, data)) ** 2).mean())
+
+
+def _best_scenarios() -> list[tuple[str, list[torch.Tensor], str]]:
+    """(what the data is like, its batches, the observer with the smallest error there): each of the three wins
+    or loses somewhere, by a wide margin (3×, 1.1×, 3×)."""
+    u = torch.linspace(-1.0, 1.0, 41)
+    return [
+        ("對稱的資料，outlier 6.0 在最後一個 batch", [u, u * 0.5, torch.cat([u, torch.tensor([6.0])])], "minmax"),
+        ("對稱的長尾資料，一個 batch", [torch.sign(u) * u.abs() ** 4 * 10], "symmetric"),
+        ("沒有負值的資料，兩個 batch", [torch.linspace(0.0, 3.0, 21), torch.linspace(0.0, 2.0, 21)], "minmax"),
+    ]
+
+
+def _candidates() -> dict[str, torch.nn.Module]:
+    return {
+        "minmax": observer_factory("MinMax")(),
+        "moving_average": observer_factory("MovingAverage", averaging_constant=0.5)(),
+        "symmetric": observer_factory("MinMax", -127, 127, True)(),
+    }
+
+
+def _check_measured_best(measured_best: Any) -> list[str]:
+    problems = []
+    for title, batches, want in _best_scenarios():
+        errors = {
+            name: _mean_squared_error(observer, [b.clone() for b in batches])
+            for name, observer in _candidates().items()
+        }
+        got = measured_best(_candidates(), [b.clone() for b in batches], _mean_squared_error)
+        if got != want:
+            shown = "、".join(f"{name} {error:.2e}" for name, error in errors.items())
+            problems.append(f"{title}：量出來的誤差是 {shown}，最好的是 {want!r}，你的是 {got!r}")
+    return problems
+
+
+MEASURED_BEST = Practice(
+    "measured_best",
+    "寫 measured_best(observers, batches, measure)：observers 是 {名字: 還沒看過資料的 observer}，"
+    "measure(observer, batches) 會用 batches 校準那個 observer 並回傳它的均方誤差（檢查傳給你）。回傳在這份資料上誤差最小的名字。"
+    "檢查用三份資料，每次都是同樣三個 observer：minmax（int8 affine）、moving_average、symmetric。",
+    "def measured_best(observers, batches, measure):\n    raise NotImplementedError()\n",
+    _check_measured_best,
+    "不要從資料的樣子或 observer 的種類猜：每個 observer 都交給 measure 量一次，"
+    "再從量到的誤差裡取最小的，例如先做一個 {名字: 誤差} 的 dict。",
+    "def measured_best(observers, batches, measure):\n"
+    "    scores = {}\n"
+    "    for name in observers:\n"
+    "        scores[name] = measure(observers[name], batches)\n"
+    "    return min(scores, key=scores.get)\n",
+    "三份資料三種結果：後面才出現的 outlier 讓 MovingAverage 輸，長尾的對稱資料 symmetric 贏，沒有負值時 affine 贏。",
+)
 
 MISCONCEPTIONS = (
     Misconception(
@@ -749,6 +800,7 @@ MISCONCEPTIONS = (
         "長尾資料時 Histogram 才贏過 MinMax。best_observer 要用 observer_errors 量過，再取 MSE 最小的。",
         RULES,
         public=_best_not_measured,
+        practice=MEASURED_BEST,
     ),
 )
 

@@ -631,6 +631,49 @@ REROUTE_USERS = Practice(
 )
 
 
+def _check_hang_observers(hang_observers: Any) -> list[str]:
+    from common.pt2e import MinMaxObserver
+
+    shared, alone = MinMaxObserver(), MinMaxObserver(quant_min=0, quant_max=255)
+    handed = [shared, alone, shared]
+    gm = _fan()
+    names = hang_observers(gm, list(handed))
+    if not isinstance(names, list | tuple) or len(names) != len(handed) or not all(isinstance(n, str) for n in names):
+        return [f"要回傳三個名字（每個 observer 一個），你的是 {names!r}"]
+    hung = [getattr(gm, name, None) for name in names]
+    problems = [f"gm 上沒有叫 {name!r} 的子模組" for name, module in zip(names, hung, strict=True) if module is None]
+    others = [
+        name
+        for name, module, observer in zip(names, hung, handed, strict=True)
+        if module is not None and module is not observer
+    ]
+    if others:
+        problems.append(f"{'、'.join(others)} 掛上去的是新的物件，不是傳進來的那一個 observer")
+    if hung[0] is not None and hung[0] is not hung[2]:
+        problems.append(
+            f"第 0 與第 2 個傳進來的是同一個 observer（兩個位置共用）：{names[0]} 與 {names[2]} 應該是同一個物件，"
+            "你的卻是兩個，各算各的 qparams"
+        )
+    return problems
+
+
+HANG_OBSERVERS = Practice(
+    "hang_observers",
+    "寫 hang_observers(gm, observers)：observers 是一個 observer 的串列，第 i 個掛在 gm 的 activation_post_process_i 下"
+    "（gm 上原本沒有 observer），回傳這些名字的串列。同一個 observer 物件出現兩次，表示這兩個位置共用它。"
+    "檢查傳三個：第 0 個與第 2 個是同一個 MinMaxObserver，第 1 個是另一個。",
+    "def hang_observers(gm, observers):\n    raise NotImplementedError()\n",
+    _check_hang_observers,
+    "傳進來的物件就是要掛的那一個：gm.add_submodule(name, observer) 直接掛它。"
+    "copy.deepcopy、copy.copy 或照它的設定重建一個，得到的都是新物件，共用就斷了。",
+    "def hang_observers(gm, observers):\n"
+    '    names = [f"activation_post_process_{i}" for i in range(len(observers))]\n'
+    "    for name, observer in zip(names, observers):\n"
+    "        gm.add_submodule(name, observer)\n"
+    "    return names\n",
+    "同一個物件掛在兩個名字下，兩個 observer node 呼叫的是同一個實例：它看到兩個位置的資料，兩處用同一組 qparams。",
+)
+
 MISCONCEPTIONS = (
     Misconception(
         "appended_at_end",
@@ -689,6 +732,7 @@ MISCONCEPTIONS = (
         "回傳的 node 呼叫的也不是傳進來的物件。把傳進來的 observer 直接 add_submodule，不要複製。",
         RULES,
         public=copies_observer,
+        practice=HANG_OBSERVERS,
     ),
     Misconception(
         "fixed_name",

@@ -928,6 +928,41 @@ AFFINE_ZERO_POINT = Practice(
 )
 
 
+_SPANS = ((-0.7, 0.9, 255), (-1.3, 2.9, 255), (-0.1, 0.2, 15), (-0.15, 3.05, 15))
+"""(low, high, steps) whose step is another float32 value when the subtraction is done in float64."""
+
+
+def _check_step_size(step_size: Any) -> list[str]:
+    problems = []
+    for low, high, steps in _SPANS:
+        lows, highs = torch.tensor([low]), torch.tensor([high])
+        want = (highs - lows) / steps
+        got = step_size(lows.clone(), highs.clone(), steps)
+        title = f"[{low}, {high}] 分成 {steps} 格"
+        if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+            problems.append(f"{title}：應該回傳和 low 一樣形狀的 tensor，你的是 {_shown(got)!r}")
+        elif got.dtype != torch.float32:
+            problems.append(f"{title}：應該回傳 float32 tensor，你的是 {got.dtype}")
+        elif not torch.equal(got, want):
+            close = bool(torch.allclose(got, want, rtol=1e-6, atol=0.0))
+            hint = "（只差在最後一位：float64 算完才轉回 float32？）" if close else ""
+            problems.append(f"{title}：應該是 {want.item()!r}，你的是 {got.item()!r}{hint}")
+    return problems
+
+
+STEP_SIZE = Practice(
+    "step_size",
+    "寫 step_size(low, high, steps)：low、high 是 float32 tensor（範圍的兩端），把範圍分成 steps 格（steps 是 Python int），"
+    "回傳每格的寬度，一個 float32 tensor，要和 observer 用 float32 tensor 算的逐位元相同。"
+    "檢查用四個範圍，例如 [-0.7, 0.9] 分成 255 格。",
+    "import torch\n\n\ndef step_size(low, high, steps):\n    raise NotImplementedError()\n",
+    _check_step_size,
+    "high − low 在 float32 裡就會捨入一次；轉成 double、.item() 或 Python float 算，這一步不捨入，"
+    "最後轉回 float32 時結果可能差最後一位。整個算式留在 float32 tensor 裡：先相減，再除以 steps。",
+    "import torch\n\n\ndef step_size(low, high, steps):\n    width = high - low\n    return width / steps\n",
+    "float32 存不下 0.9 − (−0.7) 的精確結果：observer 先捨入了這一步，要逐位元相同，就得在同一個地方捨入。",
+)
+
 QPARAMS_MISCONCEPTIONS = (
     Misconception(
         "python_floats",
@@ -1058,6 +1093,7 @@ QPARAMS_MISCONCEPTIONS = (
         "練習要的是完全相等，所以不要轉成 double、不要用 Python float，照 observer 用 float32 tensor 算。",
         AFFINE,
         public=last_bit,
+        practice=STEP_SIZE,
     ),
 )
 
