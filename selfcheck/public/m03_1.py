@@ -921,6 +921,157 @@ ADD_EDGE_LABEL = Practice(
 )
 
 
+class _Fan(nn.Module):
+    """relu(x) read by a mul, inside cat's list, and by the graph's output."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        r = torch.relu(x)
+        return r * 2, torch.cat([r, x]), r
+
+
+def _fan() -> dict[str, Any]:
+    gm = torch.fx.symbolic_trace(_Fan())
+    return {node.name: node for node in gm.graph.nodes}
+
+
+def _shown(names: Any) -> str:
+    return "、".join("圖的輸出" if name == "output" else name for name in sorted(names)) or "沒有"
+
+
+def _check_label_readers(label_readers: Any) -> list[str]:
+    from common.pt2e import ANNOTATION_KEY
+
+    spec = _practice_specs()[0]
+    problems = []
+    for wanted in (("mul",), ("cat", "mul"), ("output", "cat", "mul")):
+        nodes = _fan()
+        relu = nodes["relu"]
+        users = {user.name for user in relu.users}
+        label_readers(relu, [nodes[name] for name in wanted], spec)
+        title = f"readers = {_shown(wanted)}"
+        own = relu.meta.get(ANNOTATION_KEY)
+        output = own is not None and own.output_qspec is not None
+        edges = {
+            user.name
+            for user in relu.users
+            if ANNOTATION_KEY in user.meta and user.meta[ANNOTATION_KEY].input_qspec_map.get(relu) is not None
+        }
+        if set(wanted) == users:
+            if not output:
+                problems.append(
+                    f"{title}（relu 的全部 consumer，包括圖的輸出）：這時要的是 relu 的輸出標籤，寫在 relu 自己的 output_qspec；"
+                    f"你的 relu 沒有輸出標籤，標籤寫到了別人的 node（{_shown(edges)}）上"
+                )
+            elif edges:
+                problems.append(
+                    f"{title}：relu 的輸出標籤已經讓每個 consumer 都讀到量化值，{_shown(edges)} 上的邊標籤是多的"
+                )
+        elif output:
+            problems.append(
+                f"{title}：你貼了 relu 的輸出標籤，relu 的每個 consumer（{_shown(users)}）都讀到量化值；"
+                f"只要 {_shown(wanted)} 讀到，就在 {_shown(wanted)} 的 input_qspec_map 上貼邊標籤，key 是 relu"
+            )
+        elif edges != set(wanted):
+            problems.append(f"{title}：應該只有 {_shown(wanted)} 讀到量化後的 relu，照你的標籤是 {_shown(edges)}")
+    return problems
+
+
+LABEL_READERS = Practice(
+    "label_readers",
+    "寫 label_readers(producer, readers, spec)：讓 readers 裡的 consumer 讀到 producer 量化後的值，producer 的其他 consumer 仍讀原值。"
+    "readers 是 producer 的全部 consumer 時，貼一張 producer 的輸出標籤；只是其中幾個時，替每一個貼邊標籤。"
+    "檢查用的圖：relu = relu(x)，讀 relu 的有 mul、cat 的 list 和圖的輸出。",
+    "from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation\n\n\n"
+    "def label_readers(producer, readers, spec):\n"
+    "    raise NotImplementedError()\n",
+    _check_label_readers,
+    "兩種位置寫在不同的 node 上：輸出標籤寫在 producer 自己的 output_qspec，它的每個 consumer 都讀到量化值；"
+    "邊標籤寫在那一個 consumer 的 input_qspec_map[producer]，只影響它。set(readers) == set(producer.users) 就是「全部」。",
+    "from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation\n\n\n"
+    "def label_readers(producer, readers, spec):\n"
+    "    if set(readers) == set(producer.users):\n"
+    "        producer.meta.setdefault(ANNOTATION_KEY, QuantizationAnnotation()).output_qspec = spec\n"
+    "        return\n"
+    "    for reader in readers:\n"
+    "        reader.meta.setdefault(ANNOTATION_KEY, QuantizationAnnotation()).input_qspec_map[producer] = spec\n",
+    "輸出標籤是 relu 自己的位置：一張就管到它的每個 consumer（圖的輸出也是），不必在別人的 node 上各貼一張"
+    "（那些標籤可能是別的 Quantizer 的）。",
+)
+
+
+def _check_label_edges(label_edges: Any) -> list[str]:
+    from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation
+
+    kept, spec, _, _ = _practice_specs()
+    problems = []
+    for consumer, producers, old in (
+        ("cat", ("relu", "x"), None),
+        ("cat", ("relu", "mul"), None),
+        ("relu", ("x", "cat"), kept),
+    ):
+        nodes = _gate()
+        target = nodes[consumer]
+        if old is not None:
+            target.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map={nodes["x"]: old})
+        before = {p.name: s for p, s in target.meta[ANNOTATION_KEY].input_qspec_map.items()} if old else {}
+        strangers = [p for p in producers if nodes[p] not in target.all_input_nodes]
+        title = f"label_edges({consumer}, [{', '.join(producers)}])"
+        try:
+            label_edges(target, [nodes[p] for p in producers], spec)
+        except NotImplementedError:
+            raise
+        except ValueError as error:
+            if not strangers:
+                problems.append(
+                    f"{title}：{'、'.join(producers)} 都是 {consumer} 的輸入，不該出錯，你的丟出 ValueError：{error}"
+                )
+                continue
+        except Exception as error:  # the wrong kind of exception shows in the message
+            problems.append(f"{title}：應該 raise ValueError，你的丟出 {type(error).__name__}")
+            continue
+        else:
+            if strangers:
+                problems.append(
+                    f"{title}：{'、'.join(strangers)} 不是 {consumer} 的輸入，應該 raise ValueError，你的沒有出錯"
+                )
+                continue
+        label = target.meta.get(ANNOTATION_KEY)
+        after = {p.name: s for p, s in label.input_qspec_map.items()} if label is not None else {}
+        if strangers and after != before:
+            changed = sorted(name for name in set(after) | set(before) if after.get(name) is not before.get(name))
+            problems.append(
+                f"{title}：丟出 ValueError 時，{consumer} 的標籤已經改了（{'、'.join(f'{n} → {consumer}' for n in changed)}）："
+                "先檢查完全部的邊，全部存在才開始寫"
+            )
+        elif not strangers and any(after.get(p) is not spec for p in producers):
+            done = [f"{p} → {consumer}" for p in producers if after.get(p) is spec]
+            problems.append(f"{title}：每條邊都該貼上傳進來的 spec，你貼好的只有 {'、'.join(done) or '沒有'}")
+    return problems
+
+
+LABEL_EDGES = Practice(
+    "label_edges",
+    "寫 label_edges(consumer, producers, spec)：一次替 consumer 貼好幾條邊標籤 (producer, consumer)，每條都用 spec。"
+    "只要有一個 producer 不是 consumer 的輸入，就 raise ValueError，而且一條都不貼，consumer 原本的標籤也不能變。"
+    "檢查用的圖有 relu = relu(x)、cat([relu, x]) 與 mul(x, other=relu)。",
+    "from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation\n\n\n"
+    "def label_edges(consumer, producers, spec):\n"
+    "    raise NotImplementedError()\n",
+    _check_label_edges,
+    "分成兩段：第一段只讀，找出不在 consumer.all_input_nodes 裡的 producer，有就 raise；"
+    "第二段才拿標籤（setdefault）、把每條邊寫進 input_qspec_map。raise 之後的程式不會執行，寫在它前面的卻已經寫了。",
+    "from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation\n\n\n"
+    "def label_edges(consumer, producers, spec):\n"
+    "    strangers = [p.name for p in producers if p not in consumer.all_input_nodes]\n"
+    "    if strangers:\n"
+    "        raise ValueError(f\"{'、'.join(strangers)} 不是 {consumer.name} 的輸入\")\n"
+    "    annotation = consumer.meta.setdefault(ANNOTATION_KEY, QuantizationAnnotation())\n"
+    "    for producer in producers:\n"
+    "        annotation.input_qspec_map[producer] = spec\n",
+    "呼叫的人接住 ValueError 之後還會用這張圖：先寫再 raise，壞掉的邊就留在標籤上，prepare_pt2e 照樣讀到它。",
+)
+
+
 ADD_LABEL_MISCONCEPTIONS = (
     Misconception(
         "keyed_by_consumer",
@@ -938,6 +1089,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "producer 的每個 consumer 都讀到量化後的值，不只那一條邊。邊要寫進 consumer 的 input_qspec_map：{producer: spec}。",
         EDGE_AND_OUTPUT,
         public=edge_as_output,
+        practice=LABEL_READERS,
     ),
     Misconception(
         "output_as_edges",
@@ -946,6 +1098,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "而且圖的輸出（output node）這類 consumer 也不會因此得到同一個 observer。node 的位置直接設 output_qspec = spec。",
         EDGE_AND_OUTPUT,
         public=output_as_edges,
+        practice=LABEL_READERS,
     ),
     Misconception(
         "checks_backwards",
@@ -1046,6 +1199,7 @@ ADD_LABEL_MISCONCEPTIONS = (
         "呼叫的人接住例外之後，prepare_pt2e 還是會讀到它。先檢查，確定邊存在再貼。",
         ADD_LABEL_RULES,
         public=written_before_refusing,
+        practice=LABEL_EDGES,
     ),
     Misconception(
         "message_one_name",
@@ -1112,6 +1266,136 @@ QUANTIZED_READS = Practice(
 )
 
 
+def _observed_graph() -> dict[str, Any]:
+    """A prepared graph by hand, its labels kept: x → activation_post_process_0 → add(·, y), add's label {x: spec,
+    y: None}; y → watch (an observer put in by hand, no label) → mul(x, ·); sub(x, y) labelled after prepare."""
+    from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation
+
+    spec = _practice_specs()[0]
+    graph = torch.fx.Graph()
+    x, y = graph.placeholder("x"), graph.placeholder("y")
+    observed = graph.call_module("activation_post_process_0", (x,))
+    add = graph.call_function(torch.add, (observed, y))
+    watch = graph.call_module("watch", (y,))
+    mul = graph.call_function(torch.mul, (x, watch))
+    sub = graph.call_function(torch.sub, (x, y))
+    graph.output((add, mul, sub))
+    add.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map={x: spec, y: None})
+    sub.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map={x: spec, y: spec})
+    return {node.name: node for node in graph.nodes}
+
+
+def _check_quantized_inputs(quantized_inputs: Any) -> list[str]:
+    nodes = _observed_graph()
+
+    def is_observer(node: Any) -> bool:
+        return node.op == "call_module" and node.target in ("activation_post_process_0", "watch")
+
+    problems = []
+    for name, want, why in (
+        ("add", {"x"}, "x 經過 activation_post_process_0，y 直接讀（標籤上 y 的規格是 None）"),
+        ("mul", {"y"}, "y 經過手插的 observer watch（mul 沒有標籤），x 直接讀"),
+        ("sub", set(), "標籤是 prepare 之後才貼的，x、y 都直接讀，中間沒有 observer"),
+    ):
+        got = quantized_inputs(nodes[name], is_observer)
+        if isinstance(got, str) or not isinstance(got, set | list | tuple | frozenset):
+            problems.append(f"{name}：要回傳上游名字的 set 或 list，你的是 {got!r}")
+        elif set(got) != want:
+            problems.append(f"{name}（{why}）：應該是 {sorted(want)}，你的是 {sorted(got)}")
+    return problems
+
+
+QUANTIZED_INPUTS = Practice(
+    "quantized_inputs",
+    "寫 quantized_inputs(node, is_observer)：node 在 prepare_pt2e 之後的圖上，回傳它經過 observer 讀到的上游的名字（一個 set）。"
+    "is_observer(n) 告訴你 n 是不是 observer。檢查用的圖上，標籤與 observer 對不上："
+    "有規格是 None 的標籤、手插的 observer（沒有標籤），和 prepare 之後才貼的標籤。",
+    "def quantized_inputs(node, is_observer):\n    raise NotImplementedError()\n",
+    _check_quantized_inputs,
+    "node.meta 裡的標籤只是 prepare_pt2e 當時的依據，不是圖上現在的樣子。看 node.all_input_nodes：是 observer 的輸入，"
+    "它讀的上游是 observer 的 args[0]；不是 observer 的，就是直接讀原值。",
+    "def quantized_inputs(node, is_observer):\n"
+    "    found = set()\n"
+    "    for source in node.all_input_nodes:\n"
+    "        if is_observer(source):\n"
+    "            found.add(source.args[0].name)\n"
+    "    return found\n",
+    "標籤說要量化、圖上卻沒有 observer（sub），或有 observer 卻沒有標籤（mul）：讀到的是不是量化值，只看圖。",
+)
+
+
+class _Guards(nn.Module):
+    """Stands in for export's ``_guards_fn``: a module that reads a value and returns nothing."""
+
+    def forward(self, x: torch.Tensor) -> None:
+        return None
+
+
+def _watched() -> GraphModule:
+    """x → activation_post_process_0 → relu → watch → activation_post_process_tap → mul; relu → second call of
+    activation_post_process_0; x → _guards_fn. Observers: activation_post_process_0 (MinMaxObserver) and watch
+    (MovingAverageMinMaxObserver, named by hand); activation_post_process_tap is an nn.Identity."""
+    from common.pt2e import MinMaxObserver, MovingAverageMinMaxObserver
+
+    root = nn.Module()
+    root.add_module("activation_post_process_0", MinMaxObserver())
+    root.add_module("watch", MovingAverageMinMaxObserver())
+    root.add_module("activation_post_process_tap", nn.Identity())
+    root.add_module("_guards_fn", _Guards())
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.call_module("_guards_fn", (x,))
+    first = graph.call_module("activation_post_process_0", (x,))
+    relu = graph.call_function(torch.relu, (first,))
+    again = graph.call_module("activation_post_process_0", (relu,))
+    watch = graph.call_module("watch", (relu,))
+    tap = graph.call_module("activation_post_process_tap", (watch,))
+    mul = graph.call_function(torch.mul, (again, tap))
+    graph.output((tap, mul))
+    return GraphModule(root, graph)
+
+
+def _check_observer_names(observer_names: Any) -> list[str]:
+    from common.graph_utils import is_observer
+
+    gm = _watched()
+    called = {node.name: gm.get_submodule(str(node.target)) for node in gm.graph.nodes if node.op == "call_module"}
+    modules = {name: type(module).__name__ for name, module in called.items()}
+    want = {name for name, module in called.items() if is_observer(module)}
+    got = observer_names(gm)
+    if isinstance(got, str) or not isinstance(got, set | list | tuple | frozenset):
+        return [f"要回傳 node 名字的 set 或 list，你的是 {got!r}"]
+    problems = []
+    for name in sorted(want - set(got)):
+        problems.append(f"{name} 呼叫的是 {modules[name]}，是 observer，你的沒有算它")
+    for name in sorted(set(got) - want):
+        kind = modules.get(name)
+        problems.append(
+            f"{name} 呼叫的是 {kind}，不是 observer，你的卻算了它" if kind else f"{name} 不是 call_module，你的卻算了它"
+        )
+    return problems
+
+
+OBSERVER_NAMES = Practice(
+    "observer_names",
+    "寫 observer_names(gm)：回傳 gm 上呼叫 observer 的 call_module node 的名字（一個 set）。"
+    "檢查用的圖上有 torchao 放的 activation_post_process_0（呼叫了兩次）、手插的 watch、"
+    "名字像 observer 的 nn.Identity，和 export 的 _guards_fn。",
+    "from common.pt2e import ObserverBase\n\n\ndef observer_names(gm):\n    raise NotImplementedError()\n",
+    _check_observer_names,
+    "名字誰都能取，模組的類別才算數：call_module node 呼叫的模組是 gm.get_submodule(node.target)，"
+    "再用 isinstance(模組, ObserverBase) 判斷。op 不是 call_module 的不用看。",
+    "from common.pt2e import ObserverBase\n\n\n"
+    "def observer_names(gm):\n"
+    "    return {\n"
+    "        node.name\n"
+    "        for node in gm.graph.nodes\n"
+    '        if node.op == "call_module" and isinstance(gm.get_submodule(node.target), ObserverBase)\n'
+    "    }\n",
+    "common.graph_utils.observer_nodes(gm) 就是這樣找的：名字叫 watch 的也算，名字像 observer 的 Identity 不算。",
+)
+
+
 READS_MISCONCEPTIONS = (
     Misconception(
         "erases_guard",
@@ -1129,6 +1413,7 @@ READS_MISCONCEPTIONS = (
         "手插的 observer 也沒有標籤。consumer 讀到的是不是量化值，要看它和 producer 之間有沒有 observer node。",
         ROLES,
         public=labels_for_observers,
+        practice=QUANTIZED_INPUTS,
     ),
     Misconception(
         "reads_any_observer",
@@ -1165,6 +1450,7 @@ READS_MISCONCEPTIONS = (
         "用 observer_nodes(prepared)，或看 node 呼叫的模組是不是 observer。",
         READS_RULES,
         public=observer_by_name,
+        practice=OBSERVER_NAMES,
     ),
     Misconception(
         "reads_any_call_module",
@@ -1173,6 +1459,7 @@ READS_MISCONCEPTIONS = (
         "你把它們都當成 observer 走過去，後面的 node 就被算成讀到量化值。用 observer_nodes(prepared) 認 observer。",
         READS_RULES,
         public=module_as_observer,
+        practice=OBSERVER_NAMES,
     ),
     Misconception(
         "reads_counts_modules",
