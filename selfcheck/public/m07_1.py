@@ -17,6 +17,7 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 TITLE = "fake_quant_roles 與 fake_quant_instances：QAT 圖上的 fake-quant 量化的是什麼"
 
@@ -413,6 +414,140 @@ def _public_counts_registered(seen: Any, expected: Any) -> bool:
     return isinstance(got, int) and isinstance(want, int) and got > want and others_right and not extra and not missing
 
 
+# --- practice (issue 50): a short exercise of its own for one misconception ----------------------------------
+
+
+class _Mixer(nn.Module):
+    """Weights reached through ops (w * 2, a transpose, a stack), an activation that is addcmul's third operand,
+    one that reaches sub only as the keyword ``other``, and a second input y in a linear's weight position."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(3, 3))
+        self.gain = nn.Parameter(torch.ones(3))
+        self.shift = nn.Parameter(torch.zeros(3))
+        self.register_buffer("offset", torch.zeros(3))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        doubled = self.w * 2
+        turned = doubled.t()
+        stacked = torch.stack([self.gain, self.shift])
+        h = torch.addcmul(self.shift, self.gain, x)
+        g = torch.sub(self.offset, other=h)
+        return nn.functional.linear(g, turned), nn.functional.linear(x, y), stacked
+
+
+def _call_text(node: Node) -> str:
+    """``node`` as a call: ``sub(offset, other=addcmul)``, ``w``, ``x``."""
+    if node.op in ("placeholder", "get_attr"):
+        return f"{node.name}（{node.op}）"
+
+    def shown(value: Any) -> str:
+        if isinstance(value, Node):
+            return value.name
+        if isinstance(value, list | tuple):
+            return "[" + ", ".join(shown(v) for v in value) + "]"
+        return repr(value)
+
+    target = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", str(node.target))
+    parts = [shown(a) for a in node.args] + [f"{k}={shown(v)}" for k, v in node.kwargs.items()]
+    return f"{node.name} = {target}({', '.join(parts)})"
+
+
+def _check_reads_model_input(reads_model_input: Any) -> list[str]:
+    gm = torch.fx.symbolic_trace(_Mixer())
+    computed: set[Node] = set()  # nodes computed from a model input, in graph order
+    problems = []
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            continue
+        if node.op == "placeholder" or any(source in computed for source in node.all_input_nodes):
+            computed.add(node)
+        want = node in computed
+        got = reads_model_input(node)
+        if bool(got) is not want or not isinstance(got, bool):
+            problems.append(f"{_call_text(node)}：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+READS_MODEL_INPUT = Practice(
+    "reads_model_input",
+    "寫 reads_model_input(node)：node 的值是不是（直接或間接）由模型的輸入算出來的？是就回傳 True（activation），"
+    "只由模型的常數（get_attr）算出來就回傳 False（weight）。"
+    "檢查用一張小圖：weight 先乘 2、轉置、stack 才用到；x 是 addcmul 的第三個運算元；sub 的 activation 寫在 keyword 引數 other；"
+    "linear(x, y) 的 y 是模型的第二個輸入。",
+    "def reads_model_input(node):\n    raise NotImplementedError()\n",
+    _check_reads_model_input,
+    "node 讀到模型的輸入只有兩種情況：它自己就是 placeholder，或它的某一個輸入讀到模型的輸入。"
+    "node.all_input_nodes 列出 args 與 kwargs 裡的每一個 node（串列裡的也算），對每一個問同一個問題（遞迴）。",
+    "def reads_model_input(node):\n"
+    '    if node.op == "placeholder":\n'
+    "        return True\n"
+    "    return any(reads_model_input(source) for source in node.all_input_nodes)\n",
+    "fake-quant node 的 args[0] 讀得到模型的輸入就是 activation，讀不到就是 weight：看上游，不看它接到誰、也不看它是什麼類別。",
+)
+
+
+def _fake_quant_graph() -> tuple[GraphModule, dict[str, bool]]:
+    """A graph of call_module nodes, each module's name against what it is; name → whether it is a fake-quant."""
+    from torchao.quantization.pt2e import (
+        FakeQuantize,
+        FusedMovingAvgObsFakeQuantize,
+        LearnableFakeQuantize,
+        MinMaxObserver,
+        MovingAverageMinMaxObserver,
+    )
+
+    modules = {
+        "activation_post_process_0": (nn.Identity(), False),
+        "input_range": (FakeQuantize(), True),
+        "activation_post_process_1": (MinMaxObserver(), False),
+        "activation_post_process_2": (LearnableFakeQuantize(observer=MovingAverageMinMaxObserver), True),
+        "weight_fq": (FusedMovingAvgObsFakeQuantize(), True),
+    }
+    root = nn.Module()
+    graph = torch.fx.Graph()
+    value = graph.placeholder("fake_quant")
+    for name, (module, _) in modules.items():
+        root.add_module(name, module)
+        value = graph.call_module(name, (value,))
+    graph.output(value)
+    gm = GraphModule(root, graph)
+    wanted = {node.name: modules.get(str(node.target), (None, False))[1] for node in gm.graph.nodes}
+    return gm, wanted
+
+
+def _check_is_fake_quant(is_fake_quant: Any) -> list[str]:
+    gm, wanted = _fake_quant_graph()
+    problems = []
+    for node in gm.graph.nodes:
+        got, want = is_fake_quant(gm, node), wanted[node.name]
+        if bool(got) is not want:
+            what = type(gm.get_submodule(str(node.target))).__name__ if node.op == "call_module" else node.op
+            problems.append(f"{node.name}（{what}）：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+IS_FAKE_QUANT = Practice(
+    "is_fake_quant",
+    "寫 is_fake_quant(gm, node)：node 是不是呼叫一個 fake-quant 的 node？observer 不算，名字也不算數。"
+    "檢查用的圖上有名叫 activation_post_process_N 的 nn.Identity 與 MinMaxObserver、叫別的名字的 FakeQuantize，"
+    "一個 LearnableFakeQuantize，和一個名叫 fake_quant 的輸入。",
+    "from torchao.quantization.pt2e import FakeQuantizeBase\n\n\ndef is_fake_quant(gm, node):\n"
+    "    raise NotImplementedError()\n",
+    _check_is_fake_quant,
+    '先確定 node.op == "call_module"，再用 gm.get_submodule(node.target) 拿到它呼叫的 module，'
+    "看 module 是不是 FakeQuantizeBase（每一種 fake-quant 共同的父類別）。",
+    "from torchao.quantization.pt2e import FakeQuantizeBase\n\n\n"
+    "def is_fake_quant(gm, node):\n"
+    '    if node.op != "call_module":\n'
+    "        return False\n"
+    "    module = gm.get_submodule(node.target)\n"
+    "    return isinstance(module, FakeQuantizeBase)\n",
+    "名字是 prepare 取的，別人也能取；FakeQuantize 只是 fake-quant 的一種。認 module 的父類別，一次就都認得。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "changes_graph",
@@ -431,6 +566,7 @@ MISCONCEPTIONS = (
         "isinstance(gm.get_submodule(node.target), FakeQuantizeBase)。",
         FAKE_QUANT,
         public=_public_found_by_name,
+        practice=IS_FAKE_QUANT,
     ),
     Misconception(
         "fake_quantize_class",
@@ -440,6 +576,7 @@ MISCONCEPTIONS = (
         "實例也少算。題目要的是所有 FakeQuantizeBase。",
         RULES,
         public=_public_fake_quantize_class,
+        practice=IS_FAKE_QUANT,
     ),
     Misconception(
         "observers_too",
@@ -448,6 +585,7 @@ MISCONCEPTIONS = (
         "common.graph_utils.is_observer 兩種都認，這裡只要 fake-quant：用 isinstance(module, FakeQuantizeBase) 判斷。",
         FAKE_QUANT,
         public=_public_observers_too,
+        practice=IS_FAKE_QUANT,
     ),
     Misconception(
         "by_class",
@@ -457,6 +595,7 @@ MISCONCEPTIONS = (
         "碰不到就是 weight。",
         READING,
         public=_public_by_class,
+        practice=READS_MODEL_INPUT,
     ),
     Misconception(
         "direct_get_attr_only",
@@ -466,6 +605,7 @@ MISCONCEPTIONS = (
         "判斷要往上游追到底：整條路上碰不到模型的輸入（placeholder）就是 weight。",
         BN_KEPT,
         public=_public_weights_as_activations,
+        practice=READS_MODEL_INPUT,
     ),
     Misconception(
         "only_inputs_are_activations",
@@ -474,6 +614,7 @@ MISCONCEPTIONS = (
         "要往上游一路追：任何一條路碰得到模型的輸入，就是 activation。",
         READING,
         public=_public_activations_as_weights,
+        practice=READS_MODEL_INPUT,
     ),
     Misconception(
         "digits_shapes",
@@ -482,6 +623,7 @@ MISCONCEPTIONS = (
         "cat、乘上常數，或中間夾著別人插的 module。列舉看過的樣子總會漏；規則是往上游追到底，碰不到模型的輸入就是 weight。",
         READING,
         public=_public_digits_shapes,
+        practice=READS_MODEL_INPUT,
     ),
     Misconception(
         "args0_only",
@@ -491,6 +633,7 @@ MISCONCEPTIONS = (
         "每個 op 的所有輸入都要追：node.all_input_nodes。",
         READING,
         public=_public_args0_only,
+        practice=READS_MODEL_INPUT,
     ),
     Misconception(
         "positional_only",
@@ -500,6 +643,7 @@ MISCONCEPTIONS = (
         "用 node.all_input_nodes，args 與 kwargs 裡的 node 都包含在內。",
         READING,
         public=_public_positional_only,
+        practice=READS_MODEL_INPUT,
     ),
     Misconception(
         "by_consumer_position",
@@ -509,6 +653,7 @@ MISCONCEPTIONS = (
         "碰得到模型的輸入就是 activation。",
         READING,
         public=_public_by_consumer_position,
+        practice=READS_MODEL_INPUT,
     ),
     Misconception(
         "counts_nodes",
