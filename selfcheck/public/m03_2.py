@@ -412,6 +412,74 @@ NODE_POSITIONS = Practice(
 )
 
 
+def _copied_cat() -> dict[str, Any]:
+    """a = sin(x), b = cos(y), cat([a, b, x]), mul(a, y): labelled with keys from another copy of the graph (as after
+    annotate's deepcopy); sin has no label."""
+    from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation
+
+    def build() -> dict[str, Any]:
+        graph = torch.fx.Graph()
+        x, y = graph.placeholder("x"), graph.placeholder("y")
+        a = graph.call_function(torch.sin, (x,))
+        b = graph.call_function(torch.cos, (y,))
+        cat = graph.call_function(torch.cat, ([a, b, x],))
+        mul = graph.call_function(torch.mul, (a, y))
+        graph.output((cat, mul))
+        return {node.name: node for node in graph.nodes}
+
+    original, copied = build(), build()
+    spec = _spec()
+    copied["cat"].meta[ANNOTATION_KEY] = QuantizationAnnotation(
+        input_qspec_map={original["sin"]: spec, original["cos"]: spec, original["x"]: None}, output_qspec=spec
+    )
+    copied["mul"].meta[ANNOTATION_KEY] = QuantizationAnnotation(
+        input_qspec_map={original["sin"]: None, original["y"]: spec}
+    )
+    return copied
+
+
+def _check_labelled_edges(labelled_edges: Any) -> list[str]:
+    nodes = _copied_cat()
+    problems = []
+    for name, want, why in (
+        ("cat", [("cos", "cat"), ("sin", "cat")], "標籤有 sin、cos 兩條有規格的邊，x 那條是 None"),
+        ("mul", [("y", "mul")], "標籤有 y 那條有規格的邊，sin 那條是 None"),
+        ("sin", [], "沒有標籤"),
+    ):
+        got = labelled_edges(nodes[name])
+        if isinstance(got, str) or not isinstance(got, list | tuple | set):
+            problems.append(f"{name}：要回傳 (上游名字, {name}) 的 list，你的是 {got!r}")
+            continue
+        mine = sorted(tuple(edge) if isinstance(edge, list | tuple) else (edge,) for edge in got)
+        if mine != want:
+            lost = (
+                "（一條都沒留下：key 是原圖的 node，拿這張圖上的 node 去比對，in、get 全都落空）"
+                if want and not mine
+                else ""
+            )
+            problems.append(f"{name}（{why}）：應該是 {want}，你的是 {mine}{lost}")
+    return problems
+
+
+LABELLED_EDGES = Practice(
+    "labelled_edges",
+    "寫 labelled_edges(node)：回傳 node 的標籤裡規格不是 None 的邊，[(上游的名字, node 的名字), …]；沒有標籤就是 []。"
+    "檢查用的圖和 label_positions 的一樣，是 annotate 之後複製出來的：input_qspec_map 的 key 是原圖的 node，"
+    "不是你在這張圖上拿到的 node。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\ndef labelled_edges(node):\n    raise NotImplementedError()\n",
+    _check_labelled_edges,
+    "複製圖上的 node 和 key 不是同一個物件，in node.all_input_nodes、in node.args、.get(輸入) 全都比不到。"
+    "不必比對：input_qspec_map 的每個 key 就是一條邊的上游，直接拿 key.name。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\n"
+    "def labelled_edges(node):\n"
+    "    annotation = node.meta.get(ANNOTATION_KEY)\n"
+    "    if annotation is None:\n"
+    "        return []\n"
+    "    return [(key.name, node.name) for key, spec in annotation.input_qspec_map.items() if spec is not None]\n",
+    "名字在複製前後都一樣，物件不一樣：要認一個 node，用它的 name。",
+)
+
+
 POSITIONS_MISCONCEPTIONS = (
     Misconception(
         "changes_graph",
@@ -439,6 +507,7 @@ POSITIONS_MISCONCEPTIONS = (
         "你用 in node.all_input_nodes 這類物件比對過濾，全都比不到，所以一條邊也沒列。直接用 key 的 .name，不必再比對物件。",
         POSITIONS_RULES,
         public=no_edges,
+        practice=LABELLED_EDGES,
     ),
     Misconception(
         "no_outputs",
