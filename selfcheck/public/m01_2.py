@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
-from torch.fx import GraphModule
+from torch.fx import Graph, GraphModule, Node
 
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
+from selfcheck.evidence import safe_text
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 from selfcheck.public.m01_1 import (
     _chapter_graph,
     described,
@@ -383,6 +386,119 @@ def _order(seen: Any, expected: Any) -> bool:
     )
 
 
+# --- practice after a mistake (issue 50): one idea each, on targets and a graph of their own --------------------
+
+
+def _belongs_cases() -> list[tuple[Any, Any, bool]]:
+    """(target, packet, whether target is an overload of packet): other overloads than .default, names that start
+    alike or contain each other, an operator.getitem, and the same name in two namespaces."""
+    import common.pt2e  # noqa: F401  (registers torch.ops.quantized_decomposed)
+
+    aten, qd = torch.ops.aten, torch.ops.quantized_decomposed
+    return [
+        (aten.conv2d.default, aten.conv2d, True),
+        (aten.conv2d.padding, aten.conv2d, True),
+        (aten.max.dim, aten.max, True),
+        (aten.max_pool2d.default, aten.max, False),
+        (aten.add.Tensor, aten.add, True),
+        (aten.addmm.default, aten.add, False),
+        (aten.mean.dim, aten.mean, True),
+        (operator.getitem, aten.max, False),
+        (qd.quantize_per_tensor.default, qd.quantize_per_tensor, True),
+        (qd.quantize_per_tensor.default, aten.quantize_per_tensor, False),
+        (aten.quantize_per_tensor.default, aten.quantize_per_tensor, True),
+    ]
+
+
+def _op_text(op: Any) -> str:
+    return "operator.getitem" if op is operator.getitem else f"torch.ops.{op}"
+
+
+def _check_belongs_to(belongs_to: Any) -> list[str]:
+    problems = []
+    for target, packet, want in _belongs_cases():
+        title = f"belongs_to({_op_text(target)}, {_op_text(packet)})"
+        try:
+            got = belongs_to(target, packet)
+        except NotImplementedError:
+            raise
+        except Exception as error:  # one target crashing should not hide the others
+            problems.append(f"{title}：出錯了（{type(error).__name__}: {safe_text(error, 80)}），應該回傳 {want}")
+            continue
+        if not isinstance(got, bool) or got is not want:
+            problems.append(f"{title}：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+BELONGS_TO = Practice(
+    "belongs_to",
+    "寫 belongs_to(target, packet)：target 是圖上某個 call_function node 的 node.target，packet 是一個 "
+    "OpOverloadPacket（例如 torch.ops.aten.conv2d）。target 是這個 op 的任何一個 overload 時回傳 True，否則 False。"
+    "檢查用 conv2d.padding、max.dim、max_pool2d、addmm、operator.getitem，還有 aten 與 quantized_decomposed "
+    "兩個命名空間裡同名的 quantize_per_tensor。",
+    "from torch._ops import OpOverload\n\n\ndef belongs_to(target, packet):\n    raise NotImplementedError()\n",
+    _check_belongs_to,
+    "OpOverload 與 OpOverloadPacket 永遠不相等，packet 也不只 .default 一個 overload。每個 OpOverload 都有 "
+    ".overloadpacket，就是它所屬的那個 packet 物件：比物件本身（is），不要比名字或文字，命名空間就不會混在一起。"
+    "但 operator.getitem 不是 OpOverload，沒有 .overloadpacket：先用 isinstance 確認。",
+    "from torch._ops import OpOverload\n\n\n"
+    "def belongs_to(target, packet):\n"
+    "    if not isinstance(target, OpOverload):\n"
+    "        return False\n"
+    "    return target.overloadpacket is packet\n",
+    'padding="same" 的 conv 是 conv2d.padding，torch.max(x, dim) 是 max.dim：它們都屬於自己的 packet，都不是 .default。',
+)
+
+
+def _named_graph() -> Graph:
+    """Names that lie: an input called relu, a constant called relu_scale, a relu named act, a relu named sigmoid
+    and a hardtanh named relu_1 (passes retargeted them in place), a real relu named relu_2."""
+    aten = torch.ops.aten
+    graph = Graph()
+
+    def op(target: Any, name: str, *args: Any) -> Node:
+        return graph.create_node("call_function", target, args, {}, name=name)
+
+    x = graph.placeholder("relu")
+    scale = graph.create_node("get_attr", "relu_scale", name="relu_scale")
+    graph.create_node("call_module", "_guards_fn", (x,), name="_guards_fn")
+    act = op(aten.relu.default, "act", x)
+    sigmoid = op(aten.relu.default, "sigmoid", act)
+    clipped = op(aten.hardtanh.default, "relu_1", sigmoid, 0.0, 6.0)
+    scaled = op(aten.mul.Tensor, "mul", clipped, scale)
+    graph.output((op(aten.relu.default, "relu_2", scaled),))
+    return graph
+
+
+def _check_is_relu(is_relu: Any) -> list[str]:
+    problems = []
+    for node in _named_graph().nodes:
+        want = node.op == "call_function" and node.target == torch.ops.aten.relu.default
+        got = is_relu(node)
+        if not isinstance(got, bool) or got is not want:
+            problems.append(
+                f"名叫 {node.name} 的 node（op={node.op}，target={safe_text(node.target, 40)}）："
+                f"應該回傳 {want}，你的是 {got!r}"
+            )
+    return problems
+
+
+IS_RELU = Practice(
+    "is_relu",
+    "寫 is_relu(node)：node 做的運算是不是 relu（torch.ops.aten.relu.default）？回傳 True 或 False。"
+    "檢查用的圖上，名字都不可靠：輸入叫 relu、常數叫 relu_scale，pass 原地改過 target 之後，"
+    "叫 sigmoid 的 node 在算 relu，叫 relu_1 的卻是 hardtanh。",
+    "import torch\n\nRELU = torch.ops.aten.relu.default\n\n\ndef is_relu(node):\n    raise NotImplementedError()\n",
+    _check_is_relu,
+    'node 的名字只是 export（或 pass）取的標籤。node 做什麼寫在兩個屬性：node.op（"call_function" 才是運算）'
+    "和 node.target（是哪一個 op）。",
+    "import torch\n\nRELU = torch.ops.aten.relu.default\n\n\n"
+    "def is_relu(node):\n"
+    '    return node.op == "call_function" and node.target == RELU\n',
+    "pass 改 node.target 時不會改名字：所以 find_nodes 只看 target。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "changes_graph",
@@ -407,6 +523,7 @@ MISCONCEPTIONS = (
         "沒有 overloadpacket，讀它就出錯。先用 isinstance(node.target, OpOverload) 確認，再讀 .overloadpacket。",
         BY_TARGET,
         public=_crashes_on_other_targets,
+        practice=BELONGS_TO,
     ),
     Misconception(
         "packet_equals_overload",
@@ -416,6 +533,7 @@ MISCONCEPTIONS = (
         "op 是 packet 時，要比 node.target.overloadpacket is op。",
         BY_TARGET,
         public=_packets_find_nothing,
+        practice=BELONGS_TO,
     ),
     Misconception(
         "packet_as_default",
@@ -424,6 +542,7 @@ MISCONCEPTIONS = (
         "它們都不是 .default。傳 packet 要找的是這個 op 的每一種 overload：比 node.target.overloadpacket is op。",
         BY_TARGET,
         public=_packet_finds_some,
+        practice=BELONGS_TO,
     ),
     Misconception(
         "aten_only",
@@ -432,6 +551,7 @@ MISCONCEPTIONS = (
         "直接拿傳進來的 op 和 node.target（或它的 overloadpacket）比，不要自己重新組出 op。",
         RULES,
         public=_aten_only,
+        practice=BELONGS_TO,
     ),
     Misconception(
         "by_node_name",
@@ -440,6 +560,7 @@ MISCONCEPTIONS = (
         "只有 node.target 說得出這個 node 做什麼運算，要比的是它。",
         NAME_IS_NO_IDENTITY,
         public=_by_node_name,
+        practice=IS_RELU,
     ),
     Misconception(
         "overload_finds_packet",
@@ -456,6 +577,7 @@ MISCONCEPTIONS = (
         "字串比對會把名字相近的 op 一起找進來。比物件本身：node.target == op，或 node.target.overloadpacket is op。",
         RULES,
         public=_longer_name,
+        practice=BELONGS_TO,
     ),
     Misconception(
         "ignores_namespace",
@@ -465,6 +587,7 @@ MISCONCEPTIONS = (
         "比名字字串會把它們混在一起；比物件本身（node.target == op，或 node.target.overloadpacket is op），命名空間自然就分開了。",
         RULES,
         public=_same_name_other_namespace,
+        practice=BELONGS_TO,
     ),
     Misconception(
         "skips_unused",
