@@ -22,6 +22,7 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 TITLE = "freeze_bn_stats：QAT 後段凍結 BN 的統計"
 
@@ -286,6 +287,94 @@ def _public_rebuilds_defaults(seen: Any, expected: Any) -> bool:
     )
 
 
+# --- practice (issue 50): a short exercise of its own for one misconception ----------------------------------
+
+DROPOUT = torch.ops.aten.dropout.default
+
+
+class _Dropouts(nn.Module):
+    """Two dropouts (one with train=True, one already off), and a sum whose third argument is keepdim=True; the
+    input is called dropout."""
+
+    def forward(self, dropout: torch.Tensor) -> torch.Tensor:
+        h = torch.ops.aten.dropout.default(dropout, 0.5, True)
+        total = torch.ops.aten.sum.dim_IntList(h, [1], True)
+        kept = torch.ops.aten.dropout.default(torch.relu(h), 0.3, False)
+        return kept * total
+
+
+def _dropout_graph() -> GraphModule:
+    return torch.fx.symbolic_trace(_Dropouts())
+
+
+def _no_dropout(x: torch.Tensor) -> torch.Tensor:
+    """What _Dropouts computes with both dropouts off."""
+    return torch.relu(x) * x.sum(1, keepdim=True)
+
+
+def _check_dropout_off(dropout_off: Any) -> list[str]:
+    gm = _dropout_graph()
+    before = {n.name: (n.op, n.target, n.args) for n in gm.graph.nodes}
+    returned = dropout_off(gm)
+    if isinstance(returned, nn.Module) and returned is not gm:
+        return [
+            f"你回傳了另一個 {type(returned).__name__}（例如改過的複本）：呼叫的地方不看回傳值，要直接改傳進來的 gm"
+        ]
+    problems = []
+    after = {n.name: (n.op, n.target, n.args) for n in gm.graph.nodes}
+    if after == before:
+        return [
+            "圖一個 node 都沒變：gm.eval() 只改 module 的 training 屬性，圖上的 dropout 把 train=True 寫死在引數裡；"
+            "要找到 target 是 torch.ops.aten.dropout.default 的 node，改它的 args[2]"
+        ]
+    for name, (op, target, args) in before.items():
+        now = after.get(name)
+        if now is None:
+            problems.append(f"{name} 不見了：只改 dropout 的 train 引數，不要拿掉 node")
+        elif target == DROPOUT:
+            flag = now[2][2] if len(now[2]) > 2 else "（沒有）"
+            if flag is not False and args[2] is False:
+                problems.append(
+                    f"{name} 的 train（args[2]）本來就是 False，現在卻是 {flag}：一律設成 False，不是反過來"
+                )
+            elif flag is not False:
+                problems.append(f"{name} 的 train（args[2]）應該是 False，現在是 {flag}")
+            elif now[2][:2] != args[:2]:
+                problems.append(f"{name} 的其他引數變了：{list(args[:2])} → {list(now[2][:2])}")
+        elif now != (op, target, args):
+            problems.append(f"{name} 不是 dropout，應該原封不動：{list(args)} → {list(now[2])}")
+    if problems:
+        return problems
+    x = torch.linspace(-1.0, 1.0, 8).reshape(2, 4)
+    with torch.random.fork_rng(), torch.no_grad():
+        ran = gm(x)
+    if not torch.allclose(ran, _no_dropout(x)):
+        problems.append(
+            "圖上每個 dropout 的 train 都是 False 了，執行 gm 卻還在 dropout：GraphModule 跑的是 recompile 時產生的程式碼，"
+            "改完圖要 gm.recompile()"
+        )
+    return problems
+
+
+DROPOUT_OFF = Practice(
+    "dropout_off",
+    "寫 dropout_off(gm)：gm 是 export 出來的圖，dropout 在圖上是 torch.ops.aten.dropout.default(input, p, train)。"
+    "把每個 dropout 關掉（train 設成 False），直接改傳進來的 gm，其他 node 一個都不動。"
+    "檢查用的小圖有兩個 dropout（一個本來就關了）、一個第三個引數也是 True 的 sum，輸入的名字叫 dropout；改完會執行 gm 看結果。",
+    "import torch\n\nDROPOUT = torch.ops.aten.dropout.default\n\n\ndef dropout_off(gm):\n    raise NotImplementedError()\n",
+    _check_dropout_off,
+    "export 出來的圖把 train / training 寫死在 node 的引數裡，gm.eval() 改不到。"
+    "用 node.target == DROPOUT 認出 dropout，node.update_arg(2, False) 換掉第三個引數（一律 False，不是反過來），"
+    "最後 gm.recompile()，執行的程式碼才會跟著圖改。",
+    "import torch\n\nDROPOUT = torch.ops.aten.dropout.default\n\n\n"
+    "def dropout_off(gm):\n"
+    '    for node in gm.graph.find_nodes(op="call_function", target=DROPOUT):\n'
+    "        node.update_arg(2, False)\n"
+    "    gm.recompile()\n",
+    "batch_norm 也一樣：training 是它的 args[5]，改的是圖上的引數，改完要 recompile。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "returns_copy",
@@ -294,6 +383,7 @@ MISCONCEPTIONS = (
         "你在 copy.deepcopy 出來的複本上改，傳進來的圖一點都沒變，BN 就沒有凍結。直接改傳進來的 gm（in place），不用回傳。",
         RULES,
         public=returned_a_copy,
+        practice=DROPOUT_OFF,
     ),
     Misconception(
         "found_by_name",
@@ -302,6 +392,7 @@ MISCONCEPTIONS = (
         '要用 node.op == "call_function" 而且 node.target == torch.ops.aten.batch_norm.default 認 BN。',
         BY_TARGET,
         public=_public_found_by_name,
+        practice=DROPOUT_OFF,
     ),
     Misconception(
         "wrong_bn_target",
@@ -311,6 +402,7 @@ MISCONCEPTIONS = (
         "找 node.target == torch.ops.aten.batch_norm.default，把它的 args[5] 設成 False。",
         FREEZE,
         public=lambda seen, expected: froze_none(seen, expected, *PUBLIC_CASES),
+        practice=DROPOUT_OFF,
     ),
     Misconception(
         "after_conv_only",
@@ -327,6 +419,7 @@ MISCONCEPTIONS = (
         "又開始更新統計。一律寫 False。",
         RULES,
         public=_public_toggles_flag,
+        practice=DROPOUT_OFF,
     ),
     Misconception(
         "any_sixth_argument",
@@ -335,6 +428,7 @@ MISCONCEPTIONS = (
         "你把它們也改成 False，輸出的形狀就變了。先用 node.target 確定是 batch_norm，再改 args[5]。",
         BY_TARGET,
         public=_public_any_sixth_argument,
+        practice=DROPOUT_OFF,
     ),
     Misconception(
         "moves_to_eval",
@@ -351,6 +445,7 @@ MISCONCEPTIONS = (
         "BN 照樣用 training=True 更新統計。改完圖要呼叫 gm.recompile()。",
         RECOMPILE,
         public=lambda seen, expected: flags_right_stats_move(seen, expected, *PUBLIC_CASES),
+        practice=DROPOUT_OFF,
     ),
     Misconception(
         "rebuilds_defaults",
