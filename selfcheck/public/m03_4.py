@@ -525,28 +525,78 @@ def _adds(gm: GraphModule) -> list[Any]:
     return [n for n in gm.graph.nodes if n.op == "call_function" and n.target == ADD]
 
 
+class _EachFound(Quantizer):
+    """Hands each node ``find`` lists to the student's ``annotate(node, act_spec())``, then claims the ones it
+    labelled (the practice is about the labels, not about _annotated)."""
+
+    def __init__(self, annotate: Any, find: Any) -> None:
+        self.label = annotate
+        self.find = find
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        from common.qspecs import act_spec
+
+        for node in self.find(model):
+            self.label(node, act_spec())
+            if ANNOTATION_KEY in node.meta:
+                node.meta[ANNOTATION_KEY]._annotated = True
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        pass
+
+
+def _prepared(annotate: Any, model: nn.Module, inputs: tuple[torch.Tensor, ...], find: Any = _adds) -> GraphModule:
+    """``model`` exported, labelled by ``annotate`` at each node ``find`` lists, prepared and calibrated once."""
+    from common.pt2e import export_module, prepare_pt2e
+
+    prepared = prepare_pt2e(export_module(model.eval(), inputs), _EachFound(annotate, find))
+    prepared(*inputs)
+    return prepared
+
+
 def _observer_groups(
     annotate: Any, model: nn.Module, inputs: tuple[torch.Tensor, ...], find: Any = _adds
 ) -> list[list[str]]:
-    """Export ``model``, let ``annotate(node, spec)`` label each add (each node ``find`` lists), prepare, calibrate:
-    the groups of edges one observer instance serves."""
-    from common.pt2e import export_module, prepare_pt2e
-    from common.qspecs import act_spec
+    """The groups of edges one observer instance serves, once ``annotate`` labelled the nodes ``find`` lists."""
+    return observers(_prepared(annotate, model, inputs, find))["shared"]
 
-    class OnlyAdds(Quantizer):
-        def annotate(self, model: GraphModule) -> GraphModule:
-            for node in find(model):
-                annotate(node, act_spec())
-                if ANNOTATION_KEY in node.meta:
-                    node.meta[ANNOTATION_KEY]._annotated = True
-            return model
 
-        def validate(self, model: GraphModule) -> None:
-            pass
+def _sharing_problems(title: str, shared: list[list[str]], positions: set[str]) -> list[str]:
+    """What keeps ``positions`` from being served by one observer instance (empty when one serves them all)."""
+    together = next((set(group) & positions for group in shared if set(group) & positions), set())
+    if together == positions:
+        return []
+    if len(together) <= 1:
+        return [f"{title}：{len(positions)} 個位置（{'、'.join(sorted(positions))}）各有自己的 observer，沒有共用。"]
+    apart = "、".join(sorted(positions - together))
+    return [f"{title}：{'、'.join(sorted(together))} 共用一個 observer，{apart} 卻另有一個。"]
 
-    prepared = prepare_pt2e(export_module(model.eval(), inputs), OnlyAdds())
-    prepared(*inputs)
-    return observers(prepared)["shared"]
+
+def _input_names(got: Any) -> Any:
+    """The names of the nodes a student's function returned (anything else as it is, for the message)."""
+    return [getattr(a, "name", repr(a)) for a in got] if isinstance(got, list | tuple) else got
+
+
+def _target_problems(
+    answer: Any, model: nn.Module, inputs: tuple[torch.Tensor, ...], find: Any, renamed: str
+) -> list[str]:
+    """``answer(node)`` must be true for the first node ``find`` lists (renamed ``renamed``, as a pass may) and
+    for no other node of ``model``'s graph."""
+    from common.pt2e import export_module
+
+    gm = export_module(model.eval(), inputs)
+    real = find(gm)[0]
+    real.name = renamed
+    problems = []
+    for node in gm.graph.nodes:
+        want = node is real
+        got = answer(node)
+        if bool(got) is not want:
+            problems.append(
+                f"名叫 {node.name} 的 node（op={node.op}，target={node.target}）：應該回傳 {want}，你的是 {got!r}"
+            )
+    return problems
 
 
 def _check_share_add(annotate_shared_add: Any) -> list[str]:
@@ -560,15 +610,7 @@ def _check_share_add(annotate_shared_add: Any) -> list[str]:
             {"relu → add", "mul → add", "add → output"},
         ),
     ):
-        shared = _observer_groups(annotate_shared_add, model, inputs)
-        together = next((set(group) & positions for group in shared if set(group) & positions), set())
-        if together == positions:
-            continue
-        if not together:
-            problems.append(f"{title}：三個位置（{'、'.join(sorted(positions))}）各有自己的 observer，沒有共用。")
-        else:
-            apart = "、".join(sorted(positions - together))
-            problems.append(f"{title}：{'、'.join(sorted(together))} 共用一個 observer，{apart} 卻另有一個。")
+        problems += _sharing_problems(title, _observer_groups(annotate_shared_add, model, inputs), positions)
     return problems
 
 
@@ -605,8 +647,7 @@ def _check_activation_inputs(activation_inputs: Any) -> list[str]:
     shown = ("x + x", "x + self.bias", "self.bias + x", "x + 2.0", "self.bias + 1.0")
     problems = []
     for node, want, title in zip(adds, wanted, shown, strict=True):
-        got = activation_inputs(node)
-        names = [getattr(a, "name", repr(a)) for a in got] if isinstance(got, list | tuple) else got
+        names = _input_names(activation_inputs(node))
         if names != want:
             problems.append(f"{title}：應該回傳 {want}，你的是 {names}")
     return problems
@@ -677,20 +718,7 @@ class _Names(nn.Module):
 
 
 def _check_is_add(is_add: Any) -> list[str]:
-    from common.pt2e import export_module
-
-    gm = export_module(_Names().eval(), (torch.ones(2, 4), torch.ones(2, 4)))
-    real = _adds(gm)[0]
-    real.name = "renamed_by_a_pass"
-    problems = []
-    for node in gm.graph.nodes:
-        want = node is real
-        got = is_add(node)
-        if bool(got) is not want:
-            problems.append(
-                f"名叫 {node.name} 的 node（op={node.op}，target={node.target}）：應該回傳 {want}，你的是 {got!r}"
-            )
-    return problems
+    return _target_problems(is_add, _Names(), (torch.ones(2, 4), torch.ones(2, 4)), _adds, "renamed_by_a_pass")
 
 
 IS_ADD = Practice(
@@ -902,8 +930,7 @@ def _check_cat_inputs(cat_inputs: Any) -> list[str]:
         ("cat([c, sin(x), x, sin(x), exp(x)])", "cat([c, c])", "cat([exp(x), x], dim=1)"),
         strict=True,
     ):
-        got = cat_inputs(node)
-        names = [getattr(a, "name", repr(a)) for a in got] if isinstance(got, list | tuple) else got
+        names = _input_names(cat_inputs(node))
         if names != want:
             problems.append(f"{title}（c 是模型常數）：應該回傳 {want}，你的是 {names}")
     return problems
@@ -965,16 +992,7 @@ def _check_share_cat(annotate_shared_cat: Any) -> list[str]:
                 "SharedQuantizationSpec 指向的位置，在 prepare 處理到它時還沒有 observer。"
             )
             continue
-        together = next((set(group) & positions for group in shared if set(group) & positions), set())
-        if together == positions:
-            continue
-        if len(together) <= 1:
-            problems.append(
-                f"{title}：{len(positions)} 個位置（{'、'.join(sorted(positions))}）沒有共用同一個 observer。"
-            )
-        else:
-            apart = "、".join(sorted(positions - together))
-            problems.append(f"{title}：{'、'.join(sorted(together))} 共用一個 observer，{apart} 卻沒有一起。")
+        problems += _sharing_problems(title, shared, positions)
     return problems
 
 
@@ -1008,20 +1026,7 @@ class _CatNames(nn.Module):
 
 
 def _check_is_cat(is_cat: Any) -> list[str]:
-    from common.pt2e import export_module
-
-    gm = export_module(_CatNames().eval(), (torch.ones(2, 4), torch.ones(2, 4)))
-    real = _cats(gm)[0]
-    real.name = "merged_by_a_pass"
-    problems = []
-    for node in gm.graph.nodes:
-        want = node is real
-        got = is_cat(node)
-        if bool(got) is not want:
-            problems.append(
-                f"名叫 {node.name} 的 node（op={node.op}，target={node.target}）：應該回傳 {want}，你的是 {got!r}"
-            )
-    return problems
+    return _target_problems(is_cat, _CatNames(), (torch.ones(2, 4), torch.ones(2, 4)), _cats, "merged_by_a_pass")
 
 
 IS_CAT = Practice(
