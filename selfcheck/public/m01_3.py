@@ -9,6 +9,8 @@ same inputs. New nodes are written as ``target(inputs…)``, so their names do n
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -17,12 +19,13 @@ from typing import Any
 import torch
 from torch import nn
 from torch._ops import OpOverload, OpOverloadPacket
-from torch.fx import GraphModule, Node
+from torch.fx import Graph, GraphModule, Node
 
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 from selfcheck.public.m01_1 import export
 
 REPLACE_TITLE = "replace_op：把每個 old 換成 new"
@@ -610,6 +613,220 @@ def _output_missed(seen: Any, expected: Any) -> bool:
     return bool(missed) and all(c == "output" for _, c in missed)
 
 
+# --- practice after a mistake (issue 50): one idea each, on small graphs of their own -------------------------
+
+
+class _Readers(nn.Module):
+    """relu(x) read four ways: r * r, inside cat's list, by keyword (mul(x, other=r)), and as an output."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        r = torch.relu(x)
+        return r * r, torch.cat([r, x]), torch.mul(x, other=r), r
+
+
+def _readers_input() -> torch.Tensor:
+    return torch.tensor([[-1.0, 0.5], [2.0, -0.25]])
+
+
+def _readers_expected(r: torch.Tensor) -> list[torch.Tensor]:
+    """The outputs of ``_Readers`` when every consumer reads ``r`` in place of relu(x)."""
+    x = _readers_input()
+    return [r * r, torch.cat([r, x]), torch.mul(x, other=r), r]
+
+
+def _readers() -> tuple[GraphModule, Node]:
+    gm = torch.fx.symbolic_trace(_Readers())
+    return gm, next(n for n in gm.graph.nodes if n.op == "call_function" and n.target is torch.relu)
+
+
+def _lint(gm: GraphModule) -> str | None:
+    """lint's complaint, its first line; None when the graph is well formed."""
+    try:
+        gm.graph.lint()
+    except Exception as error:
+        return str(error).splitlines()[0] if str(error) else type(error).__name__
+    return None
+
+
+def _outputs_differ(gm: GraphModule, want: list[torch.Tensor]) -> str | None:
+    """Which outputs of ``gm`` on the practice's input are not ``want`` (None when they all are)."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # fx prints the generated code on an error
+            got = list(gm(_readers_input()))
+    except Exception as error:
+        return f"執行 gm 時出錯（{type(error).__name__}: {safe_text(error, 80)}）"
+    shown = ("r * r", "cat([r, x])", "mul(x, other=r)", "輸出的 r")
+    wrong = [name for name, mine, right in zip(shown, got, want, strict=True) if not torch.allclose(mine, right)]
+    return f"gm(x) 的 {'、'.join(wrong)} 和預期不同" if wrong else None
+
+
+def _new_args_cases() -> list[tuple[str, Node, tuple[Any, ...]]]:
+    """(title, the old node, extra_args): one, two and one argument, extra arguments or none."""
+    aten = torch.ops.aten
+    graph = Graph()
+    x = graph.placeholder("x")
+    y = graph.placeholder("y")
+    relu = graph.call_function(aten.relu.default, (x,))
+    clamp = graph.call_function(aten.clamp.default, (x, 0.0))
+    add = graph.call_function(aten.add.Tensor, (x, y))
+    sigmoid = graph.call_function(aten.sigmoid.default, (add,))
+    return [
+        ("relu(x) → hardtanh，extra_args = (0.0, 6.0)", relu, (0.0, 6.0)),
+        ("clamp(x, 0.0) → hardtanh，extra_args = (6.0,)", clamp, (6.0,)),
+        ("add(x, y) → mul，extra_args = ()", add, ()),
+        ("sigmoid(add) → hardsigmoid，extra_args = ()", sigmoid, ()),
+    ]
+
+
+def _check_new_args(new_args: Any) -> list[str]:
+    problems = []
+    for title, node, extra in _new_args_cases():
+        want = (*node.args, *extra)
+        got = new_args(node, extra)
+        if not isinstance(got, tuple | list) or tuple(got) != want:
+            mine = _shown_args(tuple(got)) if isinstance(got, tuple | list) else repr(got)
+            problems.append(f"{title}：應該是 {_shown_args(want)}，你的是 {mine}")
+    return problems
+
+
+def _shown_args(args: tuple[Any, ...]) -> str:
+    return (
+        "("
+        + ", ".join(a.name if isinstance(a, Node) else repr(a) for a in args)
+        + ("," if len(args) == 1 else "")
+        + ")"
+    )
+
+
+NEW_ARGS = Practice(
+    "new_args",
+    "寫 new_args(node, extra_args)：replace_op 要用新的 op 取代 node，回傳新 node 的引數（一個 tuple）："
+    "原本的引數一個都不少、順序不變，extra_args 接在後面。"
+    "檢查用 relu(x)、clamp(x, 0.0)、add(x, y) 與 sigmoid(add)，有的有 extra_args，有的沒有。",
+    "def new_args(node, extra_args):\n    raise NotImplementedError()\n",
+    _check_new_args,
+    "node.args 是原本的每一個引數（add 有兩個 tensor，clamp(x, 0.0) 有 x 與 0.0），不只是 node.args[0]；"
+    "hardtanh(x, min_val, max_val) 的範圍接在這些引數之後。兩個 tuple 可以直接用 + 接起來。",
+    "def new_args(node, extra_args):\n    return tuple(node.args) + tuple(extra_args)\n",
+    "clamp(x, 0.0) 換成 hardtanh 時 extra_args 只要 (6.0,)：0.0 已經是原本的第二個引數。",
+)
+
+
+def _check_hand_over(hand_over: Any) -> list[str]:
+    gm, old = _readers()
+    readers = [user.name for user in old.users]
+    with gm.graph.inserting_after(old):
+        new = gm.graph.call_function(torch.ops.aten.abs.default, (old.args[0],))
+    try:
+        hand_over(gm, old, new)
+    except NotImplementedError:
+        raise
+    except Exception as error:
+        if "Tried to erase Node" in str(error):
+            still = [user.name for user in old.users]
+            return [
+                f"刪 relu 的時候，{still} 還在讀它：只有沒有 consumer 的 node 刪得掉，先把每一個 consumer 都改接到 new"
+            ]
+        return [f"hand_over 出錯了（{type(error).__name__}: {safe_text(error, 120)}）"]
+    nodes = list(gm.graph.nodes)
+    problems = []
+    if old in nodes:
+        still = [user.name for user in old.users]
+        if still:
+            problems.append(f"relu 原本的 consumer {readers} 都該改讀 {new.name}，{still} 還在讀 relu")
+        else:
+            problems.append("relu 已經沒有 consumer，卻還留在圖上：刪掉它")
+    late = _lint(gm)
+    if late:
+        problems.append(f"gm.graph.lint() 不通過：{late}")
+    elif not problems:
+        differ = _outputs_differ(gm, _readers_expected(_readers_input().abs()))
+        if differ:
+            problems.append(f"圖改對了，{differ}：gm 跑的還是舊的程式碼")
+    return problems
+
+
+HAND_OVER = Practice(
+    "hand_over",
+    "寫 hand_over(gm, old, new)：new 已經建好、插在 old 後面，讀的是 old 的輸入。讓 old 原本的每一個 consumer "
+    "都改讀 new，把 old 從圖上拿掉，最後讓 gm 照新的圖執行。"
+    "檢查用的 old 是 relu，有四個 consumer：r * r、cat([r, x])、mul(x, other=r) 和圖的輸出，new 是 abs。",
+    "def hand_over(gm, old, new):\n    raise NotImplementedError()\n",
+    _check_hand_over,
+    "三步：old.replace_all_uses_with(new) 一次改接每一個 consumer（list 裡、keyword 引數裡、output 的 tuple 裡都算）；"
+    "old 沒有 consumer 了，gm.graph.erase_node(old) 才刪得掉；GraphModule 跑的是由圖產生的程式碼，"
+    "最後 gm.recompile()。",
+    "def hand_over(gm, old, new):\n"
+    "    old.replace_all_uses_with(new)\n"
+    "    gm.graph.erase_node(old)\n"
+    "    gm.recompile()\n",
+    "少了 recompile 不會出錯，gm 卻還在算 relu：改完圖要拿輸出和預期比，才看得出來。",
+)
+
+
+def _check_add_after(add_after: Any) -> list[str]:
+    gm, node = _readers()
+    readers = [user.name for user in node.users]
+    sigmoid = torch.ops.aten.sigmoid.default
+    try:
+        new = add_after(gm, node, sigmoid)
+    except NotImplementedError:
+        raise
+    except Exception as error:
+        return [f"add_after 出錯了（{type(error).__name__}: {safe_text(error, 120)}）"]
+    added = [n for n in gm.graph.nodes if n.op == "call_function" and n.target == sigmoid]
+    if len(added) != 1:
+        return [f"圖上應該多一個 aten.sigmoid.default 的 node，你的圖上有 {len(added)} 個"]
+    (made,) = added
+    problems = []
+    if new is not made:
+        problems.append(f"要回傳新插的 node（{made.name}），你回傳的是 {new!r}")
+    if made in made.all_input_nodes:
+        problems.append("新 node 讀的是它自己：它也是 relu 的 consumer，改接時連它也改掉了")
+    elif made.all_input_nodes != [node]:
+        problems.append(
+            f"新 node 應該讀 relu（它要處理的是 relu 算出來的值），它讀的是 {[n.name for n in made.all_input_nodes]}"
+        )
+    still = [user.name for user in node.users if user is not made]
+    if still:
+        problems.append(f"relu 原本的 consumer {readers} 都該改讀新 node，{still} 還在讀 relu")
+    late = _lint(gm)
+    if late and not problems:
+        order = list(gm.graph.nodes)
+        if order.index(made) > order.index(next(iter(made.users), made)):
+            late = f"新 node 排在讀它的 node 後面（{late}）"
+        problems.append(f"gm.graph.lint() 不通過：{late}")
+    if not problems:
+        differ = _outputs_differ(gm, _readers_expected(torch.sigmoid(torch.relu(_readers_input()))))
+        if differ:
+            problems.append(f"圖改對了，{differ}：gm 跑的還是舊的程式碼")
+    return problems
+
+
+ADD_AFTER = Practice(
+    "add_after",
+    "寫 add_after(gm, node, op)：在 node 後面插一個 op(node) 的新 node（call_function，target 就是傳進來的 op），"
+    "讓 node 原本的每一個 consumer 都改讀新 node，新 node 自己讀 node；讓 gm 照新的圖執行，回傳新 node。"
+    "檢查用的 node 是 relu，有四個 consumer：r * r、cat([r, x])、mul(x, other=r) 和圖的輸出；op 是 "
+    "torch.ops.aten.sigmoid.default。",
+    "def add_after(gm, node, op):\n    raise NotImplementedError()\n",
+    _check_add_after,
+    "新 node 要排在 node 之後、它的 consumer 之前：在 with gm.graph.inserting_after(node): 裡建它。"
+    "它自己也讀 node，所以也是 node 的 consumer：node.replace_all_uses_with(新 node) 會連它也改掉，變成自己讀自己；"
+    "用 delete_user_cb 回傳 False 把它排除。最後 gm.recompile()。",
+    "def add_after(gm, node, op):\n"
+    "    with gm.graph.inserting_after(node):\n"
+    "        added = gm.graph.call_function(op, (node,))\n"
+    "    for user in list(node.users):\n"
+    "        if user is not added:\n"
+    "            user.replace_input_with(node, added)\n"
+    "    gm.recompile()\n"
+    "    return added\n",
+    "replace_input_with 換掉一個 consumer 讀 node 的每個地方；也可以用 node.replace_all_uses_with(added, "
+    "delete_user_cb=lambda user: user is not added) 一次做完。",
+)
+
+
 NO_RECOMPILE = Misconception(
     "no_recompile",
     "改完圖沒有 gm.recompile()",
@@ -617,6 +834,7 @@ NO_RECOMPILE = Misconception(
     "改完圖、lint() 之後一定要 gm.recompile()。",
     RECOMPILE,
     public=_not_recompiled,
+    practice=HAND_OVER,
 )
 """Both exercises of the chapter change the graph: the same misconception, the same words."""
 
@@ -645,6 +863,7 @@ REPLACE_MISCONCEPTIONS = (
         "讀它的 node 會在它定義之前就用到它，lint() 失敗。建新 node 時放在 with gm.graph.inserting_after(node): 裡。",
         REPLACING,
         public=_after_output,
+        practice=ADD_AFTER,
     ),
     Misconception(
         "by_name",
@@ -670,6 +889,7 @@ REPLACE_MISCONCEPTIONS = (
         "新 node 的引數要是 (*node.args, *extra_args)，原本的引數一個都不能少。",
         REPLACE_RULES,
         public=_fewer_inputs,
+        practice=NEW_ARGS,
     ),
     Misconception(
         "extra_args_misplaced",
@@ -679,6 +899,7 @@ REPLACE_MISCONCEPTIONS = (
         "自己寫成 min_val=…、max_val=… 也一樣會和原本的引數對不上。",
         REPLACE_RULES,
         public=_only_numbers_wrong,
+        practice=NEW_ARGS,
     ),
     Misconception(
         "first_match_only",
@@ -695,6 +916,7 @@ REPLACE_MISCONCEPTIONS = (
         "用 node.replace_all_uses_with(new_node) 一次改接全部，包括 output。",
         REPLACING,
         public=_some_users_only,
+        practice=HAND_OVER,
     ),
     Misconception(
         "rewrites_args_tuple",
@@ -703,6 +925,7 @@ REPLACE_MISCONCEPTIONS = (
         "自己替換 user.args 的最外層會漏掉這些；replace_all_uses_with 會處理每一種讀法。",
         REPLACING,
         public=_list_users_missed,
+        practice=HAND_OVER,
     ),
     Misconception(
         "old_node_left",
@@ -711,6 +934,7 @@ REPLACE_MISCONCEPTIONS = (
         "改接完用 gm.graph.erase_node(node) 刪掉它（或最後呼叫 eliminate_dead_code()）。",
         DELETING,
         public=_old_left,
+        practice=HAND_OVER,
     ),
 )
 
@@ -731,6 +955,7 @@ CLAMP_MISCONCEPTIONS = (
         "建 clamp 時放在 with gm.graph.inserting_after(node): 裡。",
         INSERTING,
         public=_after_output,
+        practice=ADD_AFTER,
     ),
     Misconception(
         "clamp_reads_itself",
@@ -739,6 +964,7 @@ CLAMP_MISCONCEPTIONS = (
         "變成 clamp 讀 clamp 自己。用 delete_user_cb=lambda user: user is not clamp 排除它。",
         INSERTING,
         public=_reads_itself,
+        practice=ADD_AFTER,
     ),
     Misconception(
         "by_name",
@@ -788,6 +1014,7 @@ CLAMP_MISCONCEPTIONS = (
         "讀 node.args[0] 的話，target 算完沒人用，clamp 夾的是它之前的值。",
         INSERTING,
         public=_clamps_input,
+        practice=ADD_AFTER,
     ),
     Misconception(
         "first_user_only",
@@ -796,6 +1023,7 @@ CLAMP_MISCONCEPTIONS = (
         "用 node.replace_all_uses_with(clamp, delete_user_cb=…) 一次改接全部（排除 clamp 自己）。",
         INSERTING,
         public=_some_users_only,
+        practice=HAND_OVER,
     ),
     Misconception(
         "rewrites_args_tuple",
@@ -804,6 +1032,7 @@ CLAMP_MISCONCEPTIONS = (
         "自己替換 user.args 的最外層會漏掉這些；replace_all_uses_with 會處理每一種讀法。",
         INSERTING,
         public=_list_users_missed,
+        practice=HAND_OVER,
     ),
     Misconception(
         "output_skipped",
@@ -812,6 +1041,7 @@ CLAMP_MISCONCEPTIONS = (
         "改接時只排除 clamp 自己，不要排除 output。",
         CLAMP_RULES,
         public=_output_missed,
+        practice=ADD_AFTER,
     ),
     Misconception(
         "swapped_bounds",
