@@ -7,6 +7,7 @@ claimed, the observers on every edge and the groups of edges one observer instan
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -735,6 +736,156 @@ IS_ADD = Practice(
 )
 
 
+def _with_share(annotate_add: Any, node: Any, spec: Any, share: bool) -> None:
+    annotate_add(node, spec, share)
+
+
+def _check_annotate_add(annotate_add: Any) -> list[str]:
+    positions = {"a → add", "b → add", "add → output"}
+    inputs = (torch.ones(2, 4), torch.full((2, 4), 5.0))
+    problems = []
+    for share in (True, False):
+        shared = _observer_groups(functools.partial(_with_share, annotate_add, share=share), _PlainAdd(), inputs)
+        if share:
+            problems += _sharing_problems("a + b，share=True", shared, positions)
+            continue
+        joined = [sorted(set(group) & positions) for group in shared if len(set(group) & positions) > 1]
+        problems += [
+            f"a + b，share=False：{'、'.join(group)} 共用了一個 observer；share=False 時每個位置應該各有自己的 observer"
+            for group in joined
+        ]
+    return problems
+
+
+ANNOTATE_ADD = Practice(
+    "annotate_add",
+    "寫 annotate_add(node, spec, share)：node 是 a + b 的 add，兩個輸入都是 activation。替兩條輸入邊和 add 的輸出貼標籤："
+    "share=True 時三個位置共用同一個 observer；share=False 時三個位置都用 spec 本身，各有各的 observer。"
+    "檢查在 a + b 上各試一次 share=True 與 share=False，數每個 observer 服務幾個位置。",
+    "from common.pt2e import SharedQuantizationSpec, annotate_input_qspec_map, annotate_output_qspec\n\n\n"
+    "def annotate_add(node, spec, share):\n"
+    "    first, second = node.args[0], node.args[1]\n"
+    "    raise NotImplementedError()\n",
+    _check_annotate_add,
+    "share 只決定第二條輸入邊和輸出寫什麼：share=True 寫 SharedQuantizationSpec((first, node))，"
+    "share=False 就寫 spec 本身。兩種情況都要看 share 決定，不能只在一個位置看。",
+    "from common.pt2e import SharedQuantizationSpec, annotate_input_qspec_map, annotate_output_qspec\n\n\n"
+    "def annotate_add(node, spec, share):\n"
+    "    first, second = node.args[0], node.args[1]\n"
+    "    annotate_input_qspec_map(node, first, spec)\n"
+    "    if share:\n"
+    "        spec = SharedQuantizationSpec((first, node))\n"
+    "    annotate_input_qspec_map(node, second, spec)\n"
+    "    annotate_output_qspec(node, spec)\n",
+    "同一份一般 spec 貼在三個位置，prepare_pt2e 還是替每個位置建自己的 observer；只有 SharedQuantizationSpec 讓它們共用。",
+)
+
+
+class _AddFan(nn.Module):
+    """a + b read by relu, by mul and by the graph's output."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        total = a + b
+        return torch.relu(total), total * 3, total
+
+
+def _check_label_output(label_output: Any) -> list[str]:
+    readers = {"add → relu", "add → mul", "add → output"}
+    prepared = _prepared(label_output, _AddFan(), (torch.ones(2, 4), torch.full((2, 4), -2.0)))
+    written = labels(prepared)["positions"]
+    problems = []
+    elsewhere = sorted(position for position in written if position != "add 的輸出")
+    if elsewhere:
+        problems.append(
+            f"標籤貼到了 {'、'.join(elsewhere)}：那是 add 的使用者自己的輸入邊，標籤寫在別人的 node 上；"
+            "add 的輸出標籤要貼在 add 自己身上"
+        )
+    if "add 的輸出" not in written and not elsewhere:
+        problems.append("add 自己沒有輸出標籤")
+    edges = observers(prepared)["edges"]
+    bare = sorted(edge for edge in readers if not edges.get(edge))
+    if bare:
+        problems.append(f"{'、'.join(bare)} 讀到的 add 沒有經過 observer：輸出標籤影響 add 的每個 consumer")
+    return problems
+
+
+LABEL_OUTPUT = Practice(
+    "label_output",
+    "寫 label_output(node, spec)：替 node 的輸出貼上 spec，讓讀它的每個 consumer（包含圖的輸出）都讀到量化後的值。"
+    "檢查用 total = a + b，讀它的有 relu、mul 和圖的輸出；prepare 之後看標籤貼在哪裡、每個 consumer 有沒有經過 observer。",
+    "from common.pt2e import annotate_output_qspec\n\n\ndef label_output(node, spec):\n    raise NotImplementedError()\n",
+    _check_label_output,
+    "輸出標籤只有一張，貼在 node 自己身上：annotate_output_qspec(node, spec)。"
+    "不要走訪 node.users 去貼它們的輸入邊：那些標籤屬於別的 node，而且圖的輸出（output node）不會照它量化。",
+    "from common.pt2e import annotate_output_qspec\n\n\ndef label_output(node, spec):\n    annotate_output_qspec(node, spec)\n",
+    "邊標籤只影響一個 consumer，輸出標籤影響所有 consumer：要讓大家讀同一個量化後的值，就貼在輸出。",
+)
+
+
+def _observer_from(spec: Any) -> torch.nn.Module:
+    return spec.observer_or_fake_quant_ctr(
+        dtype=spec.dtype, quant_min=spec.quant_min, quant_max=spec.quant_max, qscheme=spec.qscheme
+    )
+
+
+def _spec_cases() -> list[tuple[str, Any, list[torch.Tensor]]]:
+    """(what it is, a spec, the batches its observer sees): three observers with the same numbers."""
+    from common.pt2e import HistogramObserver, MovingAverageMinMaxObserver
+
+    def spec(observer: Any) -> QuantizationSpec:
+        return QuantizationSpec(
+            dtype=torch.int8,
+            quant_min=-128,
+            quant_max=127,
+            qscheme=torch.per_tensor_affine,
+            observer_or_fake_quant_ctr=observer,
+        )
+
+    u = torch.linspace(-1.0, 1.0, 201)
+    tail = [torch.cat([torch.linspace(-1.0, 1.0, 2001), torch.tensor([40.0])])]
+    return [
+        ("MinMaxObserver（act_spec 的）", spec(MinMaxObserver), [u, u * 3]),
+        ("MovingAverageMinMaxObserver", spec(MovingAverageMinMaxObserver), [u, u * 3]),
+        ("HistogramObserver", spec(HistogramObserver), tail),
+    ]
+
+
+def _check_spec_scale(spec_scale: Any) -> list[str]:
+    problems = []
+    for title, spec, batches in _spec_cases():
+        observer = _observer_from(spec)
+        for batch in batches:
+            observer(batch)
+        want = float(observer.calculate_qparams()[0])
+        got = spec_scale(spec, [b.clone() for b in batches])
+        try:
+            mine = float(got)
+        except (TypeError, ValueError, RuntimeError):
+            problems.append(f"{title}：要回傳 scale（一個數或只有一個值的 tensor），你的是 {got!r}")
+            continue
+        if abs(mine - want) > 1e-6 * want:
+            problems.append(f"規格的 observer 是 {title}，數字都一樣：它算出的 scale 是 {want:.6g}，你的是 {mine:.6g}")
+    return problems
+
+
+SPEC_SCALE = Practice(
+    "spec_scale",
+    "寫 spec_scale(spec, batches)：spec 是一份 QuantizationSpec，照它建出 prepare_pt2e 會建的那個 observer，"
+    "依序看過 batches，回傳它算出的 scale。檢查用三份 int8 [-128, 127] per_tensor_affine 的規格，"
+    "只有 observer_or_fake_quant_ctr 不同：MinMaxObserver、MovingAverageMinMaxObserver、HistogramObserver。",
+    "def spec_scale(spec, batches):\n    raise NotImplementedError()\n",
+    _check_spec_scale,
+    "規格的 observer_or_fake_quant_ctr 就是 observer 的類別：用它和規格的 dtype、quant_min、quant_max、qscheme 建一個，"
+    "for batch in batches 餵給它，最後 calculate_qparams() 的第一個就是 scale。不要自己用最小值、最大值算。",
+    "def spec_scale(spec, batches):\n"
+    "    make = spec.observer_or_fake_quant_ctr\n"
+    "    observer = make(dtype=spec.dtype, quant_min=spec.quant_min, quant_max=spec.quant_max, qscheme=spec.qscheme)\n"
+    "    for batch in batches:\n"
+    "        observer(batch)\n"
+    "    return observer.calculate_qparams()[0]\n",
+    "數字一樣、observer 不同，scale 就不同：MovingAverage 慢慢移動，Histogram 會截掉它認為不值得的尾巴。規格的 observer 也是答案的一部分。",
+)
+
 ADD_MISCONCEPTIONS = (
     Misconception(
         "self_add_twice",
@@ -818,6 +969,7 @@ ADD_MISCONCEPTIONS = (
         "SharedQuantizationSpec。你的程式不看 share，兩種都共用了。",
         SHARED_SPEC,
         public=_shares_without_share,
+        practice=ANNOTATE_ADD,
     ),
     Misconception(
         "no_shared_spec",
@@ -845,6 +997,7 @@ ADD_MISCONCEPTIONS = (
         "標籤就寫到了別人的 node 上，圖的輸出（output node）也收不到。邊標籤只影響一個 consumer，輸出標籤影響所有 consumer。",
         EDGE_AND_OUTPUT,
         public=_user_edges,
+        practice=LABEL_OUTPUT,
     ),
     Misconception(
         "found_by_name",
@@ -899,6 +1052,7 @@ ADD_MISCONCEPTIONS = (
         "照抄 XNNPACK 設定的 HistogramObserver 數字範圍一樣，算出來的 scale 卻不同。",
         ADD_RULES,
         public=_histogram,
+        practice=SPEC_SCALE,
     ),
 )
 
@@ -1176,6 +1330,7 @@ CAT_MISCONCEPTIONS = (
         "HistogramObserver 的數字範圍一樣，算出來的 scale 卻不同。",
         CAT_RULES,
         public=_histogram,
+        practice=SPEC_SCALE,
     ),
 )
 
