@@ -843,6 +843,333 @@ WEIGHTED_INPUTS = Practice(
 )
 
 
+_LINEAR = torch.ops.aten.linear.default
+_ADD = torch.ops.aten.add.Tensor
+_MAX_POOL = torch.ops.aten.max_pool2d.default
+_SIGMOID = torch.ops.aten.sigmoid.default
+
+
+def _x_relu() -> tuple[Node, Node]:
+    """x → relu on a graph of its own."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    relu = graph.call_function(_RELU, (x,), name="relu")
+    graph.output(relu)
+    return x, relu
+
+
+def _check_label_if_unclaimed(label_if_unclaimed: Any) -> list[str]:
+    spec, old = act_spec(), _spec(torch.int8, -100, 100)
+    problems = []
+    for title, claimed in (
+        ("沒有標籤的 relu", None),
+        ("relu 有一張沒人認領的草稿（_annotated=False，輸出 int8 [-100, 100]）", False),
+        ("relu 有別的 Quantizer 認領的標籤（_annotated=True，輸出 int8 [-100, 100]）", True),
+    ):
+        x, relu = _x_relu()
+        if claimed is not None:
+            relu.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+                input_qspec_map={x: old}, output_qspec=old, _annotated=claimed
+            )
+        before = relu.meta.get(ANNOTATION_KEY)
+        label_if_unclaimed(relu, spec)
+        after = relu.meta.get(ANNOTATION_KEY)
+        if claimed:
+            if after is not before or after.output_qspec is not old or after._annotated is not True:
+                problems.append(f"{title}：那是別人負責的 node，標籤一個欄位都不該動，你的改了它")
+            continue
+        if after is None or after.output_qspec != spec:
+            mine = "沒有標籤" if after is None else _spec_text(after.output_qspec)
+            problems.append(f"{title}：output_qspec 應該是傳進來的 spec（{_spec_text(spec)}），你的是 {mine}")
+        if after is not None and after._annotated is not True:
+            problems.append(
+                f"{title}：貼完要設 _annotated = True，後面的 Quantizer 才知道它有人負責了；你的是 {after._annotated!r}"
+            )
+    return problems
+
+
+LABEL_IF_UNCLAIMED = Practice(
+    "label_if_unclaimed",
+    "寫 label_if_unclaimed(node, spec)：替 node 貼輸出標籤，並認領它。別的 Quantizer 認領過（標籤的 _annotated 是 True）就什麼都不動；"
+    "沒有標籤、或只是沒人認領的草稿（_annotated 是 False），就把 output_qspec 設成 spec、_annotated 設成 True。"
+    "檢查用三個 relu：沒有標籤的、有草稿的、別人認領過的。",
+    "from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation\n\n\n"
+    "def label_if_unclaimed(node, spec):\n"
+    "    raise NotImplementedError()\n",
+    _check_label_if_unclaimed,
+    "要不要跳過，只看 _annotated：先 node.meta.get(ANNOTATION_KEY)，是 None（沒有標籤）或 _annotated 是 False 都輪到你；"
+    "貼好 output_qspec 之後，別忘了把 _annotated 設成 True。",
+    "from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation\n\n\n"
+    "def label_if_unclaimed(node, spec):\n"
+    "    annotation = node.meta.setdefault(ANNOTATION_KEY, QuantizationAnnotation())\n"
+    "    if annotation._annotated:\n"
+    "        return\n"
+    "    annotation.output_qspec = spec\n"
+    "    annotation._annotated = True\n",
+    "有標籤不等於有人負責：草稿要重貼；每個你貼過的 node（融合進來的 relu 也是）都設 _annotated = True。",
+)
+
+
+def _check_is_act_spec(is_act_spec: Any) -> list[str]:
+    from common.pt2e import HistogramObserver, MovingAverageMinMaxObserver
+
+    def spec(dtype: torch.dtype, low: int, high: int, scheme: torch.qscheme, observer: Any) -> QuantizationSpec:
+        return QuantizationSpec(
+            dtype=dtype, quant_min=low, quant_max=high, qscheme=scheme, observer_or_fake_quant_ctr=observer
+        )
+
+    affine = torch.per_tensor_affine
+    problems = []
+    for title, candidate, want in (
+        ("act_spec() 本身", act_spec(), True),
+        ("另外建的一份，欄位都和 act_spec() 一樣", spec(torch.int8, -128, 127, affine, MinMaxObserver), True),
+        ("範圍一樣，observer 是 HistogramObserver", spec(torch.int8, -128, 127, affine, HistogramObserver), False),
+        (
+            "範圍一樣，observer 是 MovingAverageMinMaxObserver",
+            spec(torch.int8, -128, 127, affine, MovingAverageMinMaxObserver),
+            False,
+        ),
+        (
+            "observer 一樣，範圍是 int8 [-127, 127] symmetric",
+            spec(torch.int8, -127, 127, torch.per_tensor_symmetric, MinMaxObserver),
+            False,
+        ),
+        ("observer 一樣，範圍是 uint8 [0, 255]", spec(torch.uint8, 0, 255, affine, MinMaxObserver), False),
+    ):
+        got = is_act_spec(candidate)
+        if bool(got) is not want:
+            problems.append(f"{title}（{_spec_text(candidate)}）：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+IS_ACT_SPEC = Practice(
+    "is_act_spec",
+    "寫 is_act_spec(spec)：spec 是不是規則表的 activation 規格 act_spec()？dtype、quant_min、quant_max、qscheme "
+    "和 observer（observer_or_fake_quant_ctr）都一樣才算。回傳 True 或 False。"
+    "檢查用六份規格：範圍一樣、observer 不同的，observer 一樣、範圍不同的，和兩份真正一樣的。",
+    "from common.qspecs import act_spec\n\n\ndef is_act_spec(spec):\n    raise NotImplementedError()\n",
+    _check_is_act_spec,
+    "observer 也是規格的一個欄位：spec.observer_or_fake_quant_ctr 是 observer 的類別，要和 act_spec() 的那個相等。"
+    "QuantizationSpec 是 dataclass，== 會一次比完所有欄位。",
+    "from common.qspecs import act_spec\n\n\ndef is_act_spec(spec):\n    return spec == act_spec()\n",
+    "整數範圍一樣，observer 不同，scale 就不同：HistogramObserver 會裁掉離群值，MovingAverage 只慢慢跟上新的範圍。",
+)
+
+
+def _owner_graph() -> dict[str, Node]:
+    """conv → relu; linear → relu; conv → sigmoid; conv → relu and add (two consumers)."""
+    graph = torch.fx.Graph()
+    x, w, v = graph.placeholder("x"), graph.get_attr("w"), graph.get_attr("v")
+    conv = graph.call_function(_CONV2D, (x, w), name="conv2d")
+    linear = graph.call_function(_LINEAR, (x, v), name="linear")
+    conv_sigmoid = graph.call_function(_CONV2D, (x, w), name="conv2d_1")
+    conv_shared = graph.call_function(_CONV2D, (x, w), name="conv2d_2")
+    relu_of_conv = graph.call_function(_RELU, (conv,), name="relu")
+    relu_of_linear = graph.call_function(_RELU, (linear,), name="relu_1")
+    sigmoid = graph.call_function(_SIGMOID, (conv_sigmoid,), name="sigmoid")
+    relu_of_shared = graph.call_function(_RELU, (conv_shared,), name="relu_2")
+    add = graph.call_function(_ADD, (conv_shared, relu_of_shared), name="add")
+    graph.output((relu_of_conv, relu_of_linear, sigmoid, add))
+    return {
+        "conv": conv,
+        "relu_of_conv": relu_of_conv,
+        "linear": linear,
+        "conv_sigmoid": conv_sigmoid,
+        "conv_shared": conv_shared,
+    }
+
+
+def _check_output_owner(output_owner: Any) -> list[str]:
+    nodes = _owner_graph()
+    problems = []
+    for title, node, want in (
+        ("conv，唯一的 consumer 是 relu", nodes["conv"], nodes["relu_of_conv"]),
+        ("linear，唯一的 consumer 是 relu", nodes["linear"], nodes["linear"]),
+        ("conv，唯一的 consumer 是 sigmoid", nodes["conv_sigmoid"], nodes["conv_sigmoid"]),
+        ("conv，consumer 是 relu 與 add", nodes["conv_shared"], nodes["conv_shared"]),
+    ):
+        got = output_owner(node)
+        if got is not want:
+            mine = f"{got.name}（op {got.target}）" if isinstance(got, Node) else repr(got)
+            problems.append(f"{title}（{node.name}）：輸出標籤應該在 {want.name}（op {want.target}），你的是 {mine}")
+    return problems
+
+
+OUTPUT_OWNER = Practice(
+    "output_owner",
+    "寫 output_owner(node)：node 是 conv 或 linear，照這一章的規則表，回傳該貼輸出標籤的那個 node："
+    "conv 唯一的 consumer 是 relu 時是那個 relu（融合），其他情況都是 node 自己。"
+    "檢查用 conv → relu、linear → relu、conv → sigmoid，和一個同時給 relu 與 add 讀的 conv。",
+    "import torch\n\nCONV = torch.ops.aten.conv2d.default\nRELU = torch.ops.aten.relu.default\n\n\n"
+    "def output_owner(node):\n"
+    "    raise NotImplementedError()\n",
+    _check_output_owner,
+    "融合有三個條件，缺一個就是 node 自己：node.target 是 CONV（linear 不算）、node.users 只有一個、那一個的 target 是 RELU。",
+    "import torch\n\nCONV = torch.ops.aten.conv2d.default\nRELU = torch.ops.aten.relu.default\n\n\n"
+    "def output_owner(node):\n"
+    "    readers = list(node.users)\n"
+    "    if node.target == CONV and len(readers) == 1 and readers[0].target == RELU:\n"
+    "        return readers[0]\n"
+    "    return node\n",
+    "XNNPACKQuantizer 也融合 linear → relu，這一章的規則表沒有：照你要實作的規則表，不照別的 Quantizer 的習慣。",
+)
+
+
+def _check_breaks_fusion(breaks_fusion: Any) -> list[str]:
+    from common.qspecs import weight_spec
+
+    problems = []
+    for title, conv_output, relu_label, want in (
+        ("conv 只有輸入邊的標籤，relu 只有輸出標籤", False, {"output": True}, False),
+        ("conv 也有輸出標籤，relu 有輸出標籤", True, {"output": True}, True),
+        ("conv 沒有輸出標籤，relu 的標籤有 (conv, relu) 這條邊", False, {"edge": act_spec(), "output": True}, True),
+        ("conv 沒有輸出標籤，relu 的標籤有 (conv, relu)，規格是 None", False, {"edge": None, "output": True}, False),
+        ("conv 有輸出標籤，relu 沒有標籤", True, None, True),
+    ):
+        graph = torch.fx.Graph()
+        x, w = graph.placeholder("x"), graph.get_attr("w")
+        conv = graph.call_function(_CONV2D, (x, w), name="conv2d")
+        relu = graph.call_function(_RELU, (conv,), name="relu")
+        graph.output(relu)
+        conv.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+            input_qspec_map={x: act_spec(), w: weight_spec()},
+            output_qspec=act_spec() if conv_output else None,
+            _annotated=True,
+        )
+        if relu_label is not None:
+            relu.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+                input_qspec_map={conv: relu_label["edge"]} if "edge" in relu_label else {},
+                output_qspec=act_spec(),
+                _annotated=True,
+            )
+        got = breaks_fusion(conv)
+        if bool(got) is not want:
+            why = "conv 和 relu 之間會有 observer" if want else "conv 和 relu 之間沒有 observer"
+            problems.append(f"{title}：{why}，應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+BREAKS_FUSION = Practice(
+    "breaks_fusion",
+    "寫 breaks_fusion(conv)：conv 唯一的 consumer 是 relu。照圖上的標籤，prepare_pt2e 會不會在 conv 和 relu 之間插 observer"
+    "（融合被破壞）？回傳 True 或 False。檢查用五種貼法：conv 的輸出標籤、relu 的輸入邊 (conv, relu)、兩者都沒有，"
+    "還有 relu 根本沒有標籤的。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\ndef breaks_fusion(conv):\n    raise NotImplementedError()\n",
+    _check_breaks_fusion,
+    "中間那個位置可以從兩頭貼：conv 的 output_qspec，或 relu 的 input_qspec_map[conv]。兩個都要查，規格不是 None 就有 observer；"
+    "哪一張標籤不存在（meta.get 拿到 None），就只是那一頭沒有。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\n"
+    "def breaks_fusion(conv):\n"
+    "    relu = next(iter(conv.users))\n"
+    "    conv_label = conv.meta.get(ANNOTATION_KEY)\n"
+    "    relu_label = relu.meta.get(ANNOTATION_KEY)\n"
+    "    if conv_label is not None and conv_label.output_qspec is not None:\n"
+    "        return True\n"
+    "    return relu_label is not None and relu_label.input_qspec_map.get(conv) is not None\n",
+    "融合在標籤上的樣子是「中間什麼都不貼」：輸出標籤只在 relu，relu 也不標輸入邊；conv 的輸出標籤不管 relu 有沒有標籤都會破壞它。",
+)
+
+
+def _check_is_activation(is_activation: Any) -> list[str]:
+    graph = torch.fx.Graph()
+    x, offset = graph.placeholder("x"), graph.get_attr("offset")
+    relu = graph.call_function(_RELU, (x,), name="relu")
+    add = graph.call_function(_ADD, (offset, relu), name="add")
+    graph.output(graph.call_function(_ADD, (add, 2.0), name="add_1"))
+    problems = []
+    for title, arg, want in (
+        ("模型輸入 x（placeholder）", x, True),
+        ("relu 的輸出（call_function）", relu, True),
+        ("模型常數 offset（get_attr，一個 buffer）", offset, False),
+        ("純量 2.0", 2.0, False),
+    ):
+        got = is_activation(arg)
+        if bool(got) is not want:
+            problems.append(f"{title}：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+IS_ACTIVATION = Practice(
+    "is_activation",
+    "寫 is_activation(arg)：arg 是 add 的一個引數（node.args 裡的東西），它是不是要貼標籤的 activation？"
+    "回傳 True 或 False。檢查用 offset + relu(x) 與 add + 2.0 的引數：模型輸入、relu 的輸出、模型常數 offset 和純量。",
+    "from torch.fx import Node\n\n\ndef is_activation(arg):\n    raise NotImplementedError()\n",
+    _check_is_activation,
+    '兩關：先 isinstance(arg, Node)（純量不是 Node）；再看 arg.op，"get_attr" 是模型裡的常數（buffer、parameter），不是算出來的值。',
+    "from torch.fx import Node\n\n\n"
+    "def is_activation(arg):\n"
+    '    return isinstance(arg, Node) and arg.op != "get_attr"\n',
+    "常數不管名字叫什麼、排在第幾個引數，都不是 activation：它的值是固定的，不需要 observer 去看它的範圍。",
+)
+
+
+def _check_output_spec_for(output_spec_for: Any) -> list[str]:
+    from common.pt2e import SharedQuantizationSpec
+
+    graph = torch.fx.Graph()
+    x, y = graph.placeholder("x"), graph.placeholder("y")
+    add = graph.call_function(_ADD, (x, y), name="add")
+    pool = graph.call_function(_MAX_POOL, (x, [2, 2]), name="max_pool2d")
+    sigmoid = graph.call_function(_SIGMOID, (x,), name="sigmoid")
+    graph.output((add, pool, sigmoid))
+    problems = []
+
+    got = output_spec_for(add)
+    if isinstance(got, SharedQuantizationSpec):
+        problems.append("add(x, y)：加出來的是新的值，範圍和任何一個輸入都不同，不能和輸入共用：要自己的 act_spec()")
+    elif got is None:
+        problems.append(
+            "add(x, y)：輸入量化了，輸出還是新的值，沒有輸出標籤，讀它的 op 拿到的就是沒量化的值：要 act_spec()"
+        )
+    elif got != act_spec():
+        problems.append(f"add(x, y)：應該是 act_spec()，你的是 {_spec_text(got)}")
+
+    got = output_spec_for(pool)
+    if not isinstance(got, SharedQuantizationSpec):
+        mine = "None" if got is None else _spec_text(got)
+        problems.append(
+            f"max_pool2d：輸出的每個值都來自輸入，要和輸入邊共用 qparams：SharedQuantizationSpec((x, max_pool2d))，你的是 {mine}"
+        )
+    elif got.edge_or_node != (x, pool):
+        there = got.edge_or_node
+        shown = tuple(n.name for n in there) if isinstance(there, tuple) else getattr(there, "name", there)
+        problems.append(f"max_pool2d：應該共用輸入邊 (x, max_pool2d)，你的指向 {shown}")
+
+    got = output_spec_for(sigmoid)
+    if got is not None:
+        problems.append(f"sigmoid：不在規則表裡，應該回傳 None，你的是 {_spec_text(got)}")
+    return problems
+
+
+OUTPUT_SPEC_FOR = Practice(
+    "output_spec_for",
+    "寫 output_spec_for(node)：照規則表，回傳 node 輸出標籤的規格：add 是 act_spec()；max_pool2d 和它的輸入邊共用，"
+    "SharedQuantizationSpec((node.args[0], node))；不在表裡的 op 回傳 None。檢查用 add(x, y)、max_pool2d(x) 與 sigmoid(x)。",
+    "import torch\n"
+    "from common.pt2e import SharedQuantizationSpec\n"
+    "from common.qspecs import act_spec\n\n"
+    "ADD = torch.ops.aten.add.Tensor\n"
+    "MAX_POOL = torch.ops.aten.max_pool2d.default\n\n\n"
+    "def output_spec_for(node):\n"
+    "    raise NotImplementedError()\n",
+    _check_output_spec_for,
+    "問一件事：這個 op 的輸出是新算出來的值，還是從輸入裡挑出來的？新算的（add）要自己的 act_spec()；"
+    "只挑不算的（max_pool2d）和輸入邊 (node.args[0], node) 共用。",
+    "import torch\n"
+    "from common.pt2e import SharedQuantizationSpec\n"
+    "from common.qspecs import act_spec\n\n"
+    "ADD = torch.ops.aten.add.Tensor\n"
+    "MAX_POOL = torch.ops.aten.max_pool2d.default\n\n\n"
+    "def output_spec_for(node):\n"
+    "    if node.target == ADD:\n"
+    "        return act_spec()\n"
+    "    if node.target == MAX_POOL:\n"
+    "        return SharedQuantizationSpec((node.args[0], node))\n"
+    "    return None\n",
+    "共用之後 max_pool2d 的輸入與輸出是同一個 observer 實例，convert 之後不必 rescale；add 若共用，相加的結果就可能超出範圍。",
+)
+
+
 RULE_MISCONCEPTIONS = (
     Misconception(
         "source_fn_stack",
@@ -880,6 +1207,7 @@ RULE_MISCONCEPTIONS = (
         "先看 node.meta 裡的標籤，_annotated 是 True 就跳過。",
         RULES,
         public=_public_overwrote,
+        practice=LABEL_IF_UNCLAIMED,
     ),
     Misconception(
         "skips_unclaimed_label",
@@ -888,6 +1216,7 @@ RULE_MISCONCEPTIONS = (
         "要跳過的只有 _annotated 是 True 的 node。",
         RULES,
         public=_public_draft_kept,
+        practice=LABEL_IF_UNCLAIMED,
     ),
     Misconception(
         "other_observer",
@@ -896,6 +1225,7 @@ RULE_MISCONCEPTIONS = (
         "換成別的 observer（例如照抄 XNNPACK 設定的 HistogramObserver），整數範圍一樣，算出來的 scale 卻不同；直接用 act_spec() 與 weight_spec()。",
         RULE_TABLE,
         public=_public_histogram,
+        practice=IS_ACT_SPEC,
     ),
     Misconception(
         "fusion_by_next_node",
@@ -922,6 +1252,7 @@ RULE_MISCONCEPTIONS = (
         "後面的 relu 不標。照規則表寫，不要照 XNNPACK 的習慣。",
         RULE_TABLE,
         public=_public_moved_to_relu,
+        practice=OUTPUT_OWNER,
     ),
     Misconception(
         "no_fusion",
@@ -930,6 +1261,7 @@ RULE_MISCONCEPTIONS = (
         "conv 自己不貼。你讓 conv 也有輸出標籤，conv 和 relu 之間就多了一個 observer，後端不能把兩個 op 合成一個 kernel。",
         FUSION,
         public=_public_conv_output,
+        practice=BREAKS_FUSION,
     ),
     Misconception(
         "label_inside_pattern",
@@ -938,6 +1270,7 @@ RULE_MISCONCEPTIONS = (
         "relu 只要輸出標籤。",
         FUSION,
         public=_public_edge_into_fused,
+        practice=BREAKS_FUSION,
     ),
     Misconception(
         "relu_not_marked",
@@ -946,6 +1279,7 @@ RULE_MISCONCEPTIONS = (
         "重貼它的標籤，在 conv 和 relu 中間插 observer。貼完 relu 的輸出標籤，也把它的 _annotated 設成 True。",
         RULES,
         public=_public_relu_unclaimed,
+        practice=LABEL_IF_UNCLAIMED,
     ),
     Misconception(
         "per_tensor_weight",
@@ -990,6 +1324,7 @@ RULE_MISCONCEPTIONS = (
         "過濾 node.args[:2] 時，除了純量，也要排除 get_attr。",
         RULES,
         public=_public_constant_edge,
+        practice=IS_ACTIVATION,
     ),
     Misconception(
         "add_no_output",
@@ -998,6 +1333,7 @@ RULE_MISCONCEPTIONS = (
         "add 的輸出也貼 act_spec()。",
         RULE_TABLE,
         public=_public_add_output,
+        practice=OUTPUT_SPEC_FOR,
     ),
     Misconception(
         "pool_not_shared",
@@ -1006,6 +1342,7 @@ RULE_MISCONCEPTIONS = (
         "output_qspec 寫 SharedQuantizationSpec((輸入, max_pool2d))。你另給一份 act_spec()，輸出就有自己的 observer 和 scale。",
         RULE_TABLE,
         public=_public_pool_apart,
+        practice=OUTPUT_SPEC_FOR,
     ),
 )
 
@@ -1334,6 +1671,209 @@ CHECK_EDGES = Practice(
 )
 
 
+def _check_spec_ranges(spec_ranges: Any) -> list[str]:
+    from common.pt2e import SharedQuantizationSpec
+    from common.qspecs import weight_spec
+
+    graph = torch.fx.Graph()
+    x, w, b = graph.placeholder("x"), graph.get_attr("w"), graph.get_attr("b")
+    conv = graph.call_function(_CONV2D, (x, w, b), name="conv2d")
+    graph.output(graph.call_function(_RELU, (conv,), name="relu"))
+    problems = []
+    for title, annotation, want in (
+        (
+            "conv 的標籤：x、w 兩份 QuantizationSpec，b 是 None，輸出和 x → conv 共用（SharedQuantizationSpec）",
+            QuantizationAnnotation(
+                input_qspec_map={x: act_spec(), w: weight_spec(), b: None},
+                output_qspec=SharedQuantizationSpec((x, conv)),
+            ),
+            [(-128, 127), (-127, 127)],
+        ),
+        (
+            "relu 的標籤：輸入邊和 x 的輸出共用（SharedQuantizationSpec），輸出 uint8 [0, 255]",
+            QuantizationAnnotation(
+                input_qspec_map={conv: SharedQuantizationSpec(x)}, output_qspec=_spec(torch.uint8, 0, 255)
+            ),
+            [(0, 255)],
+        ),
+        ("一張空的標籤", QuantizationAnnotation(), []),
+    ):
+        try:
+            got = spec_ranges(annotation)
+        except NotImplementedError:
+            raise
+        except AttributeError as error:
+            problems.append(
+                f"{title}：執行時出錯（AttributeError: {error}）。SharedQuantizationSpec 只說和誰共用，沒有 quant_min、"
+                "quant_max：只讀 isinstance(spec, QuantizationSpec) 的規格"
+            )
+            continue
+        if isinstance(got, str) or not isinstance(got, list | tuple | set):
+            problems.append(f"{title}：要回傳 (quant_min, quant_max) 的 list，你的是 {got!r}")
+            continue
+        mine = sorted((tuple(r) if isinstance(r, list | tuple) else (r,) for r in got), key=str)
+        if mine != sorted(want, key=str):
+            shared = (
+                "；(None, None) 這類是共用規格留下的，它沒有自己的範圍，不要列" if any(None in r for r in mine) else ""
+            )
+            problems.append(f"{title}：應該是 {sorted(want)}，你的是 {mine}{shared}")
+    return problems
+
+
+SPEC_RANGES = Practice(
+    "spec_ranges",
+    "寫 spec_ranges(annotation)：annotation 是一張標籤，回傳它每一份 QuantizationSpec（輸入邊與輸出）的 (quant_min, quant_max)。"
+    "None 與 SharedQuantizationSpec 這類規格跳過，順序不拘。檢查用三張標籤：有 weight、bias 是 None、輸出共用的 conv，"
+    "輸入邊共用的 relu，和一張空的。",
+    "from common.pt2e import QuantizationSpec\n\n\ndef spec_ranges(annotation):\n    raise NotImplementedError()\n",
+    _check_spec_ranges,
+    "先把 annotation.input_qspec_map.values() 與 annotation.output_qspec 放進同一個 list，"
+    "再只留下 isinstance(spec, QuantizationSpec) 的：None 不是，SharedQuantizationSpec 也不是（它沒有 quant_min）。",
+    "from common.pt2e import QuantizationSpec\n\n\n"
+    "def spec_ranges(annotation):\n"
+    "    specs = [*annotation.input_qspec_map.values(), annotation.output_qspec]\n"
+    "    return [(s.quant_min, s.quant_max) for s in specs if isinstance(s, QuantizationSpec)]\n",
+    "共用的位置用的是它指向的那份規格，範圍在那份規格上檢查：每份真正的規格檢查一次就夠了。",
+)
+
+
+def _labelled_chain(spoil: str | None) -> GraphModule:
+    """x → relu → sigmoid, every node labelled right (x's output claimed, relu's input edge shares x's output,
+    sigmoid's label nobody claimed); ``spoil`` puts int8 [0, 255] (or a quant_max of 300 on relu's input edge) on
+    one of them."""
+    from common.pt2e import SharedQuantizationSpec
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    relu = graph.call_function(_RELU, (x,), name="relu")
+    sigmoid = graph.call_function(_SIGMOID, (relu,), name="sigmoid")
+    graph.output(sigmoid)
+    wide = _spec(torch.int8, 0, 255)
+    x.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=wide if spoil == "x" else act_spec(), _annotated=True)
+    relu.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+        input_qspec_map={x: _spec(torch.int8, -128, 300) if spoil == "relu" else SharedQuantizationSpec(x)},
+        output_qspec=_spec(torch.uint8, 0, 255),
+        _annotated=True,
+    )
+    sigmoid.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+        input_qspec_map={relu: act_spec()}, output_qspec=wide if spoil == "sigmoid" else act_spec(), _annotated=False
+    )
+    return GraphModule(nn.Module(), graph)
+
+
+def _check_check_every_label(check_every_label: Any) -> list[str]:
+    problems = []
+    for title, spoil in (
+        ("每張標籤都對（x 的輸出、relu 的共用輸入邊與 uint8 輸出、沒人認領的 sigmoid）", None),
+        ("沒人認領（_annotated=False）的 sigmoid，輸出是 int8 [0, 255]", "sigmoid"),
+        ("模型輸入 x（placeholder）的輸出是 int8 [0, 255]", "x"),
+        ("relu 的輸入邊是 int8 [-128, 300]", "relu"),
+    ):
+        try:
+            check_every_label(_labelled_chain(spoil))
+        except NotImplementedError:
+            raise
+        except ValueError as error:
+            if spoil is None:
+                problems.append(f"{title}：這些標籤都沒錯，不該出錯，你的丟出 ValueError：{error}")
+            elif not re.search(rf"(?<![A-Za-z0-9_]){spoil}(?![A-Za-z0-9_])", str(error)):
+                problems.append(f"{title}：訊息要寫出標籤所在的 node（{spoil}），你的是：{error}")
+        except Exception as error:  # the wrong kind of exception is what this check reports
+            hint = "（fits 只能用在 QuantizationSpec 上）" if isinstance(error, AttributeError) else ""
+            problems.append(
+                f"{title}：應該{'不出錯' if spoil is None else ' raise ValueError'}，你的丟出 {type(error).__name__}{hint}"
+            )
+        else:
+            if spoil is not None:
+                problems.append(f"{title}：應該 raise ValueError，你的沒有出錯")
+    return problems
+
+
+CHECK_EVERY_LABEL = Practice(
+    "check_every_label",
+    "寫 check_every_label(model)：只管規則 4。圖上每個有標籤的 node，它每一份 QuantizationSpec（輸入邊與輸出）"
+    "只要 fits(spec) 是 False，就 raise ValueError，訊息寫出 node.name；全部合規就什麼都不做。fits 已經寫好了。"
+    "檢查用 x → relu → sigmoid 的小圖：一次全對，三次各錯一張（沒人認領的 sigmoid、模型輸入 x、relu 的輸入邊）。",
+    "import torch\n"
+    "from common.pt2e import ANNOTATION_KEY, QuantizationSpec\n\n\n"
+    "def fits(spec):\n"
+    "    info = torch.iinfo(spec.dtype)\n"
+    "    return info.min <= spec.quant_min < spec.quant_max <= info.max\n\n\n"
+    "def check_every_label(model):\n"
+    "    raise NotImplementedError()\n",
+    _check_check_every_label,
+    "validate 是 prepare_pt2e 插 observer 前唯一的關卡：走過 model.graph.nodes 的每一個（不挑 op，不看 _annotated），"
+    "node.meta.get(ANNOTATION_KEY) 不是 None 就把它的規格逐一交給 fits；只有不合規的才 raise。",
+    "import torch\n"
+    "from common.pt2e import ANNOTATION_KEY, QuantizationSpec\n\n\n"
+    "def fits(spec):\n"
+    "    info = torch.iinfo(spec.dtype)\n"
+    "    return info.min <= spec.quant_min < spec.quant_max <= info.max\n\n\n"
+    "def check_every_label(model):\n"
+    "    for node in model.graph.nodes:\n"
+    "        label = node.meta.get(ANNOTATION_KEY)\n"
+    "        specs = [] if label is None else [*label.input_qspec_map.values(), label.output_qspec]\n"
+    "        for spec in specs:\n"
+    "            if isinstance(spec, QuantizationSpec) and not fits(spec):\n"
+    '                raise ValueError(f"{node.name}：[{spec.quant_min}, {spec.quant_max}] 放不進 {spec.dtype}")\n',
+    "prepare_pt2e 自己不檢查：錯的標籤照樣插 observer。誰貼的、貼在什麼 node 上，插出來的 observer 都一樣會算錯。",
+)
+
+
+def _weights_graph() -> tuple[dict[str, Node], QuantizationSpec, QuantizationSpec]:
+    """conv2d(x, mul(kernel, 0.5)) and linear(weights_in, proj, proj_bias), labelled (linear's map lists the bias first,
+    then the activation, then the weight); conv2d_1(x, kernel) without a label. Returns the nodes and the two
+    weights' specs."""
+    from common.qspecs import weight_spec
+
+    graph = torch.fx.Graph()
+    x, kernel = graph.placeholder("x"), graph.get_attr("kernel")
+    weights_in, proj, proj_bias = graph.placeholder("weights_in"), graph.get_attr("proj"), graph.get_attr("proj_bias")
+    mul = graph.call_function(torch.ops.aten.mul.Tensor, (kernel, 0.5), name="mul")
+    conv = graph.call_function(_CONV2D, (x, mul), name="conv2d")
+    linear = graph.call_function(_LINEAR, (weights_in, proj, proj_bias), name="linear")
+    plain = graph.call_function(_CONV2D, (x, kernel), name="conv2d_1")
+    graph.output((conv, linear, plain))
+    conv_weight, linear_weight = weight_spec(), weight_spec(per_channel=False)
+    conv.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map={x: act_spec(), mul: conv_weight})
+    linear.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+        input_qspec_map={proj_bias: None, weights_in: act_spec(), proj: linear_weight}
+    )
+    return {"conv": conv, "linear": linear, "plain": plain}, conv_weight, linear_weight
+
+
+def _check_weight_spec_of(weight_spec_of: Any) -> list[str]:
+    nodes, conv_weight, linear_weight = _weights_graph()
+    problems = []
+    for title, node, want in (
+        ("conv2d(x, mul)：weight 是算出來的 mul", nodes["conv"], conv_weight),
+        ("linear(weights_in, proj, proj_bias)：標籤依序是 bias、activation、weight", nodes["linear"], linear_weight),
+        ("conv2d_1(x, kernel)：沒有標籤", nodes["plain"], None),
+    ):
+        got = weight_spec_of(node)
+        if got is not want:
+            mine = _spec_text(got) if got is None or isinstance(got, QuantizationSpec) else repr(got)
+            problems.append(f"{title}：應該是 {_spec_text(want)}，你的是 {mine}")
+    return problems
+
+
+WEIGHT_SPEC_OF = Practice(
+    "weight_spec_of",
+    "寫 weight_spec_of(node)：node 是 conv 或 linear，回傳它的標籤裡 weight 那條輸入邊的規格；沒有標籤就回傳 None。"
+    "檢查用的圖上，conv 的 weight 是算出來的 mul，linear 的 weight 叫 proj、模型輸入反而叫 weights_in，"
+    "linear 的 input_qspec_map 也不是照引數的順序寫的。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\ndef weight_spec_of(node):\n    raise NotImplementedError()\n",
+    _check_weight_spec_of,
+    "weight 是由位置決定的，不是名字，也不是在 input_qspec_map 裡排第幾：conv 與 linear 的第二個引數 node.args[1] 就是 weight，"
+    "拿它當 key 去 input_qspec_map 查。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\n"
+    "def weight_spec_of(node):\n"
+    "    label = node.meta.get(ANNOTATION_KEY)\n"
+    "    return None if label is None else label.input_qspec_map.get(node.args[1])\n",
+    "weight 可以是 get_attr 的常數，也可以是 op 算出來的 node；不管叫什麼，它都是 node.args[1]。",
+)
+
+
 VALIDATE_MISCONCEPTIONS = (
     Misconception(
         "fixes_silently",
@@ -1351,6 +1891,7 @@ VALIDATE_MISCONCEPTIONS = (
         "validate 自己就出錯了，正確的標籤也過不了。範圍只檢查 isinstance(spec, QuantizationSpec) 的規格。",
         CHECKS,
         public=_public_reads_every_spec,
+        practice=SPEC_RANGES,
     ),
     Misconception(
         "wrong_error_type",
@@ -1368,6 +1909,7 @@ VALIDATE_MISCONCEPTIONS = (
         "validate 是插 observer 之前最後一道關卡，練習的四條規則都要檢查。",
         VALIDATE,
         public=_public_checks_nothing,
+        practice=CHECK_EVERY_LABEL,
     ),
     Misconception(
         "rejects_any_label",
@@ -1376,6 +1918,7 @@ VALIDATE_MISCONCEPTIONS = (
         "對每張標籤逐條檢查四條規則，都沒違反就什麼都不做。",
         CHECKS,
         public=_public_rejects_all,
+        practice=CHECK_EVERY_LABEL,
     ),
     Misconception(
         "vague_message",
@@ -1429,6 +1972,7 @@ VALIDATE_MISCONCEPTIONS = (
         "validate 要檢查每一張標籤。",
         ROLES,
         public=_public_claimed_only,
+        practice=CHECK_EVERY_LABEL,
     ),
     Misconception(
         "found_by_name",
@@ -1455,6 +1999,7 @@ VALIDATE_MISCONCEPTIONS = (
         "用 ann.input_qspec_map.get(node.args[1]) 拿它的規格。",
         RULES,
         public=_public_computed_weight,
+        practice=WEIGHT_SPEC_OF,
     ),
     Misconception(
         "int8_range_only",
@@ -1491,6 +2036,7 @@ VALIDATE_MISCONCEPTIONS = (
         "在 conv 的標籤上檢查它的 users。",
         CHECKS,
         public=_public_relu_unlabelled,
+        practice=BREAKS_FUSION,
     ),
     Misconception(
         "range_skips_weights",
@@ -1526,6 +2072,7 @@ VALIDATE_MISCONCEPTIONS = (
         "validate 要看每個有標籤的 node，不要先過濾 node.op。",
         EDGE_AND_OUTPUT,
         public=_public_input_range,
+        practice=CHECK_EVERY_LABEL,
     ),
 )
 
