@@ -24,6 +24,7 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import CaseTimeout, EvidenceError, describe_annotations, describe_prepared, safe_text
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 TITLE = "Int4WeightQuantizer：4-bit per-channel weight、int8 activation"
 
@@ -421,6 +422,134 @@ def _public_updates_in_place(seen: Any, expected: Any) -> bool:
     return False
 
 
+# --- practice (issue 50): a short exercise of its own for one misconception ----------------------------------
+
+
+def _chain_graph() -> tuple[torch.fx.Graph, Node]:
+    """x → relu → sigmoid → output, built by hand; the sigmoid."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    relu = graph.call_function(torch.ops.aten.relu.default, (x,))
+    sigmoid = graph.call_function(torch.ops.aten.sigmoid.default, (relu,))
+    graph.output(sigmoid)
+    return graph, sigmoid
+
+
+def _later_quantizer(graph: torch.fx.Graph, spec: Any) -> None:
+    """What a Quantizer that runs after yours does: labels every op nobody claimed with its own ``spec``."""
+    for node in graph.nodes:
+        label = node.meta.get(ANNOTATION_KEY)
+        if node.op == "call_function" and not (label is not None and label._annotated):
+            node.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=spec, _annotated=True)
+
+
+def _check_claim_output(claim_output: Any) -> list[str]:
+    from common.pt2e import MinMaxObserver, QuantizationSpec
+
+    def spec(low: int, high: int) -> Any:
+        return QuantizationSpec(
+            dtype=torch.int8,
+            quant_min=low,
+            quant_max=high,
+            qscheme=torch.per_tensor_affine,
+            observer_or_fake_quant_ctr=MinMaxObserver,
+        )
+
+    mine, theirs, draft = spec(-128, 127), spec(-100, 100), spec(-64, 63)
+    problems = []
+    for title, before in (
+        ("沒有標籤的 sigmoid", None),
+        ("有一張沒人認領的草稿標籤（_annotated=False）的 sigmoid", draft),
+    ):
+        graph, sigmoid = _chain_graph()
+        if before is not None:
+            sigmoid.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=before, _annotated=False)
+        claim_output(sigmoid, mine)
+        label = sigmoid.meta.get(ANNOTATION_KEY)
+        if not isinstance(label, QuantizationAnnotation) or label.output_qspec is not mine:
+            got = getattr(label, "output_qspec", None)
+            problems.append(f"{title}：claim_output 之後，它的 output_qspec 應該是傳進來的 spec，你的是 {got!r}")
+            continue
+        _later_quantizer(graph, theirs)
+        if sigmoid.meta[ANNOTATION_KEY].output_qspec is not mine:
+            problems.append(
+                f"{title}：後面的 Quantizer 把你貼的標籤換掉了（它只跳過 _annotated 是 True 的 node），"
+                f"你的標籤 _annotated 是 {label._annotated!r}"
+            )
+    return problems
+
+
+CLAIM_OUTPUT = Practice(
+    "claim_output",
+    "寫 claim_output(node, spec)：替 node 的輸出貼上 spec，並認領這個 node，讓後面的 Quantizer 知道它已經有人負責、不再改它。"
+    "檢查會在 x → relu → sigmoid 的小圖上對 sigmoid 呼叫你的函式（一次沒有標籤、一次有一張沒人認領的草稿），"
+    "接著跑一個只跳過已認領 node 的 Quantizer，看 sigmoid 最後的輸出規格是不是你的。",
+    "from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation\n\n\ndef claim_output(node, spec):\n"
+    "    raise NotImplementedError()\n",
+    _check_claim_output,
+    "「有人負責」寫在標籤上：QuantizationAnnotation 的 _annotated。annotate_output_qspec 只放規格、不會設它；"
+    "貼一張新的 QuantizationAnnotation(output_qspec=spec, _annotated=True) 放進 node.meta[ANNOTATION_KEY]。",
+    "from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation\n\n\n"
+    "def claim_output(node, spec):\n"
+    "    label = QuantizationAnnotation(output_qspec=spec, _annotated=True)\n"
+    "    node.meta[ANNOTATION_KEY] = label\n",
+    "ComposableQuantizer 依序跑每個 Quantizer：誰先設了 _annotated=True，那個 node 就是誰的。",
+)
+
+
+def _check_limit_bits(limit_bits: Any) -> list[str]:
+    from common.qspecs import act_spec, weight_spec
+
+    problems = []
+    for title, base, bits in (
+        ("per-channel 的 weight_spec()", weight_spec(True), 4),
+        ("per-channel 的 weight_spec()", weight_spec(True), 2),
+        ("act_spec()", act_spec(), 6),
+    ):
+        low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        got = limit_bits(base, bits)
+        where = f"{title}、bits={bits}"
+        if type(got) is not type(base):
+            problems.append(f"{where}：應該回傳一個 {type(base).__name__}，你的是 {type(got).__name__}")
+            continue
+        if got.dtype != torch.int8:
+            problems.append(
+                f"{where}：dtype 應該還是 torch.int8，你的是 {got.dtype}：PT2E 的 {bits} bit 是 int8 儲存、範圍縮小，"
+                f"torch.int{bits} 這類 dtype 沒有 kernel，observer 也不收"
+            )
+        if (got.quant_min, got.quant_max) != (low, high):
+            count = (got.quant_max - got.quant_min + 1) if isinstance(got.quant_max, int) else "?"
+            problems.append(
+                f"{where}：範圍應該是 [{low}, {high}]（{2**bits} 個整數），你的是 [{got.quant_min}, {got.quant_max}]"
+                f"（{count} 個整數）" + ("：signed 的範圍在 0 的兩邊，負的那邊多一個" if got.quant_min == 0 else "")
+            )
+        changed = [
+            name
+            for name in ("qscheme", "ch_axis", "observer_or_fake_quant_ctr", "is_dynamic")
+            if getattr(got, name) != getattr(base, name)
+        ]
+        if changed:
+            problems.append(f"{where}：只改範圍，其他欄位照原樣；你的 {'、'.join(changed)} 變了")
+    return problems
+
+
+LIMIT_BITS = Practice(
+    "limit_bits",
+    "寫 limit_bits(spec, bits)：spec 是一份 int8 的 QuantizationSpec，回傳一份新的，讓它只用 bits 個 bit 的 signed 整數"
+    "（例如 4 bit），其他欄位（qscheme、ch_axis、observer）照原樣。"
+    "檢查用 per-channel 的 weight_spec() 配 4 bit 和 2 bit，act_spec() 配 6 bit。",
+    "import dataclasses\n\nimport torch\n\n\ndef limit_bits(spec, bits):\n    raise NotImplementedError()\n",
+    _check_limit_bits,
+    "b bit 的 signed 整數有 2**b 個：從 -2**(b-1) 到 2**(b-1) - 1（4 bit 是 [-8, 7]，負的那邊多一個）。"
+    "dtype 還是 torch.int8，只換 quant_min、quant_max：dataclasses.replace(spec, quant_min=…, quant_max=…)。",
+    "import dataclasses\n\nimport torch\n\n\n"
+    "def limit_bits(spec, bits):\n"
+    "    half = 2 ** (bits - 1)\n"
+    "    return dataclasses.replace(spec, quant_min=-half, quant_max=half - 1)\n",
+    "QuantizationSpec 是 frozen 的 dataclass：不能改它的欄位，要用 replace 做一份新的。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "labels_a_copy",
@@ -455,6 +584,7 @@ MISCONCEPTIONS = (
         "PT2E 的 4 bit 是用 int8 儲存、把範圍限制在 [-8, 7]：dtype=torch.int8、quant_min=-8、quant_max=7。",
         FOUR_BITS,
         public=lambda seen, expected: weights_differ(seen, expected, PUBLIC_CASES, storage_differs),
+        practice=LIMIT_BITS,
     ),
     Misconception(
         "int8_range",
@@ -463,6 +593,7 @@ MISCONCEPTIONS = (
         "dtype 仍是 torch.int8，只是 quant_min=-8、quant_max=7（例如 dataclasses.replace(spec, quant_min=-8, quant_max=7)）。",
         FOUR_BITS,
         public=lambda seen, expected: weights_differ(seen, expected, PUBLIC_CASES, wider_range),
+        practice=LIMIT_BITS,
     ),
     Misconception(
         "narrow_range",
@@ -471,6 +602,7 @@ MISCONCEPTIONS = (
         "後端（例如 ExecuTorch 的 XNNPACK）正是看 qmin == -8、qmax == 7 才認出 4-bit weight。用 quant_min=-8、quant_max=7。",
         FOUR_BITS,
         public=lambda seen, expected: weights_differ(seen, expected, PUBLIC_CASES, narrowed_range),
+        practice=LIMIT_BITS,
     ),
     Misconception(
         "per_tensor_weight",
@@ -520,6 +652,7 @@ MISCONCEPTIONS = (
         "把你的 4-bit 標籤換成了它自己的。新的 QuantizationAnnotation 要寫 _annotated=True。",
         WITH_OTHERS,
         public=lambda seen, expected: unmarked(seen, expected, *PUBLIC_CASES),
+        practice=CLAIM_OUTPUT,
     ),
     Misconception(
         "skips_any_label",
