@@ -648,7 +648,7 @@ def _lint(gm: GraphModule) -> str | None:
     return None
 
 
-def _outputs_differ(gm: GraphModule, want: list[torch.Tensor]) -> str | None:
+def _readers_wrong(gm: GraphModule, want: list[torch.Tensor]) -> str | None:
     """Which outputs of ``gm`` on the practice's input are not ``want`` (None when they all are)."""
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # fx prints the generated code on an error
@@ -740,7 +740,7 @@ def _check_hand_over(hand_over: Any) -> list[str]:
     if late:
         problems.append(f"gm.graph.lint() 不通過：{late}")
     elif not problems:
-        differ = _outputs_differ(gm, _readers_expected(_readers_input().abs()))
+        differ = _readers_wrong(gm, _readers_expected(_readers_input().abs()))
         if differ:
             problems.append(f"圖改對了，{differ}：gm 跑的還是舊的程式碼")
     return problems
@@ -797,7 +797,7 @@ def _check_add_after(add_after: Any) -> list[str]:
             late = f"新 node 排在讀它的 node 後面（{late}）"
         problems.append(f"gm.graph.lint() 不通過：{late}")
     if not problems:
-        differ = _outputs_differ(gm, _readers_expected(torch.sigmoid(torch.relu(_readers_input()))))
+        differ = _readers_wrong(gm, _readers_expected(torch.sigmoid(torch.relu(_readers_input()))))
         if differ:
             problems.append(f"圖改對了，{differ}：gm 跑的還是舊的程式碼")
     return problems
