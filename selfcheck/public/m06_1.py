@@ -14,12 +14,13 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.fx import GraphModule, Node
+from torch.fx import Graph, GraphModule, Node
 
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 SQNR_TITLE = "sqnr：整個 tensor 或逐個 channel 的 SQNR（dB）"
 LAYER_TITLE = "layer_sqnr：prepared 與 converted 逐層比較的 SQNR 表"
@@ -503,6 +504,309 @@ def _public_input_dtype(seen: Any, expected: Any) -> bool:
     return some_wrong(seen, expected, "bfloat16") and all_right(seen, expected, "outlier_weight", "activation", "close")
 
 
+# --- practice after a mistake (issue 50): one idea each, on tensors of their own ------------------------------
+
+
+def _number(value: Any) -> str:
+    """A returned value for a message: a float to three decimals, inf and nan as they are, anything else by type."""
+    if type(value) is float:
+        return f"{value:.3f}" if math.isfinite(value) else str(value)
+    if type(value) is torch.Tensor:
+        return f"tensor（{value.tolist() if value.numel() <= 4 else list(value.shape)}）"
+    return repr(value) if isinstance(value, int | str | type(None)) else type(value).__name__
+
+
+def _close(got: Any, want: float, tolerance: float) -> bool:
+    """``got`` is a Python float and equals ``want`` within ``tolerance`` (inf only where ``want`` is inf)."""
+    if type(got) is not float or math.isnan(got):
+        return False
+    if math.isinf(want) or math.isinf(got):
+        return got == want
+    return abs(got - want) <= tolerance
+
+
+_TO_DB_CASES = ((100.0, 1.0), (1.0, 100.0), (2.0, 1.0), (400.0, 4.0), (5.0, 0.0), (0.0, 0.0))
+"""(Σ reference², Σ (reference − test)²): a thousand times, a hundredth, double, and no noise at all."""
+
+
+def _check_to_db(to_db: Any) -> list[str]:
+    problems = []
+    for signal, noise in _TO_DB_CASES:
+        want = math.inf if noise == 0 else 10 * math.log10(signal / noise)
+        title = f"to_db(signal={signal:g}, noise={noise:g})"
+        try:
+            got = to_db(torch.tensor(signal, dtype=torch.float64), torch.tensor(noise, dtype=torch.float64))
+        except NotImplementedError:
+            raise
+        except Exception as error:  # one case crashing should not hide the others
+            problems.append(
+                f"{title}：出錯了（{type(error).__name__}: {safe_text(error, 60)}），應該回傳 {_number(want)}"
+            )
+            continue
+        if not _close(got, want, 1e-3):
+            kind = "" if type(got) is float else "（要回傳 Python float）"
+            problems.append(f"{title}：應該是 {_number(want)} dB，你的是 {_number(got)}{kind}")
+    return problems
+
+
+TO_DB = Practice(
+    "to_db",
+    "寫 to_db(signal, noise)：signal 是 reference 的平方和、noise 是誤差的平方和（兩個 float64 的 0 維 tensor），"
+    "回傳 SQNR 的 dB 數，一個 Python float；noise 是 0（完全相同）時回傳 inf。"
+    "檢查用訊號是雜訊的 100 倍、1/100、2 倍、100 倍，以及 noise = 0（signal 是 5 與 0）。",
+    "import math\n\nimport torch\n\n\ndef to_db(signal, noise):\n    raise NotImplementedError()\n",
+    _check_to_db,
+    "平方和是功率，功率比換成 dB 是 10 · log10(訊號 / 雜訊)：訊號在分子；20 · log10 是給振幅比用的。"
+    "noise 是 0 時不要靠除法（Python 的 float 除以 0 會出錯，torch 的 0 / 0 是 nan），先判斷、直接回傳 "
+    'float("inf")；也不要替 noise 加一個 eps。最後用 float(...) 變成 Python float。',
+    "import math\n\n\n"
+    "def to_db(signal, noise):\n"
+    "    if noise == 0:\n"
+    '        return float("inf")\n'
+    "    return 10 * math.log10(float(signal) / float(noise))\n",
+    "訊號是雜訊的 100 倍就是 20 dB；每少一個 bit，雜訊的功率變成 4 倍，少 10 · log10(4) ≈ 6 dB。",
+)
+
+
+def _slice_cases() -> list[tuple[torch.Tensor, int]]:
+    """Whole numbers (sums of squares are exact): a (2, 3, 4) activation along each of its dims, a (3, 5) weight."""
+    x = (torch.arange(24, dtype=torch.float64) % 7 - 3).reshape(2, 3, 4)
+    w = (torch.arange(15, dtype=torch.float64) % 5 - 2).reshape(3, 5)
+    return [(x, 1), (x, -1), (x, 0), (w, 0), (w, 1)]
+
+
+def _check_slice_power(slice_power: Any) -> list[str]:
+    problems = []
+    for x, dim in _slice_cases():
+        want = [float(x.select(dim, i).pow(2).sum()) for i in range(x.shape[dim])]
+        title = f"形狀 {tuple(x.shape)}、dim={dim}"
+        try:
+            got = slice_power(x.clone(), dim)
+        except NotImplementedError:
+            raise
+        except Exception as error:
+            problems.append(f"{title}：出錯了（{type(error).__name__}: {safe_text(error, 60)}），應該是 {want}")
+            continue
+        values = got.tolist() if type(got) is torch.Tensor and got.dim() == 1 else got
+        if not isinstance(values, list | tuple) or len(values) != len(want):
+            shape = list(got.shape) if type(got) is torch.Tensor else type(got).__name__
+            problems.append(f"{title}：應該是 {len(want)} 個數（每個 index 一個），你的是 {shape}")
+        elif any(not isinstance(v, int | float) or abs(v - w) > 1e-6 for v, w in zip(values, want, strict=True)):
+            problems.append(f"{title}：應該是 {want}，你的是 {[float(v) for v in values]}")
+    return problems
+
+
+SLICE_POWER = Practice(
+    "slice_power",
+    "寫 slice_power(x, dim)：沿 dim 的每個 index 各算一個平方和（例如 activation (N, C, H, W) 每個 channel 的功率，"
+    "dim=1），回傳長度是 x.shape[dim] 的 list 或 1 維 tensor。dim 可以是負數。"
+    "檢查用一個 (2, 3, 4) 的 tensor 沿 dim=1、-1、0，和一個 (3, 5) 的 tensor 沿 dim=0、1。",
+    "import torch\n\n\ndef slice_power(x, dim):\n    raise NotImplementedError()\n",
+    _check_slice_power,
+    "「每個 index 一個」是把 dim 那一維留下來、其他每一維都加總掉：x.pow(2).sum(dim) 恰好相反，加總掉的是 dim 那一維；"
+    "reshape(x.shape[0], -1) 則不管 dim 都留下第 0 維。x.select(dim, i) 是第 i 個 slice。",
+    "import torch\n\n\n"
+    "def slice_power(x, dim):\n"
+    "    return [float(x.select(dim, i).pow(2).sum()) for i in range(x.shape[dim])]\n",
+    "也可以一次算：x.pow(2).sum(dim=[d for d in range(x.dim()) if d != dim % x.dim()])。",
+)
+
+
+def _power_cases() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """A non-negative activation with a large mean and its test at half the size (two tensors of different sizes);
+    two float64 tensors near 1000 that differ by about 1e-5; a bfloat16 pair."""
+    g = torch.Generator().manual_seed(0)
+    activation = torch.rand(3, 8, generator=g, dtype=torch.float64) + 2.0
+    small = torch.rand(5, generator=g, dtype=torch.float64) + 2.0
+    near = 1000.0 + torch.rand(200, generator=g, dtype=torch.float64)
+    wiggle = torch.randn(200, generator=g, dtype=torch.float64)
+    low = (torch.rand(64, generator=g) * 4 + 1).to(torch.bfloat16)
+    low_test = (low.float() + torch.randn(64, generator=g) * 0.05).to(torch.bfloat16)
+    return [
+        ("非負、平均值很大的 (3, 8) activation，test = reference / 2", activation, activation / 2),
+        ("只有 5 個數的 tensor，test = reference / 2", small, small / 2),
+        ("兩個 float64 tensor，都在 1000 附近、只差大約 1e-5", near, near + 1e-5 * wiggle),
+        ("兩個 bfloat16 tensor", low, low_test),
+    ]
+
+
+def _check_powers(powers: Any) -> list[str]:
+    problems = []
+    for title, reference, test in _power_cases():
+        ref = reference.to(torch.float64)
+        want = (float(ref.pow(2).sum()), float((ref - test.to(torch.float64)).pow(2).sum()))
+        got = powers(reference.clone(), test.clone())
+        pair = tuple(got) if isinstance(got, tuple | list) and len(got) == 2 else None
+        values = [float(v) if type(v) is torch.Tensor and v.numel() == 1 else v for v in (pair or ())]
+        if len(values) != 2 or not all(isinstance(v, int | float) for v in values):
+            problems.append(f"{title}：要回傳 (訊號, 雜訊) 兩個數，你的是 {type(got).__name__}")
+            continue
+        for what, mine, right in zip(("訊號", "雜訊"), values, want, strict=True):
+            if not math.isclose(mine, right, rel_tol=1e-5, abs_tol=1e-12):
+                problems.append(f"{title}：{what}應該是 {right:.6g}，你的是 {mine:.6g}")
+    return problems
+
+
+POWERS = Practice(
+    "powers",
+    "寫 powers(reference, test)：回傳 (訊號, 雜訊) 兩個 Python float：訊號是 reference 的平方和，雜訊是 "
+    "reference − test 的平方和，都在 float64 裡算。檢查用一個非負、平均值很大的 activation（test 是它的一半）、"
+    "一個只有 5 個數的 tensor、兩個在 1000 附近只差大約 1e-5 的 float64 tensor，和一對 bfloat16 tensor。",
+    "import torch\n\n\ndef powers(reference, test):\n    raise NotImplementedError()\n",
+    _check_powers,
+    "訊號只看 reference（test 是近似，只出現在雜訊裡），是平方和，不先減平均值；雜訊也是平方和，不是平均"
+    "（一邊總和一邊平均，差的是元素個數）。兩個都先 .to(torch.float64) 再相減、平方：float32 分不出 1000 附近 1e-5 的差，"
+    "bfloat16 只有 2 到 3 位有效數字。",
+    "import torch\n\n\n"
+    "def powers(reference, test):\n"
+    "    ref = reference.to(torch.float64)\n"
+    "    err = ref - test.to(torch.float64)\n"
+    "    return float((ref * ref).sum()), float((err * err).sum())\n",
+    "test 是 reference 的一半時，雜訊是訊號的 1/4：SQNR 是 10 · log10(4) ≈ 6.02 dB。",
+)
+
+
+def _sqnr_db(reference: torch.Tensor, test: torch.Tensor) -> float:
+    """The SQNR the practice hands to ``layer_table`` (reference first)."""
+    if not isinstance(reference, torch.Tensor) or not isinstance(test, torch.Tensor):
+        raise TypeError(f"sqnr 只收 tensor，收到 {type(reference).__name__} 與 {type(test).__name__}")
+    ref = reference.detach().to(torch.float64)
+    noise = float((ref - test.detach().to(torch.float64)).square().sum())
+    return math.inf if noise == 0 else 10 * math.log10(float(ref.square().sum()) / noise)
+
+
+def _table_outputs() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two models' outputs node by node: prepared (fp32) and converted (quantized). conv2d's two images are off by
+    different amounts; split's output is a list; a quantize node exists on converted only; linear is identical."""
+    x = torch.tensor([[4.0, -2.0, 1.0, 3.0], [0.5, 0.25, -0.5, 1.0]], dtype=torch.float64)
+    conv = x * torch.tensor([[0.5], [0.9]], dtype=torch.float64)
+    low, high = torch.relu(x).split(2, dim=1)
+    prepared = {"conv2d": x, "relu": torch.relu(x), "split": [low, high], "getitem": low, "linear": x.sum(1)}
+    converted = {
+        "quantize_per_tensor_default": torch.round(x * 10).to(torch.int8),
+        "conv2d": conv,
+        "relu": torch.relu(conv),
+        "split": [torch.relu(conv)[:, :2], torch.relu(conv)[:, 2:]],
+        "getitem": low * 1.25,
+        "linear": x.sum(1).clone(),
+    }
+    return prepared, converted
+
+
+def _check_layer_table(layer_table: Any) -> list[str]:
+    prepared, converted = _table_outputs()
+    want = {
+        name: _sqnr_db(prepared[name], out)
+        for name, out in converted.items()
+        if isinstance(out, torch.Tensor) and isinstance(prepared.get(name), torch.Tensor)
+    }
+    try:
+        got = layer_table(dict(prepared), dict(converted), _sqnr_db)
+    except NotImplementedError:
+        raise
+    except Exception as error:
+        return [
+            f"layer_table 出錯了（{type(error).__name__}: {safe_text(error, 80)}）：不是每個名稱兩邊都有，"
+            "也不是每個輸出都是 tensor（split 的輸出是 tensor 的 list）"
+        ]
+    if not isinstance(got, dict):
+        return [f"layer_table 要回傳 dict，你的是 {type(got).__name__}"]
+    problems = []
+    if set(got) != set(want):
+        problems.append(f"表裡應該剛好是 {sorted(want)}，你的是 {sorted(map(str, got))}")
+    for name, value in want.items():
+        if name in got and not _close(got[name], value, 1e-3):
+            swapped = _sqnr_db(converted[name], prepared[name])
+            why = "：看起來 reference 與 test 對調了" if _close(got[name], swapped, 1e-3) and swapped != value else ""
+            problems.append(f"{name}：應該是 {_number(value)} dB，你的是 {_number(got[name])}{why}")
+    return problems
+
+
+TABLE_PRACTICE = Practice(
+    "layer_table",
+    "寫 layer_table(prepared_out, converted_out, sqnr)：兩個 dict 是 prepared 與 converted 逐個 node 的輸出"
+    "（node 名稱 → 輸出），sqnr(reference, test) 由檢查傳進來，和練習 1 的一樣。回傳 {名稱: SQNR}，"
+    "只放兩邊都有、兩邊的輸出都是 tensor 的名稱。檢查用的輸出裡有輸出是 list 的 split、只在 converted 上的 quantize、"
+    "兩張圖誤差不同的 conv2d，和兩邊完全相同的 linear。",
+    "def layer_table(prepared_out, converted_out, sqnr):\n    raise NotImplementedError()\n",
+    _check_layer_table,
+    "prepared 的輸出是 fp32 的值，是 reference（訊號）；converted 的輸出是量化後的近似，是 test：sqnr(prepared 的, "
+    "converted 的)，順序不能換。一層一個數字：把整個輸出 tensor 交給 sqnr，不要每張圖各算再平均。"
+    "isinstance(..., torch.Tensor) 兩邊都要檢查。",
+    "import torch\n\n\n"
+    "def layer_table(prepared_out, converted_out, sqnr):\n"
+    "    table = {}\n"
+    "    for name, test in converted_out.items():\n"
+    "        reference = prepared_out.get(name)\n"
+    "        if isinstance(reference, torch.Tensor) and isinstance(test, torch.Tensor):\n"
+    "            table[name] = sqnr(reference, test)\n"
+    "    return table\n",
+    "對調之後訊號變成量化後的值的功率：getitem 的 test 大了 1.25 倍，對調會把 SQNR 從 12.04 dB 算成 13.98 dB。",
+)
+
+
+def _converted_graph() -> Graph:
+    """A converted graph built by hand: an input, a folded weight, _guards_fn, q/dq of both overloads (one dequantize
+    renamed by a pass), the model's own fake_quant_per_channel named gate, conv2d, relu, linear, a mul named
+    quantize_gain, the output."""
+    import common.pt2e  # noqa: F401  (registers torch.ops.quantized_decomposed)
+
+    aten, qd = torch.ops.aten, torch.ops.quantized_decomposed
+    graph = Graph()
+
+    def op(target: Any, name: str, *args: Any) -> Node:
+        return graph.create_node("call_function", target, args, {}, name=name)
+
+    x = graph.placeholder("x")
+    weight = graph.create_node("get_attr", "conv_weight_int8", name="conv_weight")
+    scales = graph.create_node("get_attr", "gate_scales", name="gate_scales")
+    graph.create_node("call_module", "_guards_fn", (x,), name="_guards_fn")
+    q = op(qd.quantize_per_tensor.default, "quantize_per_tensor_default", x, 0.1, 0, -128, 127, torch.int8)
+    dq = op(qd.dequantize_per_tensor.default, "dequantize_per_tensor_default", q, 0.1, 0, -128, 127, torch.int8)
+    dq_w = op(qd.dequantize_per_channel.default, "dq_7", weight, scales, scales, 0, -127, 127, torch.int8)
+    conv = op(aten.conv2d.default, "conv2d", dq, dq_w)
+    relu = op(aten.relu.default, "relu", conv)
+    gate = op(qd.fake_quant_per_channel.default, "gate", relu, scales, scales, 1, -128, 127)
+    q_1 = op(qd.quantize_per_tensor.tensor, "q_relu", gate, 0.1, 0, -128, 127, torch.int8)
+    dq_1 = op(qd.dequantize_per_tensor.tensor, "dq_relu", q_1, 0.1, 0, -128, 127, torch.int8)
+    scaled = op(aten.mul.Tensor, "quantize_gain", dq_1, 2.0)
+    flat = op(aten.flatten.using_ints, "flatten", scaled, 1)
+    graph.output((op(aten.linear.default, "linear", flat, weight),))
+    return graph
+
+
+def _check_is_layer(is_layer: Any) -> list[str]:
+    problems = []
+    for node in _converted_graph().nodes:
+        want = node.op == "call_function" and getattr(node.target, "namespace", None) != "quantized_decomposed"
+        got = is_layer(node)
+        if not isinstance(got, bool) or got is not want:
+            problems.append(
+                f"名叫 {node.name} 的 node（op={node.op}，target={safe_text(node.target, 60)}）："
+                f"應該回傳 {want}，你的是 {got!r}"
+            )
+    return problems
+
+
+IS_LAYER = Practice(
+    "is_layer",
+    "寫 is_layer(node)：converted 圖上的這個 node 是不是逐層 SQNR 表要比較的一層？回傳 True 或 False。"
+    "層是模型本身的運算：不是輸入、常數、_guards_fn、output，也不是 quantize / dequantize 這類 quantized_decomposed 的 op。"
+    "檢查用一張手工建的圖：兩種 overload 的 q/dq（一個被 pass 改名成 dq_7）、模型自己呼叫的 fake_quant_per_channel"
+    "（名叫 gate）、conv2d、relu、flatten、linear，和一個名叫 quantize_gain 的 mul。",
+    "def is_layer(node):\n    raise NotImplementedError()\n",
+    _check_is_layer,
+    '兩個條件：node.op == "call_function"（輸入、常數、_guards_fn、output 都不是）；node.target 不在 '
+    'torch.ops.quantized_decomposed 底下（node.target.namespace 是 "quantized_decomposed"，或 str(node.target) 以 '
+    '"quantized_decomposed." 開頭）。名字不可靠；relu、flatten 沒有 weight 也是一層。',
+    "def is_layer(node):\n"
+    '    if node.op != "call_function":\n'
+    "        return False\n"
+    '    return getattr(node.target, "namespace", "") != "quantized_decomposed"\n',
+    "q/dq 有很多種（per-tensor、per-channel、.tensor 版本、fake_quant），只看命名空間就不用一一列出。",
+)
+
+
 SQNR_MISCONCEPTIONS = (
     Misconception(
         "returns_tensor",
@@ -512,6 +816,7 @@ SQNR_MISCONCEPTIONS = (
         "最後用 float(...) 轉換，逐個 slice 時每一項都轉，再放進 list。",
         SQNR_RULES,
         public=_kinds_differ,
+        practice=TO_DB,
     ),
     Misconception(
         "python_division",
@@ -521,6 +826,7 @@ SQNR_MISCONCEPTIONS = (
         '在 torch 裡相除（x / 0 是 inf，torch.log10(inf) 也是 inf），或先判斷雜訊是不是 0、是就回傳 float("inf")。',
         SQNR_RULES,
         public=divided_by_zero,
+        practice=TO_DB,
     ),
     Misconception(
         "zero_over_zero",
@@ -530,6 +836,7 @@ SQNR_MISCONCEPTIONS = (
         '先判斷雜訊是不是 0，是就回傳 float("inf")，不要靠除法。',
         SQNR_RULES,
         public=_public_zero_over_zero,
+        practice=TO_DB,
     ),
     Misconception(
         "finite_when_identical",
@@ -538,6 +845,7 @@ SQNR_MISCONCEPTIONS = (
         '看起來像是「有一點點誤差」，和真的沒有誤差分不出來。雜訊是 0 時就回傳 float("inf")，不要加 eps。',
         SQNR_RULES,
         public=lambda seen, expected: inf_made_finite(seen, expected),
+        practice=TO_DB,
     ),
     Misconception(
         "amplitude_formula",
@@ -546,6 +854,7 @@ SQNR_MISCONCEPTIONS = (
         "兩種寫法混在一起，每個 SQNR 都差兩倍。平方和相除就用 10·log10，開根號之後的比值才用 20·log10。",
         SQNR_FORMULA,
         public=_public_formula,
+        practice=TO_DB,
     ),
     Misconception(
         "ratio_inverted",
@@ -554,6 +863,7 @@ SQNR_MISCONCEPTIONS = (
         "誤差越小數字反而越小。分子放訊號、分母放雜訊。",
         SQNR_FORMULA,
         public=lambda seen, expected: sign_flipped(seen, expected),
+        practice=TO_DB,
     ),
     Misconception(
         "not_decibels",
@@ -563,6 +873,7 @@ SQNR_MISCONCEPTIONS = (
         "照公式寫 10 * torch.log10(訊號 / 雜訊)。",
         SQNR_FORMULA,
         public=lambda seen, expected: not_decibels(seen, expected),
+        practice=TO_DB,
     ),
     Misconception(
         "mean_vs_sum",
@@ -572,6 +883,7 @@ SQNR_MISCONCEPTIONS = (
         "分子分母要用同一種：都取總和（或都取平均）。",
         SQNR_FORMULA,
         public=lambda seen, expected: count_factor(seen, expected),
+        practice=POWERS,
     ),
     Misconception(
         "signal_variance",
@@ -580,6 +892,7 @@ SQNR_MISCONCEPTIONS = (
         "減掉平均值會把訊號低估很多，SQNR 就算低了。直接用 reference 的平方和。",
         SQNR_FORMULA,
         public=_public_variance,
+        practice=POWERS,
     ),
     Misconception(
         "test_power",
@@ -588,6 +901,7 @@ SQNR_MISCONCEPTIONS = (
         "用 test 的平方和當訊號，test 被縮小或放大時 SQNR 就跟著偏了。分子一律用 reference。",
         SQNR_FORMULA,
         public=_public_test_power,
+        practice=POWERS,
     ),
     Misconception(
         "slices_on_dim0",
@@ -597,6 +911,7 @@ SQNR_MISCONCEPTIONS = (
         "先用 x.movedim(dim, 0) 把那一維搬到最前面再攤平。",
         SQNR_RULES,
         public=_public_dim0,
+        practice=SLICE_POWER,
     ),
     Misconception(
         "reduces_dim",
@@ -606,6 +921,7 @@ SQNR_MISCONCEPTIONS = (
         "先 movedim(dim, 0).flatten(1)，再沿第 1 維加總。",
         SQNR_RULES,
         public=lambda seen, expected: list_lengths_differ(seen, expected),
+        practice=SLICE_POWER,
     ),
     Misconception(
         "slice_uses_whole_signal",
@@ -623,6 +939,7 @@ SQNR_MISCONCEPTIONS = (
         "練習要求一律先轉成 float64 再算，reference 與 test 都要轉。",
         SQNR_RULES,
         public=_public_float32,
+        practice=POWERS,
     ),
     Misconception(
         "input_dtype",
@@ -631,6 +948,7 @@ SQNR_MISCONCEPTIONS = (
         "不管輸入是什麼 dtype，都先用 .to(torch.float64) 轉成 float64 再算。",
         SQNR_RULES,
         public=_public_input_dtype,
+        practice=POWERS,
     ),
 )
 
@@ -778,6 +1096,7 @@ LAYER_MISCONCEPTIONS = (
         "表裡只放兩邊輸出都是 tensor 的 node：先用 isinstance(..., torch.Tensor) 檢查，不是就跳過。",
         LAYER_RULES,
         public=_public_non_tensor,
+        practice=TABLE_PRACTICE,
     ),
     Misconception(
         "one_input_only",
@@ -804,6 +1123,7 @@ LAYER_MISCONCEPTIONS = (
         "你看名字（或只看 prepared 上有沒有同名的 node）認 q/dq，它就被放進表裡了。改用 node.target 判斷。",
         LAYER_RULES,
         public=named_like_qdq,
+        practice=IS_LAYER,
     ),
     Misconception(
         "lists_non_ops",
@@ -813,6 +1133,7 @@ LAYER_MISCONCEPTIONS = (
         "的 node。",
         LAYER_RULES,
         public=extra_layers,
+        practice=IS_LAYER,
     ),
     Misconception(
         "weighted_layers_only",
@@ -822,6 +1143,7 @@ LAYER_MISCONCEPTIONS = (
         "node 都放進表裡。",
         LAYER_RULES,
         public=missing_layers,
+        practice=IS_LAYER,
     ),
     Misconception(
         "modifies_graphs",
@@ -846,6 +1168,7 @@ LAYER_MISCONCEPTIONS = (
         "對調之後訊號變成量化後的值的功率，每層的 SQNR 都偏一點點。呼叫 sqnr(prepared 的輸出, converted 的輸出)。",
         LAYER_RULES,
         public=swapped_roles,
+        practice=TABLE_PRACTICE,
     ),
     Misconception(
         "per_sample_mean",
@@ -854,6 +1177,7 @@ LAYER_MISCONCEPTIONS = (
         "每張圖各算 dB 再平均，和整批一起算不相等（dB 是對數，平均之後就不是功率比了）。把整個輸出 tensor 交給 sqnr。",
         LAYER_TABLE,
         public=averaged_per_sample,
+        practice=TABLE_PRACTICE,
     ),
 )
 
