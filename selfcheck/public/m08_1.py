@@ -13,13 +13,14 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.fx import GraphModule
+from torch.fx import GraphModule, Node
 
 from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, safe_text
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 TITLE = "quantizer_report：沒標到的 op 與共用的 observer 實例"
 
@@ -337,6 +338,182 @@ _output_only_unlabelled = _hand_test(extra=frozenset({"relu"}))
 _edge_labels_producer = _hand_test(missing=frozenset({"abs"}), not_extra=frozenset({"conv2d"}))
 
 
+# --- practice (issue 50): a short exercise of its own for one misconception ----------------------------------
+
+
+def _check_who_shares(who_shares: Any) -> list[str]:
+    from common.pt2e import HistogramObserver, MinMaxObserver
+
+    one, two, three, four = MinMaxObserver(), MinMaxObserver(), MinMaxObserver(), HistogramObserver()
+    problems = []
+    for watched in (
+        {"conv": one, "cat": two, "max_pool2d": two, "relu": three},
+        {"x": one, "add": one, "add_1": one, "linear": four},
+        {"conv": one, "conv_1": two},
+    ):
+        by_object: dict[int, set[str]] = {}
+        for name, observer in watched.items():
+            by_object.setdefault(id(observer), set()).add(name)
+        want = sorted(sorted(group) for group in by_object.values() if len(group) > 1)
+        got = who_shares(dict(watched))
+        if not isinstance(got, list | tuple) or not all(isinstance(g, list | tuple | set) for g in got):
+            problems.append(f"應該回傳名稱的組（list 的 list），你的是 {got!r}")
+            continue
+        mine = sorted(sorted(map(str, group)) for group in got)
+        if mine != want:
+            shown = "、".join(
+                f"{name}→{type(o).__name__}#{[one, two, three, four].index(o) + 1}" for name, o in watched.items()
+            )
+            problems.append(f"{shown}：應該回傳 {want}，你的是 {mine}")
+    return problems
+
+
+WHO_SHARES = Practice(
+    "who_shares",
+    "寫 who_shares(watched)：watched 是一個 dict，key 是被觀察的 node 名稱，值是觀察它的 observer 物件"
+    "（prepare 之後，一個 observer 實例可能觀察好幾個 node）。回傳共用的組：同一個 observer 物件觀察的名稱放成一組（一個 list），"
+    "只列有兩個以上名稱的組，組的順序不拘。檢查裡有好幾個同一類別、卻是不同物件的 MinMaxObserver。",
+    "def who_shares(watched):\n    raise NotImplementedError()\n",
+    _check_who_shares,
+    "用物件本身分組：id(observer) 當 dict 的 key（不是 type(observer)，也不是名字），把名稱一個個放進它的 list；"
+    "最後只留下 len 至少 2 的 list。",
+    "def who_shares(watched):\n"
+    "    groups = {}\n"
+    "    for name, observer in watched.items():\n"
+    "        groups.setdefault(id(observer), []).append(name)\n"
+    "    return [names for names in groups.values() if len(names) >= 2]\n",
+    "只被觀察一次的實例不和誰共用；兩個 MinMaxObserver 是同一個類別，卻各有各的統計。",
+)
+
+
+def _op_kinds_graph() -> torch.fx.Graph:
+    """x (placeholder), w (get_attr), an observer (call_module), split → two getitems renamed left / right, an add, the
+    output."""
+    import operator
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    w = graph.get_attr("w")
+    observed = graph.call_module("activation_post_process_0", (x,))
+    split = graph.call_function(torch.ops.aten.split.Tensor, (observed, 2, 1))
+    left = graph.call_function(operator.getitem, (split, 0))
+    right = graph.call_function(operator.getitem, (split, 1))
+    left._rename("left")
+    right._rename("right")
+    total = graph.call_function(torch.ops.aten.add.Tensor, (left, right))
+    graph.output(graph.call_function(torch.ops.aten.mul.Tensor, (total, w)))
+    return graph
+
+
+def _check_reported_op(reported_op: Any) -> list[str]:
+    import operator
+
+    problems = []
+    for node in _op_kinds_graph().nodes:
+        want = node.op == "call_function" and node.target is not operator.getitem
+        got = reported_op(node)
+        if bool(got) is not want:
+            what = getattr(node.target, "__name__", node.target) if node.op == "call_function" else node.target
+            problems.append(f"{node.name}（op={node.op}，target={what}）：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+REPORTED_OP = Practice(
+    "reported_op",
+    "寫 reported_op(node)：這個 node 是不是「沒標到的 op」清單該看的 op？只有呼叫一個運算的 node 才算；"
+    "從 split 的結果取出一份的 getitem 只是取值，不算。"
+    "檢查用的小圖有模型的輸入、weight 常數、一個 observer、split 之後的兩個 getitem（被改名成 left、right）、add、mul 和 output。",
+    "import operator\n\n\ndef reported_op(node):\n    raise NotImplementedError()\n",
+    _check_reported_op,
+    "node.op 分出四種 node：placeholder（輸入）、get_attr（常數）、call_module（observer）、call_function（op）。"
+    "只看 call_function；其中 target 是 operator.getitem（Python 的函式，用 is 比）的不算。",
+    "import operator\n\n\n"
+    "def reported_op(node):\n"
+    '    if node.op != "call_function":\n'
+    "        return False\n"
+    "    return node.target is not operator.getitem\n",
+    "名字不可靠（getitem 可以被改名），target 才說明它做什麼。",
+)
+
+
+def _labelled_graph() -> dict[Node, tuple[str, bool]]:
+    """The ops of an only-annotated graph (no observers yet), one label of each shape: op → (its label in words,
+    whether its own label holds a spec)."""
+    from torchao.quantization.pt2e.quantizer import FixedQParamsQuantizationSpec, SharedQuantizationSpec
+
+    from common.qspecs import act_spec, weight_spec
+
+    aten = torch.ops.aten
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    w = graph.get_attr("w")
+    a = graph.call_function(aten.neg.default, (x,))
+    c = graph.call_function(aten.conv2d.default, (a, w))
+    r = graph.call_function(aten.relu.default, (c,))
+    m = graph.call_function(aten.mul.Tensor, (r, r))
+    k = graph.call_function(aten.cat.default, ([m, r],))
+    s = graph.call_function(aten.add.Tensor, (k, k))
+    g = graph.call_function(aten.sigmoid.default, (s,))
+    v = graph.call_function(aten.view.default, (g, [-1]))
+    li = graph.call_function(aten.linear.default, (v, w))
+    ge = graph.call_function(aten.gelu.default, (li,))
+    t = graph.call_function(aten.tanh.default, (ge,))
+    graph.output(t)
+    names = ("neg", "conv2d", "relu", "mul", "cat", "add", "sigmoid", "view", "linear", "gelu", "tanh")
+    for node, name in zip((a, c, r, m, k, s, g, v, li, ge, t), names, strict=True):
+        node._rename(name)
+    fixed = FixedQParamsQuantizationSpec(
+        dtype=torch.int8, scale=1.0 / 256, zero_point=-128, quant_min=-128, quant_max=127
+    )
+    labels: list[tuple[Node, str, Any, bool]] = [
+        (a, "沒有標籤（conv2d 的輸入邊標籤以它為 key）", ..., False),
+        (c, "只有輸入邊的規格", QuantizationAnnotation({a: act_spec(), w: weight_spec()}, None, _annotated=True), True),
+        (r, "只有 output_qspec", QuantizationAnnotation(output_qspec=act_spec(), _annotated=True), True),
+        (m, "有規格、_annotated 沒設", QuantizationAnnotation({r: act_spec()}, act_spec()), True),
+        (k, "空標籤：_annotated=True，沒有規格", QuantizationAnnotation(_annotated=True), False),
+        (s, f"input_qspec_map 是 {{{k.name}: None}}", QuantizationAnnotation({k: None}, None, _annotated=True), False),
+        (g, "輸出是 FixedQParamsQuantizationSpec", QuantizationAnnotation(output_qspec=fixed, _annotated=True), True),
+        (v, "輸出是 SharedQuantizationSpec", QuantizationAnnotation(output_qspec=SharedQuantizationSpec(g)), True),
+        (li, "只有 weight 那條邊的規格", QuantizationAnnotation({w: weight_spec()}, None, _annotated=True), True),
+        (ge, "ANNOTATION_KEY 底下是 None", None, False),
+        (t, "沒有標籤", ..., False),
+    ]
+    wanted = {}
+    for node, words, label, want in labels:
+        if label is not ...:
+            node.meta[ANNOTATION_KEY] = label
+        wanted[node] = (words, want)
+    return wanted
+
+
+def _check_has_spec(has_spec: Any) -> list[str]:
+    problems = []
+    for node, (words, want) in _labelled_graph().items():
+        got = has_spec(node)
+        if bool(got) is not want:
+            problems.append(f"{node.name}（{words}）：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+HAS_SPEC = Practice(
+    "has_spec",
+    "寫 has_spec(node)：node 是一個 op，它自己的標籤（node.meta 裡 ANNOTATION_KEY 的值）裡，有沒有至少一份規格？有就回傳 True。"
+    "檢查用一張只 annotate、還沒 prepare（一個 observer 都沒有）的小圖，標籤有各種樣子：只有輸入邊、只有輸出、空標籤、"
+    "邊的規格是 None、固定 qparams、共用的規格、沒設 _annotated、只有 weight，和 ANNOTATION_KEY 底下是 None 的。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\ndef has_spec(node):\n    raise NotImplementedError()\n",
+    _check_has_spec,
+    "先用 node.meta.get(ANNOTATION_KEY) 取出標籤，是 None 就是沒有。有標籤時，把 input_qspec_map 的每個值和 output_qspec 放在一起，"
+    "只要有一個不是 None 就是 True；_annotated、map 有沒有 key、規格是哪一個類別都不用看。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\n"
+    "def has_spec(node):\n"
+    "    label = node.meta.get(ANNOTATION_KEY)\n"
+    "    if label is None:\n"
+    "        return False\n"
+    "    return label.output_qspec is not None or any(s is not None for s in label.input_qspec_map.values())\n",
+    "_annotated 只說「有人認領」；規格才決定 prepare 插不插 observer。別人邊標籤上的 key 是那條邊，不是你的標籤。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "lists_every_node",
@@ -345,6 +522,7 @@ MISCONCEPTIONS = (
         "observer（call_module）和 output，它們本來就沒有標籤。沒標到的 op 只從 node.op 是 call_function 的 node 裡找。",
         NODE_KINDS,
         public=_lists_non_ops,
+        practice=REPORTED_OP,
     ),
     Misconception(
         "reads_unprepared_graph",
@@ -362,6 +540,7 @@ MISCONCEPTIONS = (
         "它是 Python 的函式，不是 OpOverload，也不是字串：用 node.target is operator.getitem 認出來再跳過。",
         RULES,
         public=_lists_getitem,
+        practice=REPORTED_OP,
     ),
     Misconception(
         "annotated_flag_means_labelled",
@@ -371,6 +550,7 @@ MISCONCEPTIONS = (
         "有沒有標到只看規格：至少一份不是 None。",
         EMPTY_LABEL,
         public=_unclaimed_spec_unlabelled,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "label_object_means_labelled",
@@ -380,6 +560,7 @@ MISCONCEPTIONS = (
         "要看標籤裡的規格：input_qspec_map 的值與 output_qspec 至少一份不是 None，才算標到。",
         EMPTY_LABEL,
         public=_misses_empty_label,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "none_spec_counts",
@@ -388,6 +569,7 @@ MISCONCEPTIONS = (
         "一張只把每條邊標成 None 的標籤和空標籤一樣，那個 op 還是留在 fp32；要數的是不是 None 的規格。",
         EMPTY_LABEL,
         public=_none_edge_labelled,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "weight_spec_ignored",
@@ -397,6 +579,7 @@ MISCONCEPTIONS = (
         "input_qspec_map 的每一個值都要看，不管那條邊來自哪種 node。",
         RULES,
         public=_weight_only_unlabelled,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "observed_means_labelled",
@@ -405,6 +588,7 @@ MISCONCEPTIONS = (
         "conv → relu 的 conv 有輸入規格，輸出卻沒有 observer（融合）。要讀的是每個 op 自己的標籤裡的規格。",
         RULES,
         public=_observed_labelled,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "output_spec_only",
@@ -413,6 +597,7 @@ MISCONCEPTIONS = (
         "但它們確實被標到、也會被量化。input_qspec_map 的規格和 output_qspec 一樣算數。",
         FUSION,
         public=_input_only_unlabelled,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "input_specs_only",
@@ -421,6 +606,7 @@ MISCONCEPTIONS = (
         "但它確實被標到了。output_qspec 也是一份規格，要和 input_qspec_map 的值一起看。",
         FUSION,
         public=_output_only_unlabelled,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "edge_label_counts_for_producer",
@@ -429,6 +615,7 @@ MISCONCEPTIONS = (
         "producer 自己沒有規格（像 abs → conv 的 abs），還是算沒標到；只看每個 node 自己的標籤。",
         EDGE_AND_OUTPUT,
         public=_edge_labels_producer,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "groups_consumers",
@@ -445,6 +632,7 @@ MISCONCEPTIONS = (
         "只被一個 observer node 呼叫的實例不共用任何東西，分好組之後要把它們濾掉。",
         RULES,
         public=lists_every_instance,
+        practice=WHO_SHARES,
     ),
     Misconception(
         "many_users_as_sharing",
@@ -462,6 +650,7 @@ MISCONCEPTIONS = (
         "分組要用物件本身（id(module)），不是 type(module) 或它的設定。",
         INSTANCES,
         public=merges_groups,
+        practice=WHO_SHARES,
     ),
     Misconception(
         "shared_spec_as_group",
