@@ -22,6 +22,7 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError, returned_dict, safe_text
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 TITLE = "predict_kernels：從 convert 之後的圖預測 oneDNN 的 int8 kernel 與它吃掉的 node"
 
@@ -476,6 +477,162 @@ def linear_add_missed(seen: Any, expected: Any) -> bool:
     )
 
 
+# --- practice (issue 50): a short exercise of its own for one misconception ----------------------------------
+
+
+def _qdq() -> Any:
+    import common.pt2e  # noqa: F401  (registers torch.ops.quantized_decomposed)
+
+    return torch.ops.quantized_decomposed
+
+
+def _layers_graph() -> list[tuple[Any, str, bool]]:
+    """Conv2d / linear nodes of a hand-made converted graph: (layer, its inputs in words, whether oneDNN gives it an
+    int8 kernel)."""
+    qd, aten = _qdq(), torch.ops.aten
+    graph = torch.fx.Graph()
+    x, x_scale, x_zp = graph.placeholder("x"), graph.placeholder("x_scale"), graph.placeholder("x_zp")
+    static = graph.call_function(qd.dequantize_per_tensor.default, (x, 0.05, 0, 0, 255, torch.uint8))
+    dynamic = graph.call_function(qd.dequantize_per_tensor.tensor, (x, x_scale, x_zp, 0, 255, torch.uint8))
+    w, scales, zero_points = graph.get_attr("w"), graph.get_attr("w_scales"), graph.get_attr("w_zero_points")
+    per_channel = graph.call_function(
+        qd.dequantize_per_channel.default, (w, scales, zero_points, 0, -128, 127, torch.int8)
+    )
+    per_tensor = graph.call_function(qd.dequantize_per_tensor.default, (w, 0.01, 0, -128, 127, torch.int8))
+    fp32 = graph.get_attr("w_fp32")
+    words = {
+        static: "dequantize_per_tensor.default",
+        dynamic: "dequantize_per_tensor.tensor（dynamic）",
+        per_channel: "dequantize_per_channel(常數)",
+        per_tensor: "dequantize_per_tensor(常數)",
+        fp32: "fp32 常數（get_attr）",
+        x: "沒有反量化的 x",
+    }
+    layers = []
+    for name, target, act, weight, want in (
+        ("conv_static", aten.conv2d.default, static, per_channel, True),
+        ("conv_per_tensor_weight", aten.conv2d.default, static, per_tensor, False),
+        ("conv_dynamic", aten.conv2d.default, dynamic, per_channel, False),
+        ("conv_fp32_input", aten.conv2d.default, x, per_channel, False),
+        ("linear_static", aten.linear.default, static, per_channel, True),
+        ("linear_dynamic", aten.linear.default, dynamic, per_channel, True),
+        ("linear_per_tensor_weight", aten.linear.default, static, per_tensor, False),
+        ("linear_fp32_weight", aten.linear.default, static, fp32, False),
+    ):
+        node = graph.call_function(target, (act, weight))
+        node._rename(name)
+        layers.append((node, f"activation：{words[act]}，weight：{words[weight]}", want))
+    graph.output(tuple(node for node, _, _ in layers))
+    return layers
+
+
+def _check_int8_kernel(int8_kernel: Any) -> list[str]:
+    problems = []
+    for node, words, want in _layers_graph():
+        got = int8_kernel(node)
+        if bool(got) is not want:
+            problems.append(f"{node.name}（{words}）：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+INT8_KERNEL = Practice(
+    "int8_kernel",
+    "寫 int8_kernel(node)：node 是 convert 之後圖上的一個 conv2d 或 linear（args[0] 是 activation，args[1] 是 weight）。"
+    "lower_x86 會不會把它換成 oneDNN 的 int8 kernel？回傳 True 或 False。"
+    "檢查用一張手寫的小圖：static 與 dynamic 的 activation、per-channel 與 per-tensor 反量化的 weight、fp32 的 weight，配上 conv 與 linear。",
+    "import torch\n\nimport common.pt2e  # 載入 torchao 的 PT2E：torch.ops.quantized_decomposed 才存在\n\n"
+    "qd = torch.ops.quantized_decomposed\n\n\ndef int8_kernel(node):\n    raise NotImplementedError()\n",
+    _check_int8_kernel,
+    "兩個條件都要成立。weight：target 是 qd.dequantize_per_channel.default（per-tensor 反量化的 weight 不行）。"
+    "activation：qd.dequantize_per_tensor.default；只有 linear 另外也收 dynamic 的 qd.dequantize_per_tensor.tensor，conv 不收。",
+    "import torch\n\nimport common.pt2e  # 載入 torchao 的 PT2E：torch.ops.quantized_decomposed 才存在\n\n"
+    "qd = torch.ops.quantized_decomposed\n\n\n"
+    "def int8_kernel(node):\n"
+    "    activation, weight = node.args[0], node.args[1]\n"
+    "    accepted = [qd.dequantize_per_tensor.default]\n"
+    "    if node.target == torch.ops.aten.linear.default:\n"
+    "        accepted.append(qd.dequantize_per_tensor.tensor)\n"
+    "    weight_ok = getattr(weight, 'target', None) == qd.dequantize_per_channel.default\n"
+    "    return weight_ok and getattr(activation, 'target', None) in accepted\n",
+    "weight 反量化了不代表有 int8 kernel：per-tensor 的 weight、dynamic 的 conv 都留成 fp32 的運算，weight 每次反量化（dequantize）。",
+)
+
+
+def _sums_graph() -> tuple[list[tuple[Any, Any, str, bool]], dict[Any, tuple[int, ...]]]:
+    """Adds after conv2d nodes of a hand-made converted graph: (add, conv, the other operand in words, whether
+    oneDNN's conv takes the add in), and every node's shape."""
+    qd, aten = _qdq(), torch.ops.aten
+    graph = torch.fx.Graph()
+    x, y, b = graph.placeholder("x"), graph.placeholder("y"), graph.placeholder("b")
+    shift = graph.get_attr("shift")
+    dq_x = graph.call_function(qd.dequantize_per_tensor.default, (x, 0.05, 0, 0, 255, torch.uint8))
+    dq_y = graph.call_function(qd.dequantize_per_tensor.default, (y, 0.05, 0, 0, 255, torch.uint8))
+    dq_b = graph.call_function(qd.dequantize_per_tensor.default, (b, 0.05, 0, 0, 255, torch.uint8))
+    relu_y = graph.call_function(aten.relu.default, (dq_y,))
+    w = graph.call_function(
+        qd.dequantize_per_channel.default,
+        (graph.get_attr("w"), graph.get_attr("s"), graph.get_attr("z"), 0, -128, 127, torch.int8),
+    )
+    for node, name in ((dq_x, "dequantize_x"), (dq_y, "dequantize_y"), (dq_b, "dequantize_b"), (relu_y, "relu_y")):
+        node._rename(name)
+    full, channel = (2, 4, 5, 5), (1, 4, 1, 1)
+    shapes = {x: full, y: full, dq_x: full, dq_y: full, relu_y: full, b: channel, dq_b: channel, shift: (4, 1, 1)}
+    cases = []
+    for name, other, conv_first, words, want in (
+        ("conv_plus_y", dq_y, True, "同樣 shape 的 dequantize_per_tensor", True),
+        ("y_plus_conv", dq_y, False, "同樣 shape 的 dequantize_per_tensor，conv 寫在後面", True),
+        ("conv_plus_shift", shift, True, "(4, 1, 1) 的常數", False),
+        ("conv_plus_b", dq_b, True, "(1, 4, 1, 1) 的 dequantize_per_tensor（broadcast）", False),
+        ("conv_plus_relu", relu_y, True, "同樣 shape、fp32 的 relu 輸出", False),
+    ):
+        conv = graph.call_function(aten.conv2d.default, (dq_x, w))
+        conv._rename(f"conv_{len(cases)}")
+        add = graph.call_function(aten.add.Tensor, (conv, other) if conv_first else (other, conv))
+        add._rename(name)
+        shapes[conv] = shapes[add] = full
+        cases.append((add, conv, words, want))
+    graph.output(tuple(add for add, _, _, _ in cases))
+    return cases, shapes
+
+
+def _check_conv_sum_fuses(conv_sum_fuses: Any) -> list[str]:
+    cases, shapes = _sums_graph()
+
+    def shape_of(node: Any) -> tuple[int, ...] | None:
+        return shapes.get(node)
+
+    problems = []
+    for add, conv, words, want in cases:
+        got = conv_sum_fuses(add, conv, shape_of)
+        if bool(got) is not want:
+            args = ", ".join(a.name for a in add.args)
+            problems.append(f"{add.name} = add({args})（另一個運算元：{words}）：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+CONV_SUM_FUSES = Practice(
+    "conv_sum_fuses",
+    "寫 conv_sum_fuses(add, conv, shape_of)：add 是 conv（一個 conv2d）唯一的 consumer。oneDNN 的 int8 conv 會不會把這個 add 吃進 kernel？"
+    "shape_of(node) 回傳一個 node 的 shape（就是 value_shape(gm, node)）。"
+    "檢查用一張手寫的小圖：add 的另一個運算元有 dequantize、常數、broadcast 的值和 fp32 的值，conv 有時寫在 add 的後面。",
+    "import torch\n\nimport common.pt2e  # 載入 torchao 的 PT2E：torch.ops.quantized_decomposed 才存在\n\n"
+    "qd = torch.ops.quantized_decomposed\n\n\ndef conv_sum_fuses(add, conv, shape_of):\n    raise NotImplementedError()\n",
+    _check_conv_sum_fuses,
+    "先找出 add 的另一個運算元：conv 可能是 args[0]，也可能是 args[1]。oneDNN 的 sum 把 conv 的結果原地加進它的記憶體，"
+    "所以它要是 qd.dequantize_per_tensor.default（量化過的值），而且 shape_of(它) == shape_of(conv)。",
+    "import torch\n\nimport common.pt2e  # 載入 torchao 的 PT2E：torch.ops.quantized_decomposed 才存在\n\n"
+    "qd = torch.ops.quantized_decomposed\n\n\n"
+    "def conv_sum_fuses(add, conv, shape_of):\n"
+    "    others = [a for a in add.args if a is not conv]\n"
+    "    if len(others) != 1 or not isinstance(others[0], torch.fx.Node):\n"
+    "        return False\n"
+    "    other = others[0]\n"
+    "    same_shape = shape_of(other) == shape_of(conv)\n"
+    "    return same_shape and other.target == qd.dequantize_per_tensor.default\n",
+    "加上一個 (C, 1, 1) 的值是 broadcast：形狀不同，記憶體對不上，add 留在 kernel 外面。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "changes_graph",
@@ -524,6 +681,7 @@ MISCONCEPTIONS = (
         "lowering 用的是 fp32 的 kernel。int8 kernel 要 weight 與 activation 都符合第一張表的第一列，先看 weight。",
         FROM_THE_GRAPH,
         public=fp32_weight_as_int8,
+        practice=INT8_KERNEL,
     ),
     Misconception(
         "dequantized_weight_means_int8",
@@ -533,6 +691,7 @@ MISCONCEPTIONS = (
         "lowering 留下 fp32 的 matmul，weight 每次反量化，是 dequantize。",
         FROM_THE_GRAPH,
         public=per_tensor_weight_as_int8,
+        practice=INT8_KERNEL,
     ),
     Misconception(
         "dynamic_conv_as_linear",
@@ -541,6 +700,7 @@ MISCONCEPTIONS = (
         "conv 沒有對應的 oneDNN kernel，留成 fp32 的 convolution，weight 每次反量化。conv 與 linear 在這一點上規則不同。",
         WHICH_LAYERS,
         public=dynamic_conv_as_int8,
+        practice=INT8_KERNEL,
     ),
     Misconception(
         "per_channel_only_weight",
@@ -557,6 +717,7 @@ MISCONCEPTIONS = (
         "只有 dynamic 的 conv 沒有對應的 kernel。activation 是 dequantize_per_tensor.tensor 的 linear，照樣可以是 int8。",
         WHICH_LAYERS,
         public=dynamic_linear_not_int8,
+        practice=INT8_KERNEL,
     ),
     Misconception(
         "non_int8_fuses",
@@ -573,6 +734,7 @@ MISCONCEPTIONS = (
         "加上一個 (C, 1, 1) 的常數是 broadcast，形狀不同，add 不會被吃掉；用 value_shape 比兩邊的 shape。",
         FROM_THE_GRAPH,
         public=conv_takes_extra_add,
+        practice=CONV_SUM_FUSES,
     ),
     Misconception(
         "linear_add_any_shape",
@@ -606,6 +768,7 @@ MISCONCEPTIONS = (
         "判斷 add 時，看 kernel 的輸出是兩個運算元中的哪一個，另一個才是要檢查的運算元。",
         FROM_THE_GRAPH,
         public=conv_second_operand_missed,
+        practice=CONV_SUM_FUSES,
     ),
     Misconception(
         "linear_add_rule",
