@@ -17,11 +17,13 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
+from common.pt2e import Quantizer
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
-from selfcheck.evidence import describe_annotations, describe_prepared
+from selfcheck.evidence import describe_annotations, describe_prepared, is_guard, is_observer_node
 from selfcheck.misconceptions import Misconception, Section
 from selfcheck.practice import Practice
+from selfcheck.probes import ChainQuantizer
 
 TITLE = "FusionQuantizer：pattern 的邊界貼標籤，裡面不貼"
 
@@ -29,6 +31,8 @@ CONV = torch.ops.aten.conv2d.default
 RELU = torch.ops.aten.relu.default
 ADD = torch.ops.aten.add.Tensor
 LINEAR = torch.ops.aten.linear.default
+MAX_POOL = torch.ops.aten.max_pool2d.default
+CAT = torch.ops.aten.cat.default
 
 
 def spec_summary(spec: Any) -> str | None:
@@ -76,13 +80,31 @@ def observers(prepared: GraphModule) -> dict[str, Any]:
     return {"edges": counts, "shared": shared}
 
 
-def fuse(ns: Namespace, patterns: list[tuple[Any, ...]], model: nn.Module, seed: int) -> dict[str, Any]:
-    """Prepare ``model`` with the student's ``FusionQuantizer(patterns)``: labels and observers."""
+def graph_order(prepared: GraphModule) -> list[str]:
+    """The nodes of the prepared graph in order, observers aside: the order the student's ``annotate`` saw (what
+    ``node.next`` follows), the same for every answer."""
+    return [n.name for n in prepared.graph.nodes if not is_observer_node(prepared, n) and not is_guard(n)]
+
+
+def fuse(
+    ns: Namespace,
+    patterns: list[tuple[Any, ...]],
+    model: nn.Module,
+    seed: int,
+    before: Any = None,
+    edit: Any = None,
+) -> dict[str, Any]:
+    """Prepare ``model`` with the student's ``FusionQuantizer(patterns)`` (after the Quantizer ``before``, when
+    given; ``edit`` changes the exported graph first): labels, observers and the graph's order."""
     from common.pt2e import export_module, prepare_pt2e
 
     gm = export_module(model.eval(), seeded_inputs(seed, (2, 3, 16, 16)))
-    prepared = prepare_pt2e(gm, ns["FusionQuantizer"](patterns))
-    return {"labels": labels(prepared), **observers(prepared)}
+    if edit is not None:
+        edit(gm)
+        gm.recompile()
+    quantizer = ns["FusionQuantizer"](patterns)
+    prepared = prepare_pt2e(gm, quantizer if before is None else ChainQuantizer([before, quantizer]))
+    return {"labels": labels(prepared), **observers(prepared), "order": graph_order(prepared)}
 
 
 class SharedY(nn.Module):
@@ -112,22 +134,26 @@ class TwoConvsAdd(nn.Module):
 
 
 def conv_relu(ns: Namespace, seed: int) -> Any:
-    """conv_relu with [(CONV, RELU)]; small_cnn (two conv → relu, a linear) with [(CONV, RELU), (LINEAR, RELU)]."""
+    """conv_relu with [(CONV, RELU)]; small_cnn (two conv → relu, a linear) with [(CONV, RELU), (LINEAR, RELU)],
+    and with conv → relu → max_pool2d first (the relu in its middle gets no label of its own)."""
     from common.models import get_model
 
     return {
         "conv_relu": fuse(ns, [(CONV, RELU)], get_model("conv_relu"), seed),
         "small_cnn": fuse(ns, [(CONV, RELU), (LINEAR, RELU)], get_model("small_cnn"), seed),
+        "small_cnn_pool": fuse(ns, [(CONV, RELU, MAX_POOL), (CONV, RELU)], get_model("small_cnn"), seed),
     }
 
 
 def residual(ns: Namespace, seed: int) -> Any:
-    """residual with the chapter's patterns, and with a single relu listed first."""
+    """residual with the chapter's patterns, with a single relu listed first, and with conv → add → relu (the
+    input x comes into the add from outside, and is not a conv)."""
     from common.models import get_model
 
     return {
         "chapter": fuse(ns, [(CONV, RELU), (ADD, RELU), (CONV,)], get_model("residual"), seed),
         "relu_first": fuse(ns, [(RELU,), (CONV, RELU), (ADD,), (CONV,)], get_model("residual"), seed),
+        "conv_add_relu": fuse(ns, [(CONV, RELU), (CONV, ADD, RELU)], get_model("residual"), seed),
     }
 
 
@@ -136,6 +162,84 @@ def two_users(ns: Namespace, seed: int) -> Any:
     return {
         "shared_y": fuse(ns, [(CONV, RELU), (CONV,), (ADD,)], SharedY(), seed),
         "conv_add_relu": fuse(ns, [(CONV, ADD, RELU), (CONV,)], TwoConvsAdd(), seed),
+    }
+
+
+class Detours(nn.Module):
+    """Three branches of x, each not what it looks like at first: conv → relu whose relu is not the node after the
+    conv in graph order (a relu of x comes between); a conv whose output is a model output as well as a relu's
+    input; and relu(cat([conv(x), sigmoid(x)])), whose cat reads its inputs from a list."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Conv2d(3, 3, 1)
+        self.kept = nn.Conv2d(3, 3, 1)
+        self.joined = nn.Conv2d(3, 3, 1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        a = self.first(x)
+        b = torch.relu(x)  # next after the conv in graph order, not its user
+        c = torch.relu(a)  # the conv's only user
+        y = self.kept(x)
+        joined = torch.relu(torch.cat([self.joined(x), torch.sigmoid(x)], 1))
+        return c + b, torch.relu(y), y, joined
+
+
+class Misnamed(nn.Module):
+    """conv → relu whose names lie: the input is called ``conv2d``, the Conv2d module ``relu`` and the ReLU module
+    ``conv2d``; ``misnamed`` then names each op after its module, as a pass that names ops after modules would
+    (the conv becomes ``relu``, the relu ``conv2d_1``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.relu = nn.Conv2d(3, 3, 1)
+        self.conv2d = nn.ReLU()
+
+    def forward(self, conv2d: torch.Tensor) -> torch.Tensor:
+        return self.conv2d(self.relu(conv2d))
+
+
+def misnamed(gm: GraphModule) -> None:
+    """Names each op of the graph after the module that called it (``nn_module_stack``)."""
+    ops = [n for n in gm.graph.nodes if n.op == "call_function" and n.meta.get("nn_module_stack")]
+    for index, node in enumerate(ops):
+        node._rename(f"pending_{index}")
+    for node in ops:
+        node._rename(list(node.meta["nn_module_stack"].values())[-1][0])
+
+
+class EarlierQuantizer(Quantizer):
+    """Another Quantizer, run before the student's on small_cnn: it claims the second relu with an empty label
+    (``_annotated=True``, no spec at all) and labels the first conv's input edge without claiming it."""
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation
+        from common.qspecs import act_spec
+
+        calls = [n for n in model.graph.nodes if n.op == "call_function"]
+        convs = [n for n in calls if n.target == CONV]
+        relus = [n for n in calls if n.target == RELU]
+        relus[1].meta[ANNOTATION_KEY] = QuantizationAnnotation(_annotated=True)
+        convs[0].meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map={convs[0].args[0]: act_spec()})
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        pass
+
+
+MISNAMED = "detours/misnamed"
+"""The public place whose names lie (``Misnamed``)."""
+
+
+def detours(ns: Namespace, seed: int) -> Any:
+    """``Detours`` with [(CONV, RELU), (CONV, CAT, RELU), (CONV,)]; ``Misnamed`` with [(CONV, RELU)]; small_cnn with
+    [(CONV, RELU), (LINEAR,)] after ``EarlierQuantizer``."""
+    from common.models import get_model
+
+    return {
+        "detours": fuse(ns, [(CONV, RELU), (CONV, CAT, RELU), (CONV,)], Detours(), seed),
+        "misnamed": fuse(ns, [(CONV, RELU)], Misnamed(), seed, edit=misnamed),
+        "after_another": fuse(ns, [(CONV, RELU), (LINEAR,)], get_model("small_cnn"), seed, before=EarlierQuantizer()),
     }
 
 
@@ -150,7 +254,8 @@ class Place:
     """One prepared graph: the key's labels and the student's, and the graph (from the key's evidence).
 
     ``inputs``: every node that has inputs, with them in order (``all_input_nodes``; consumers in graph order
-    where the evidence keeps it); ``constants``: the ``get_attr`` nodes.
+    where the evidence keeps it); ``constants``: the ``get_attr`` nodes; ``order``: every node in graph order, where
+    the evidence has it (the public cases' ``order``).
     """
 
     name: str
@@ -158,6 +263,7 @@ class Place:
     got: dict[str, Label]
     inputs: dict[str, list[str]]
     constants: frozenset[str]
+    order: tuple[str, ...] = ()
 
     def users(self, node: str) -> list[str]:
         return [consumer for consumer, sources in self.inputs.items() if node in sources]
@@ -256,7 +362,10 @@ def public_places(seen: Any, expected: Any) -> list[Place]:
             consumers = set(inputs)
             labelled = {s for label in wanted.values() for s in label[1]}
             constants = {s for sources in inputs.values() for s in sources if s not in consumers and s not in labelled}
-            places.append(Place(f"{case}/{model}", wanted, public_labels(got["labels"]), inputs, frozenset(constants)))
+            order = tuple(str(n) for n in want.get("order") or ())
+            places.append(
+                Place(f"{case}/{model}", wanted, public_labels(got["labels"]), inputs, frozenset(constants), order)
+            )
     return places
 
 
@@ -378,12 +487,13 @@ def fused_past_other_users(places: list[Place]) -> bool:
 
 
 def pairs_only(places: list[Place]) -> bool:
-    """Chains of one and of three members not labelled as the key does, every chain of two right."""
+    """Chains of one and of three members not labelled as the key does, every chain of two right: no member of a
+    longer chain past its second labelled (its first two may have been fused by a pattern of two)."""
     groups = [(p, g) for p in places for g in p.groups()]
     return (
         all(p.exact(g) for p, g in groups if len(g) == 2)
         and any(len(g) == 1 and not p.exact(g) for p, g in groups)
-        and all(p.absent(g) for p, g in groups if len(g) > 2)
+        and all(p.absent(g[2:]) and not p.exact(g) for p, g in groups if len(g) > 2)
         and any(len(g) > 2 for _, g in groups)
     )
 
@@ -456,15 +566,134 @@ def later_match_missing(places: list[Place]) -> bool:
     return False
 
 
+NO_LABEL: Label = (False, frozenset(), False)
+
+
 def middle_unclaimed(places: list[Place]) -> bool:
-    """A middle member of a chain of three or more not claimed, its labels otherwise the key's."""
+    """A middle member of a chain of three or more not claimed (no label at all, when the key gives it none of its
+    own), its labels otherwise the key's, while the chain's ends are labelled and some member claimed."""
     found = False
-    for p, g in _chains(places, 3):
-        for m in g[1:-1]:
-            got, want = p.got[m], p.want[m]
-            if not got[0] and got[1:] == want[1:]:
-                found = True
+    for p in places:
+        for g in p.groups():
+            if len(g) < 3 or g[0] not in p.got or g[-1] not in p.got or not any(p.got.get(m, NO_LABEL)[0] for m in g):
+                continue
+            for m in g[1:-1]:
+                got, want = p.got.get(m, NO_LABEL), p.want[m]
+                if not got[0] and got[1:] == want[1:]:
+                    found = True
     return found
+
+
+def relabels_preclaimed(places: list[Place]) -> bool:
+    """A node another Quantizer claimed first (with no label) gets a label from the student."""
+    return any(p.got.get(n) != p.want[n] for p in places for n in p.preclaimed())
+
+
+def skips_unclaimed_labels(places: list[Place]) -> bool:
+    """A chain the key claims left alone: one member carries only another Quantizer's unclaimed label, the others
+    no label at all; and the student does claim elsewhere."""
+    for p in places:
+        for g in p.groups():
+            kept = [m for m in g if m in p.got]
+            if len(kept) == 1 and not p.got[kept[0]][0] and (p.got[kept[0]][1] or p.got[kept[0]][2]):
+                return any(label[0] for q in places for n, label in q.got.items() if n not in q.preclaimed())
+    return False
+
+
+def claimed_by_specs(places: list[Place]) -> bool:
+    """Both halves of reading the specs instead of ``_annotated``: an empty claimed label taken as free (relabelled),
+    a labelled unclaimed node taken as claimed (its chain left alone)."""
+    return relabels_preclaimed(places) and skips_unclaimed_labels(places)
+
+
+def claimed_by_label(places: list[Place]) -> bool:
+    """Any label taken as claimed: a chain with another Quantizer's unclaimed label left alone, while what another
+    Quantizer claimed stays as it was."""
+    return skips_unclaimed_labels(places) and not relabels_preclaimed(places)
+
+
+def list_inputs_unlabelled(places: list[Place]) -> bool:
+    """The only labels missing are edges into a ``cat`` (whose inputs arrive in a list); nothing else differs."""
+    wrong = [p for p in places if p.differs()]
+    return bool(wrong) and all(
+        p.missing_inputs()
+        and all(stem(d) == "cat" for _, d in p.missing_inputs())
+        and not p.extra_inputs()
+        and set(p.got) == set(p.want)
+        for p in wrong
+    )
+
+
+def wrong_only_where_names_lie(places: list[Place]) -> bool:
+    """Every place is right but the one whose node names lie (``Misnamed``), and that one is wrong."""
+    wrong = [p.name for p in places if p.differs()]
+    return wrong == [MISNAMED]
+
+
+def claims_graph_neighbour(places: list[Place]) -> bool:
+    """A node the key leaves alone is claimed, and a member without an output label has no fellow member among its
+    users: the student's next member was the node after it in graph order, not a user."""
+    for p in places:
+        extra = [n for n, label in p.got.items() if n not in p.want and label[0]]
+        dangling = [
+            n
+            for n, label in p.got.items()
+            if label[0]
+            and not label[2]
+            and n in p.want
+            and not p.want[n][2]
+            and not any(u in p.got and p.got[u][0] and n not in p.got[u][1] for u in p.users(n))
+        ]
+        if extra and dangling:
+            return True
+    return False
+
+
+def adjacent(p: Place, source: str, node: str) -> bool:
+    """``node`` is the node right after ``source`` in graph order (``source.next``)."""
+    order = list(p.order)
+    return source in order and order.index(source) + 1 < len(order) and order[order.index(source) + 1] == node
+
+
+def fused(p: Place, source: str, node: str) -> bool:
+    """The student fused ``source`` into ``node``: both claimed, no output label on ``source``, the edge unlabelled."""
+    a, b = p.got.get(source), p.got.get(node)
+    return bool(a and b and a[0] and b[0] and not a[2] and source not in b[1])
+
+
+def only_adjacent_chains(places: list[Place]) -> bool:
+    """Some chain of the key's is not fused whole, and in every such chain the first link not fused joins two
+    members that are not next to each other in graph order: the student fused only neighbours (one of those links
+    reaches a member through its only input, so reading another operand does not explain it)."""
+    first_broken = [
+        next((p, a, b) for a, b in itertools.pairwise(g) if not fused(p, a, b))
+        for p in places
+        if p.order
+        for g in p.groups()
+        if not all(fused(p, a, b) for a, b in itertools.pairwise(g))
+    ]
+    return (
+        bool(first_broken)
+        and all(not adjacent(p, a, b) for p, a, b in first_broken)
+        and any(_sole_input(p, a, b) for p, a, b in first_broken)
+    )
+
+
+def _sole_input(p: Place, source: str, node: str) -> bool:
+    """``source`` is ``node``'s only input besides constants (so its ``args[0]``: no other way to miss it)."""
+    return [s for s in p.inputs.get(node, []) if s not in p.constants] == [source]
+
+
+def fused_past_output(places: list[Place]) -> bool:
+    """The student fuses across an edge whose source is also read by the model's output, and by nothing else."""
+    found = []
+    for p in places:
+        for d, sources in p.inputs.items():
+            for s in sources:
+                a, b = p.got.get(s), p.got.get(d)
+                if a and b and a[0] and b[0] and not a[2] and s not in b[1] and len(p.users(s)) > 1:
+                    found.append(set(p.users(s)) - {d})
+    return bool(found) and all(others <= {"output"} for others in found)
 
 
 def other_observer(seen_specs: list[str], expected_specs: list[str]) -> bool:
@@ -801,6 +1030,7 @@ MISCONCEPTIONS = (
         "也可以貼了規格卻不認領。你把空標籤當成沒人認領、把有規格的當成已認領，剛好反了。"
         "判斷時只看 node.meta[ANNOTATION_KEY]._annotated。",
         WITH_XNNPACK,
+        public=_public(claimed_by_specs),
         practice=CHAIN_IS_FREE,
     ),
     Misconception(
@@ -828,6 +1058,7 @@ MISCONCEPTIONS = (
         "有標籤不代表有人認領：前一個 Quantizer 可以只貼標籤、不設 _annotated，表示這個 node 還沒有人負責。"
         "你看到標籤就跳過，這個 pattern 就沒有融合；只有 _annotated 是 True 才跳過。",
         WITH_XNNPACK,
+        public=_public(claimed_by_label),
         practice=CHAIN_IS_FREE,
     ),
     Misconception(
@@ -900,6 +1131,7 @@ MISCONCEPTIONS = (
         "torch.cat([a, b]) 的輸入包在 args[0] 的 list 裡；只從 member.args 裡挑 Node，會漏掉 list 裡從外面進來的輸入。"
         "用 member.all_input_nodes，它已經把 list 攤平了。",
         RULES,
+        public=_public(list_inputs_unlabelled),
         practice=OUTSIDE_INPUTS,
     ),
     Misconception(
@@ -918,6 +1150,7 @@ MISCONCEPTIONS = (
         "output node 也是 consumer：那個值要以完整、量化好的 tensor 交出去，中間就不能不量化。"
         "找下一個 member 時直接數 len(node.users)，不要先把 output node 濾掉。",
         ARGS,
+        public=_public(fused_past_output),
         practice=NEXT_MEMBER,
     ),
     Misconception(
@@ -944,6 +1177,7 @@ MISCONCEPTIONS = (
         "node 的名字只是標記：叫 conv2d、relu 的可能是模型輸入；pass 依 module 改名之後，叫 relu 的可能是 conv。"
         "op 的身分在 node.op 與 node.target：先確認是 call_function，再拿 target 和 pattern 裡的 op 比對。",
         TARGET,
+        public=_public(wrong_only_where_names_lie),
         practice=NEXT_MEMBER,
     ),
     Misconception(
@@ -952,6 +1186,7 @@ MISCONCEPTIONS = (
         "node.next 只是圖上排在後面的 node，不一定用到這個 node 的輸出：conv 算完之後，緊接著的可能是另一條分支的 relu。"
         "下一個 member 要從 node.users 找，而且必須是唯一的 user。",
         ARGS,
+        public=_public(claims_graph_neighbour),
         practice=NEXT_MEMBER,
     ),
     Misconception(
@@ -960,6 +1195,7 @@ MISCONCEPTIONS = (
         "chain 看的是資料流，不是圖上的排列：conv 唯一的 user 是 relu，中間隔著別的分支的 node 也一樣能融。"
         "只要求「唯一的 user、target 對」，不要再要求 node.next 就是它。",
         ARGS,
+        public=_public(only_adjacent_chains),
         practice=NEXT_MEMBER,
     ),
     Misconception(
@@ -1004,7 +1240,7 @@ PUBLIC = declare(
         "fusion_quantizer",
         TITLE,
         ("FusionQuantizer",),
-        {"conv_relu": conv_relu, "residual": residual, "two_users": two_users},
+        {"conv_relu": conv_relu, "residual": residual, "two_users": two_users, "detours": detours},
         misconceptions=MISCONCEPTIONS,
     ),
 )
