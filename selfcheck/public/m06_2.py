@@ -8,18 +8,22 @@ folded, observers only look) with its converted copy, and how the student's answ
 from __future__ import annotations
 
 import copy
+import itertools
 import math
+import operator
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 from torch import nn
-from torch.fx import GraphModule, Node
+from torch.fx import Graph, GraphModule, Node
 
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.compare import DECIBELS
 from selfcheck.evidence import EvidenceError, safe_text
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 TITLE = "layer_drops 與 worst_layer：numeric debugger 的表裡，SQNR 掉最多的那一層"
 
@@ -451,6 +455,171 @@ def most_missing(seen: Any, expected: Any) -> bool:
     )
 
 
+# --- practice after a mistake (issue 50): one idea each, on tables and a graph of their own ------------------
+
+_CHAINS = (
+    [("conv2d", 40.0), ("relu", 39.5), ("conv2d_1", 25.0), ("relu_1", 24.0), ("linear", 18.0)],
+    [("conv2d", 30.0), ("avg_pool2d", 16.0), ("conv2d_1", 12.0), ("add", 45.0), ("linear", 44.0)],
+    [("conv2d", 9.0), ("relu", 8.5), ("linear", 3.0)],
+)
+"""Models without branches, layer by layer (name, SQNR in dB): the lowest SQNR comes after the culprit; an add
+climbs far back (a large negative drop); a culprit without weights."""
+
+
+def _check_steepest_fall(steepest_fall: Any) -> list[str]:
+    problems = []
+    for chain in _CHAINS:
+        falls = {name: before - now for (_, before), (name, now) in itertools.pairwise(chain)}
+        want = max(falls, key=lambda name: falls[name])
+        got = steepest_fall(list(chain))
+        if got != want:
+            shown = " → ".join(f"{name} {value:g}" for name, value in chain)
+            problems.append(f"{shown}：應該是 {want}（掉了 {falls[want]:g} dB），你的是 {got!r}")
+    return problems
+
+
+STEEPEST_FALL = Practice(
+    "steepest_fall",
+    "寫 steepest_fall(chain)：chain 是一個沒有分支的模型逐層的 SQNR，[(名稱, dB), …]，依圖上的順序；"
+    "每一層的上游就是前一項。回傳 SQNR 比上游掉最多的那一層的名稱。"
+    "檢查用三條 chain：SQNR 最低的在禍首的下游、有一層 SQNR 大幅回升、禍首沒有 weight。",
+    "def steepest_fall(chain):\n    raise NotImplementedError()\n",
+    _check_steepest_fall,
+    "每一層吃的是上一層已經有誤差的輸出，SQNR 最低的常常只是承接了前面的誤差。對第 1 項以後的每一層算 "
+    "「前一項的 SQNR − 自己的 SQNR」（帶正負號：回升是負的，不是壞事），挑最大的；第 0 項沒有上游，不參加。"
+    "任何一層都可能是禍首，不只是 conv 與 linear。",
+    "def steepest_fall(chain):\n"
+    "    best = max(range(1, len(chain)), key=lambda i: chain[i - 1][1] - chain[i][1])\n"
+    "    return chain[best][0]\n",
+    "第二條 chain 的 add 回升了 33 dB（一條有誤差的小支路加回乾淨的大訊號），用絕對值比就會選到它。",
+)
+
+
+_DROP_CASES = (
+    (20.0, [30.0]),
+    (20.0, [35.0, 25.0]),
+    (40.0, [30.0, 12.0]),
+    (15.0, [15.0, 18.0]),
+    (15.0, []),
+)
+"""(own SQNR, the SQNRs of its upstreams): one upstream, two, a climb above the worst upstream, none."""
+
+
+def _check_drop_of(drop_of: Any) -> list[str]:
+    problems = []
+    for own, upstream in _DROP_CASES:
+        want = min(upstream) - own if upstream else None
+        title = f"drop_of({own:g}, {[float(u) for u in upstream]})"
+        try:
+            got = drop_of(own, list(upstream))
+        except NotImplementedError:
+            raise
+        except Exception as error:  # one case crashing should not hide the others
+            problems.append(f"{title}：出錯了（{type(error).__name__}: {safe_text(error, 60)}），應該回傳 {want}")
+            continue
+        right = got is None if want is None else isinstance(got, int | float) and abs(got - want) <= 1e-6
+        if not right:
+            problems.append(f"{title}：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+DROP_OF = Practice(
+    "drop_of",
+    "寫 drop_of(own, upstream)：own 是這一層的 SQNR（dB），upstream 是它每一個上游的 SQNR 的 list。"
+    "回傳這一層「掉了幾 dB」；沒有任何上游時回傳 None（這一層不列入表）。"
+    "檢查用一個上游、兩個上游、比最差的上游還高（回升），以及沒有上游。",
+    "def drop_of(own, upstream):\n    raise NotImplementedError()\n",
+    _check_drop_of,
+    "掉了幾 dB 是「上游 − 自己」：SQNR 變低才是掉，結果是正的。有好幾個上游時，和最差（SQNR 最低）的那個比："
+    "差的輸入不是這一層的錯。沒有上游就沒有東西可比：不要當成 0 或 inf。",
+    "def drop_of(own, upstream):\n    if not upstream:\n        return None\n    return min(upstream) - own\n",
+    "add 的兩個上游是 35 與 25 dB，自己 20 dB：掉了 5 dB，不是 15 dB；另外 10 dB 是 25 dB 那個分支自己掉的。",
+)
+
+
+def _prepared_graph() -> Graph:
+    """A prepared graph built by hand (never run): observers (call_module) on every edge, a split whose output is
+    a list (not in the table), two convs on its halves, their add, a linear."""
+    aten = torch.ops.aten
+    graph = Graph()
+    count = iter(range(100))
+
+    def observed(node: Node) -> Node:
+        return graph.create_node("call_module", f"activation_post_process_{next(count)}", (node,), {})
+
+    def op(target: Any, name: str, *args: Any) -> Node:
+        return graph.create_node("call_function", target, args, {}, name=name)
+
+    x = graph.placeholder("x")
+    weights = [graph.create_node("get_attr", f"w{i}", name=f"w{i}") for i in range(4)]
+    conv = op(aten.conv2d.default, "conv2d", observed(x), observed(weights[0]))
+    relu = op(aten.relu.default, "relu", observed(conv))
+    split = op(aten.split.Tensor, "split", observed(relu), 2, 1)
+    left = op(operator.getitem, "getitem", split, 0)
+    right = op(operator.getitem, "getitem_1", split, 1)
+    conv_1 = op(aten.conv2d.default, "conv2d_1", left, observed(weights[1]))
+    conv_2 = op(aten.conv2d.default, "conv2d_2", right, observed(weights[2]))
+    add = op(aten.add.Tensor, "add", observed(conv_1), observed(conv_2))
+    flat = op(aten.flatten.using_ints, "flatten", observed(add), 1)
+    graph.output((op(aten.linear.default, "linear", flat, observed(weights[3])),))
+    return graph
+
+
+_IN_TABLE = {"conv2d", "relu", "conv2d_1", "conv2d_2", "add", "linear"}
+"""The nodes the numeric debugger's table holds (split, getitem and flatten are not in it here)."""
+
+
+def _nearest(node: Node) -> set[str]:
+    found: set[str] = set()
+    for source in node.all_input_nodes:
+        found |= {source.name} if source.name in _IN_TABLE else _nearest(source)
+    return found
+
+
+def _check_upstreams(upstreams: Any) -> list[str]:
+    graph = _prepared_graph()
+    before = [(n.name, n.op, str(n.args)) for n in graph.nodes]
+    problems = []
+    for node in list(graph.nodes):
+        if node.name not in _IN_TABLE:
+            continue
+        want = _nearest(node)
+        got = upstreams(node, set(_IN_TABLE))
+        names = {item.name if isinstance(item, Node) else item for item in got} if isinstance(got, Iterable) else got
+        if names != want:
+            inputs = [n.name for n in node.all_input_nodes]
+            problems.append(
+                f"{node.name}（直接的輸入是 {inputs}）：上游應該是 {sorted(want)}，你的是 "
+                f"{sorted(map(str, names)) if isinstance(names, set) else names!r}"
+            )
+    if [(n.name, n.op, str(n.args)) for n in graph.nodes] != before:
+        problems.append("圖被改掉了：upstreams 只該讀圖，穿過 observer 就好，不要把它們從圖上拿掉")
+    return problems
+
+
+UPSTREAMS = Practice(
+    "upstreams",
+    "寫 upstreams(node, table)：table 是比較結果裡有的 node 名稱（一個 set）。從 node 在圖上的輸入往上找，"
+    "碰到 table 裡的 node 就停，它就是一個上游；不在 table 裡的 node（observer、輸出是 list 的 split 與它的 getitem、"
+    "flatten）就穿過去，繼續找它的輸入。回傳上游的名稱（set 或 list，順序不重要）。不要改圖。"
+    "檢查用一張手工建的 prepared 圖：每條邊上都有 observer，relu 之後 split 成兩半各接一個 conv，再 add。",
+    "def upstreams(node, table):\n    raise NotImplementedError()\n",
+    _check_upstreams,
+    "prepared 圖上，一層的直接輸入通常是 observer（activation_post_process_…），不是上一層。"
+    "對 node.all_input_nodes 的每一個：在 table 裡就記下它的名字；不在就對它再做一次同樣的事（遞迴，或用一個 list 當佇列）。"
+    "placeholder 與 get_attr 沒有輸入，走到那裡自然結束。上游要沿著圖的邊找，不是比較結果裡的前一項。",
+    "def upstreams(node, table):\n"
+    "    found = set()\n"
+    "    for source in node.all_input_nodes:\n"
+    "        if source.name in table:\n"
+    "            found.add(source.name)\n"
+    "        else:\n"
+    "            found |= upstreams(source, table)\n"
+    "    return found\n",
+    "conv2d_1 的上游是 relu：中間隔著 observer、split 與 getitem，它們都不在表裡。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "changes_graph",
@@ -460,6 +629,7 @@ MISCONCEPTIONS = (
         "往上游找時遇到 observer 就穿過去，繼續看它的輸入，不要改圖。",
         RULES,
         public=changed_graph,
+        practice=UPSTREAMS,
     ),
     Misconception(
         "rise_not_drop",
@@ -468,6 +638,7 @@ MISCONCEPTIONS = (
         "worst_layer 找到的是 SQNR 回升最多的那一層。把兩項對調。",
         RULES,
         public=rise_not_drop,
+        practice=DROP_OF,
     ),
     Misconception(
         "abs_drop",
@@ -477,6 +648,7 @@ MISCONCEPTIONS = (
         "worst_layer 要找的是「上游 − 自己」最大的那一個，直接比帶正負號的掉幅。",
         RULES,
         public=largest_in_size,
+        practice=STEEPEST_FALL,
     ),
     Misconception(
         "sources_counted",
@@ -485,6 +657,7 @@ MISCONCEPTIONS = (
         "你把它們的上游當成 0 或無限大，列進了表，worst_layer 就可能選到它。沒有任何上游的 node 不列入 layer_drops。",
         RULES,
         public=sources_listed,
+        practice=DROP_OF,
     ),
     Misconception(
         "direct_inputs_only",
@@ -494,6 +667,7 @@ MISCONCEPTIONS = (
         "繼續往它的輸入找，直到碰到表裡的 node。",
         RULES,
         public=most_missing,
+        practice=UPSTREAMS,
     ),
     Misconception(
         "split_breaks_walk",
@@ -503,6 +677,7 @@ MISCONCEPTIONS = (
         "只把每次結果都是單一數字的 node 放進表，不在表裡的 node 一律穿過。",
         RULES,
         public=split_stops_walk,
+        practice=UPSTREAMS,
     ),
     Misconception(
         "previous_in_order",
@@ -511,6 +686,7 @@ MISCONCEPTIONS = (
         "上游要沿著圖的邊找：從 node.all_input_nodes 往上走。",
         RULES,
         public=previous_entry,
+        practice=UPSTREAMS,
     ),
     Misconception(
         "best_upstream",
@@ -519,6 +695,7 @@ MISCONCEPTIONS = (
         "掉幅要和最差（SQNR 最低）的上游比：min(上游的 SQNR) − 自己的 SQNR。你取了最好的（或第一個）上游，這一層的掉幅被算大了。",
         RULES,
         public=not_worst_upstream,
+        practice=DROP_OF,
     ),
     Misconception(
         "not_mean_of_runs",
@@ -535,6 +712,7 @@ MISCONCEPTIONS = (
         "禍首是 SQNR 比上游掉最多的那一層：worst_layer 要在 layer_drops 裡找最大的。",
         PROPAGATES,
         public=lowest_chosen,
+        practice=STEEPEST_FALL,
     ),
     Misconception(
         "weighted_only",
@@ -543,6 +721,7 @@ MISCONCEPTIONS = (
         "你只在有 weight 的層裡挑，禍首是 add 時就答錯了。worst_layer 要在 layer_drops 的所有 node 裡找掉最多的。",
         RULES,
         public=weighted_chosen,
+        practice=STEEPEST_FALL,
     ),
 )
 
