@@ -1,8 +1,9 @@
 """Public cases of M05-1 convert 之後的圖 (qdq_path, qdq_summary) on the chapter's own models.
 
 The graphs are the chapter's: conv_relu quantized with XNNPACKQuantizer and converted with
-and without ``fold_quantize``, and cat_pool with per-channel weights. The evidence is what
-the student's functions return, as plain data (tuples become lists).
+and without ``fold_quantize``, and cat_pool with per-channel weights; conv_relu squared (``h * h``),
+and conv_relu with a dequantize a pass left behind. The evidence is what the student's functions
+return, as plain data (tuples become lists), and whether they left the graph they read as it was.
 """
 
 from __future__ import annotations
@@ -20,6 +21,23 @@ from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import plain, qdq_kind
 from selfcheck.misconceptions import Misconception, Section
 from selfcheck.practice import Practice
+from selfcheck.public.m01_1 import graph_changes, graph_state
+
+
+class Square(torch.nn.Module):
+    """conv → relu → h * h: one op reads the same tensor twice (its two operands are one node)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.conv(x))
+        return h * h
+
+
+OWN_MODELS = {"square": Square}
+"""Models of this module's own, beside the chapter's (``common.models``)."""
 
 
 def calibrated_and_converted(name: str, seed: int, per_channel: bool, fold: bool) -> GraphModule:
@@ -35,7 +53,8 @@ def _converted(name: str, seed: int, per_channel: bool, fold: bool) -> GraphModu
 
     quantizer, _ = get_xnnpack_quantizer(is_per_channel=per_channel)
     shape = (4, 3, 16, 16)
-    prepared = prepare_pt2e(export_module(get_model(name).eval(), seeded_inputs(seed, shape)), quantizer)
+    model = OWN_MODELS[name]() if name in OWN_MODELS else get_model(name)
+    prepared = prepare_pt2e(export_module(model.eval(), seeded_inputs(seed, shape)), quantizer)
     with torch.no_grad():
         for step in range(4):
             prepared(*seeded_inputs(seed * 1000 + step, shape))
@@ -71,6 +90,40 @@ def path_conv_relu(ns: Namespace, seed: int) -> Any:
 def path_cat_pool(ns: Namespace, seed: int) -> Any:
     """cat_pool with per-channel weights: x feeds two convs, the cat's inputs are in a list."""
     return paths(ns, calibrated_and_converted("cat_pool", seed, True, True))
+
+
+def path_square(ns: Namespace, seed: int) -> Any:
+    """conv_relu squared, per-tensor, folded: ``mul`` reads one dequantize twice."""
+    return paths(ns, calibrated_and_converted("square", seed, False, True))
+
+
+def left_over(seed: int) -> GraphModule:
+    """conv_relu (per-tensor, folded) after a pass that removed an op and left its dequantize behind: a second
+    dequantize of the relu's quantize that nobody reads."""
+    gm = calibrated_and_converted("conv_relu", seed, False, True)
+    quantize = next(n for n in gm.graph.nodes if qdq_kind(n) == "q" and n.args[0].name == "relu")
+    read = next(iter(quantize.users))
+    with gm.graph.inserting_after(read):
+        gm.graph.call_function(read.target, read.args, dict(read.kwargs))
+    gm.recompile()
+    return gm
+
+
+def path_unchanged(ns: Namespace, seed: int) -> Any:
+    """qdq_path asked about every consumer of ``left_over``: how the graph differs afterwards (nothing)."""
+    gm = left_over(seed)
+    before = graph_state(gm)
+    for name in consumers(gm):
+        ns["qdq_path"](gm, name)
+    return {"changed": graph_changes(before, gm)}
+
+
+def summary_unchanged(ns: Namespace, seed: int) -> Any:
+    """qdq_summary of ``left_over``: how the graph differs afterwards (nothing)."""
+    gm = left_over(seed)
+    before = graph_state(gm)
+    ns["qdq_summary"](gm)
+    return {"changed": graph_changes(before, gm)}
 
 
 def summary_conv_relu(ns: Namespace, seed: int) -> Any:
@@ -137,6 +190,8 @@ def _tables(evidence: Any, case: str, key: str) -> dict[tuple[str, ...], Any]:
     data = diagnosis.value(evidence, case)
     if isinstance(data, dict) and key in data:
         return {(case,): data[key]}
+    if isinstance(data, dict) and set(data) == {"changed"}:
+        return {}  # a case that only tells whether the graph was left as it was (``graph_unchanged``)
     if isinstance(data, dict) and data and all(isinstance(v, dict) for v in data.values()):
         if key == "paths" and all(isinstance(v, list) for v in data.values()):
             return {(case,): data}
@@ -219,6 +274,27 @@ def path_list_args_skipped(seen: Any, expected: Any) -> bool:
             if isinstance(theirs, list) and theirs and got.get(consumer) == []:
                 return True
     return False
+
+
+def path_repeated_input(seen: Any, expected: Any) -> bool:
+    """One consumer lists a source again: the key's entries, with a repeat (``h * h`` answered with two)."""
+    for _, got, want in table_pairs(seen, expected, "paths"):
+        for consumer, theirs in want.items():
+            mine = got.get(consumer)
+            if isinstance(mine, list) and isinstance(theirs, list) and len(mine) > len(theirs):
+                if list(dict.fromkeys(map(repr, mine))) == [repr(e) for e in theirs]:
+                    return True
+    return False
+
+
+def graph_changed(seen: Any, expected: Any) -> bool:
+    """Some case says the function changed the graph it was handed (the key's leaves it as it was)."""
+    return any(
+        isinstance(diagnosis.value(seen, case, "changed"), list)
+        and diagnosis.value(seen, case, "changed")
+        and diagnosis.value(expected, case, "changed") == []
+        for case in diagnosis.cases(expected)
+    )
 
 
 def path_walks_through_ops(seen: Any, expected: Any) -> bool:
@@ -635,6 +711,70 @@ QDQ_COUNTS = Practice(
 )
 
 
+def _left_behind() -> GraphModule:
+    """x quantized once and read by a relu through one dequantize; a second dequantize of it that nobody reads;
+    the relu's output quantized and dequantized for the output; a quantize → dequantize of the relu nobody reads."""
+    qd, aten = _namespaces()
+    graph = Graph()
+    x = graph.placeholder("x")
+    args = (0.05, 0, -128, 127, torch.int8)
+    q_x = graph.call_function(qd.quantize_per_tensor.default, (x, *args))
+    dq_x = graph.call_function(qd.dequantize_per_tensor.default, (q_x, *args))
+    graph.call_function(qd.dequantize_per_tensor.default, (q_x, *args))
+    relu = graph.call_function(aten.relu.default, (dq_x,))
+    q_out = graph.call_function(qd.quantize_per_tensor.default, (relu, *args))
+    dq_out = graph.call_function(qd.dequantize_per_tensor.default, (q_out, *args))
+    q_gone = graph.call_function(qd.quantize_per_tensor.default, (relu, *args))
+    graph.call_function(qd.dequantize_per_tensor.default, (q_gone, *args))
+    graph.output((dq_out,))
+    return GraphModule(torch.nn.Module(), graph)
+
+
+def _check_unread_dequantize(unread_dequantize: Any) -> list[str]:
+    gm = _left_behind()
+    want = [n.name for n in gm.graph.nodes if _short(n) == "dequantize_per_tensor" and not n.users]
+    before = graph_state(gm)
+    got = unread_dequantize(gm)
+    problems = []
+    changed = graph_changes(before, gm)
+    if changed:
+        problems.append(f"呼叫之後圖不一樣了：{'；'.join(changed)}。讀圖的函式只回答問題，不能改呼叫的人的圖")
+    mine = [getattr(n, "name", n) for n in got] if isinstance(got, list | tuple) else got
+    if mine != want:
+        problems.append(f"應該回傳 {want}（照圖上的順序），你的是 {mine!r}")
+    return problems
+
+
+UNREAD_DEQUANTIZE = Practice(
+    "unread_dequantize",
+    "寫 unread_dequantize(gm)：回傳圖上沒有任何 node 讀的 dequantize node 的名稱串列（照圖上的順序）。"
+    "它只讀圖、回答問題：呼叫之後，gm 要和呼叫之前一模一樣，要不要清掉是呼叫的人決定的。"
+    "檢查用一張手工建的圖：一個 quantize 餵兩個 dequantize、其中一個沒人讀，還有一對沒人讀的 quantize → dequantize。",
+    "def is_dequantize(node):\n"
+    "    target = node.target\n"
+    '    if node.op != "call_function" or getattr(target, "namespace", None) != "quantized_decomposed":\n'
+    "        return False\n"
+    '    return target.__name__.startswith("dequantize_")\n\n\n'
+    "def unread_dequantize(gm):\n"
+    "    raise NotImplementedError()\n",
+    _check_unread_dequantize,
+    "沒有人讀的 node，它的 node.users 是空的：走過 gm.graph.nodes，挑出 is_dequantize(node) 而且 len(node.users) == 0 的，"
+    "記下名字就好。erase_node、eliminate_dead_code 都會改圖，讀圖的函式裡一個都不要呼叫。",
+    "def is_dequantize(node):\n"
+    "    target = node.target\n"
+    '    if node.op != "call_function" or getattr(target, "namespace", None) != "quantized_decomposed":\n'
+    "        return False\n"
+    '    return target.__name__.startswith("dequantize_")\n\n\n'
+    "def unread_dequantize(gm):\n"
+    "    names = []\n"
+    "    for node in gm.graph.nodes:\n"
+    "        if is_dequantize(node) and len(node.users) == 0:\n"
+    "            names.append(node.name)  # 只記下來，圖不動\n"
+    "    return names\n",
+    "qdq_path 與 qdq_summary 也一樣：只讀 gm.graph.nodes、node.args、node.users，呼叫的人拿回去的還是原本那張圖。",
+)
+
+
 def _changes(function: str) -> Misconception:
     return Misconception(
         "changes_graph",
@@ -643,6 +783,8 @@ def _changes(function: str) -> Misconception:
         "呼叫的人之後拿這張圖去查別的 op、交給後端時，它已經不是原本那一張了。只讀 gm.graph.nodes 與 node.args，"
         "不要呼叫會改圖的方法。",
         DELETING,
+        public=graph_changed,
+        practice=UNREAD_DEQUANTIZE,
     )
 
 
@@ -682,6 +824,7 @@ PATH_MISCONCEPTIONS = (
         "h * h 的兩個運算元是同一個 node，只算一條邊，node.all_input_nodes 也只列它一次。你自己攤平 node.args，"
         "沒有去掉重複，同一個來源就出現了兩次。直接用 node.all_input_nodes，或攤平之後照原本的順序去掉重複。",
         PATH_RULES,
+        public=path_repeated_input,
         practice=INPUTS_OF,
     ),
     Misconception(
@@ -821,14 +964,25 @@ PUBLIC = declare(
         "qdq_path",
         "qdq_path：每條輸入邊經過的 quantize / dequantize",
         ("qdq_path",),
-        {"conv_relu": path_conv_relu, "cat_pool": path_cat_pool, "after_pass": path_after_pass},
+        {
+            "conv_relu": path_conv_relu,
+            "cat_pool": path_cat_pool,
+            "after_pass": path_after_pass,
+            "square": path_square,
+            "graph_unchanged": path_unchanged,
+        },
         misconceptions=PATH_MISCONCEPTIONS,
     ),
     Exercise(
         "qdq_summary",
         "qdq_summary：每種 q/dq op 各有幾個",
         ("qdq_summary",),
-        {"conv_relu": summary_conv_relu, "cat_pool": summary_cat_pool, "after_pass": summary_after_pass},
+        {
+            "conv_relu": summary_conv_relu,
+            "cat_pool": summary_cat_pool,
+            "after_pass": summary_after_pass,
+            "graph_unchanged": summary_unchanged,
+        },
         misconceptions=SUMMARY_MISCONCEPTIONS,
     ),
 )
