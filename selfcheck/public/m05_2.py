@@ -6,6 +6,9 @@ dequantized (op, dtype, number of scales) and whether the bias scale is s_act ·
 (rtol 1e-6), its zero points 0, and its dequantized values within half a step of the fp32
 bias; plus the bias spec the student wrote (kind, dtype, range, per channel or not, the
 edges it derives from, as a sorted set). All of it is the same for any correct solution.
+Two cases mislead on purpose: small_cnn after a pass renamed its linear (``head``), and a model
+with a ConvTranspose2d and a bilinear upsample (their targets contain conv / linear; the
+conv_transpose2d is read back too: the key leaves it alone).
 """
 
 from __future__ import annotations
@@ -118,22 +121,28 @@ def quantize(
     seed: int,
     model: torch.nn.Module | None = None,
     around: Callable[[Any], Any] | None = None,
+    rename: dict[str, str] | None = None,
+    also: tuple[Any, ...] = (),
 ) -> dict[str, Any]:
     """The chapter's export → prepare (BiasQuantizer) → calibrate → convert, read op by op (``model``: a model
     of this module's own instead of the chapter's ``model_name``, on images; ``around``: the Quantizer that
-    prepare gets, made from the student's)."""
+    prepare gets, made from the student's; ``rename``: node names a pass changed in the exported graph before
+    prepare; ``also``: targets read back beside conv2d and linear)."""
     from common.models import IMAGE_SHAPE, INPUT_SHAPES, get_model
     from common.pt2e import convert_pt2e, export_module, prepare_pt2e
 
     shape = (4, *INPUT_SHAPES.get(model_name, IMAGE_SHAPE))
     gm = export_module((model or get_model(model_name)).eval(), seeded_inputs(seed, shape))
+    if rename:
+        renamed_by_a_pass(gm, rename)
+    read = (*WEIGHTED, *also)
     student = ns["BiasQuantizer"](per_channel=per_channel)
     prepared = prepare_pt2e(gm, around(student) if around is not None else student)
     annotations = describe_annotations(prepared)
     floats: dict[str, torch.Tensor | None] = {}
     bias_names: dict[str, str | None] = {}
     for node in prepared.graph.nodes:
-        if node.op == "call_function" and node.target in WEIGHTED:
+        if node.op == "call_function" and node.target in read:
             source = node.args[2] if len(node.args) > 2 and isinstance(node.args[2], Node) else None
             while source is not None and source.op == "call_module":  # through the bias observer
                 source = source.args[0]
@@ -149,7 +158,7 @@ def quantize(
     converted = convert_pt2e(prepared)
     ops = {}
     for node in converted.graph.nodes:
-        if node.op == "call_function" and node.target in WEIGHTED:
+        if node.op == "call_function" and node.target in read:
             ops[node.name] = {
                 "output_quantized": any(qdq_kind(user) == "q" for user in node.users),
                 "bias": bias_record(converted, node, floats.get(node.name)),
@@ -168,6 +177,44 @@ def mlp_per_channel(ns: Namespace, seed: int) -> Any:
 
 def small_cnn_per_channel(ns: Namespace, seed: int) -> Any:
     return quantize(ns, "small_cnn", True, seed)
+
+
+def renamed_by_a_pass(gm: GraphModule, names: dict[str, str]) -> None:
+    """What a pass that renames nodes leaves: the node called ``old`` is now called ``new`` (target unchanged)."""
+    for node in list(gm.graph.nodes):
+        if node.name in names:
+            node._rename(names[node.name])
+    gm.recompile()
+
+
+def small_cnn_after_pass(ns: Namespace, seed: int) -> Any:
+    """small_cnn, per-channel, after a pass renamed its linear ``head``: the same ops as small_cnn_per_channel."""
+    return quantize(ns, "small_cnn", True, seed, rename={"linear": "head"})
+
+
+class UpsampleHead(torch.nn.Module):
+    """conv → relu → ConvTranspose2d (``conv_transpose2d``, weight laid out (in, out)) → bilinear upsample
+    (``upsample_bilinear2d``) → mean → linear; every layer with a bias. Only the conv2d and the linear are
+    BiasQuantizer's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.up = torch.nn.ConvTranspose2d(4, 6, 2, stride=2)
+        self.fc = torch.nn.Linear(6, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u = self.up(torch.relu(self.conv(x)))
+        v = torch.nn.functional.interpolate(u, scale_factor=0.5, mode="bilinear")
+        return self.fc(v.mean(dim=(2, 3)))
+
+
+def upsample_per_tensor(ns: Namespace, seed: int) -> Any:
+    """UpsampleHead, per-tensor: its conv_transpose2d is read back too (nobody labels it, its bias stays fp32)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = UpsampleHead()
+    return quantize(ns, "upsample_head", False, seed, model=model, also=(torch.ops.aten.conv_transpose2d.input,))
 
 
 class BiaslessHead(torch.nn.Module):
@@ -309,6 +356,42 @@ def skipped_the_labelled(seen: Any, expected: Any) -> bool:
     skipped)."""
     kept = _bias_kept(seen)
     return any(kept) and not all(kept) and all(_bias_kept(expected)) and _alone_right(seen, expected)
+
+
+def _others_run(seen: Any, case: str) -> bool:
+    """No case raised but ``case`` (it may have)."""
+    return not set(diagnosis.errors(seen)) - {case}
+
+
+def fooled_by_names(seen: Any, expected: Any) -> bool:
+    """small_cnn is answered right; the same model after a pass renamed its linear is not (or raised)."""
+    same = diagnosis.value(seen, "small_cnn_per_channel") == diagnosis.value(expected, "small_cnn_per_channel")
+    renamed = "small_cnn_after_pass"
+    if not same or not _others_run(seen, renamed) or renamed not in diagnosis.cases(expected):
+        return False
+    return diagnosis.error(seen, renamed) is not None or diagnosis.value(seen, renamed) != diagnosis.value(
+        expected, renamed
+    )
+
+
+def fooled_by_targets(seen: Any, expected: Any) -> bool:
+    """Only the model with a ConvTranspose2d and a bilinear upsample went wrong: it raised (an upsample's
+    arguments are not (x, weight, bias)), or an op the key leaves alone (the conv_transpose2d) got a bias label."""
+    case = "upsample_per_tensor"
+    if case not in diagnosis.cases(expected) or not _others_run(seen, case):
+        return False
+    if diagnosis.error(seen, case) is not None:
+        return True
+    mine, theirs = diagnosis.value(seen, case), diagnosis.value(expected, case)
+    if not isinstance(mine, dict) or not isinstance(theirs, dict):
+        return False
+    return any(
+        isinstance(want, dict)
+        and want.get("bias_spec") is None
+        and isinstance(mine.get(name), dict)
+        and mine[name].get("bias_spec") is not None
+        for name, want in theirs.items()
+    )
 
 
 def scale_made_of(words: str) -> Any:
@@ -614,6 +697,7 @@ MISCONCEPTIONS = (
         "名叫 linear 的也可能只是模型的輸入。照名字找，會標到不是 conv / linear 的 node、漏掉真正的那些。"
         '要用 node.op == "call_function" 而且 node.target 是 CONV 或 LINEAR 判斷。',
         BY_TARGET,
+        public=fooled_by_names,
         practice=IS_WEIGHTED,
     ),
     Misconception(
@@ -622,6 +706,7 @@ MISCONCEPTIONS = (
         "str(node.target) 裡有 conv 或 linear 的 op 不只 conv2d 與 linear：conv_transpose2d、upsample_bilinear2d 也有，"
         "它們的引數排法不同，當成 (x, weight, bias) 來標就會標錯或出錯。直接比對 node.target in (CONV, LINEAR)。",
         BY_TARGET,
+        public=fooled_by_targets,
         practice=IS_WEIGHTED,
     ),
     Misconception(
@@ -781,6 +866,8 @@ PUBLIC = declare(
             "small_cnn_per_channel": small_cnn_per_channel,
             "biasless_per_tensor": biasless_per_tensor,
             "mlp_between_two": mlp_between_two,
+            "small_cnn_after_pass": small_cnn_after_pass,
+            "upsample_per_tensor": upsample_per_tensor,
         },
         misconceptions=MISCONCEPTIONS,
     ),
