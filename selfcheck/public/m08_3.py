@@ -41,7 +41,9 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import describe_annotations, getattr_value, qdq_kind, safe_text, sharing_groups
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 from selfcheck.probes import ChainQuantizer
+from selfcheck.public.m07_3 import CLAIM_OUTPUT
 
 TITLE = "BackendQuantizer：自己的後端 Quantizer，lower 到 XNNPACK、在 ExecuTorch runtime 執行"
 
@@ -929,6 +931,153 @@ def public_skips_unclaimed_label(seen: Any, expected: Any) -> bool:
     )
 
 
+# --- practice (issue 50): a short exercise of its own for one misconception ----------------------------------
+
+
+class _PoolOfRelu(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.max_pool2d(torch.relu(x), 2)
+
+
+class _FlattenOfSin(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(torch.sin(x), 1)
+
+
+class _StudentRaised(Exception):
+    """The student's function raised inside a Quantizer's annotate (``error``: what it raised)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _groups_through(share_through: Any, model: nn.Module, target: Any) -> list[list[str]]:
+    """Export ``model`` (a 1×2×4×4 input), let ``share_through(node, act_spec())`` label its ``target`` node, prepare,
+    calibrate once: the groups of positions one observer instance serves. What the student's function raises comes
+    out as ``_StudentRaised``."""
+    from common.pt2e import ANNOTATION_KEY, export_module, prepare_pt2e
+    from common.qspecs import act_spec
+    from selfcheck.public.m03_1 import observers
+
+    class OnlyThisOp(Quantizer):
+        def annotate(self, model: GraphModule) -> GraphModule:
+            for node in model.graph.find_nodes(op="call_function", target=target):
+                try:
+                    share_through(node, act_spec())
+                except Exception as error:
+                    raise _StudentRaised(error) from error
+                if ANNOTATION_KEY in node.meta:
+                    node.meta[ANNOTATION_KEY]._annotated = True
+            return model
+
+        def validate(self, model: GraphModule) -> None:
+            pass
+
+    inputs = (torch.linspace(-1.0, 1.0, 32).reshape(1, 2, 4, 4),)
+    prepared = prepare_pt2e(export_module(model.eval(), inputs), OnlyThisOp())
+    prepared(*inputs)
+    return observers(prepared)["shared"]
+
+
+def _check_share_through(share_through: Any) -> list[str]:
+    problems = []
+    for title, model, target, producer, op in (
+        ("max_pool2d(relu(x))", _PoolOfRelu(), MAX_POOL, "relu", "max_pool2d"),
+        ("flatten(sin(x))", _FlattenOfSin(), FLATTEN, "sin", "flatten"),
+    ):
+        edge, output = f"{producer} → {op}", f"{op} → output"
+        try:
+            groups = _groups_through(share_through, model, target)
+        except _StudentRaised as raised:
+            raise raised.error from None
+        except Exception as error:  # prepare could not follow the labels
+            problems.append(
+                f"{title}：prepare_pt2e 照你的標籤插 observer 時出錯（{type(error).__name__}: {safe_text(error, 120)}）："
+                "共用要指向一個有 observer 的位置，例如輸入邊 (node.args[0], node)"
+            )
+            continue
+        if not any({edge, output} <= set(group) for group in groups):
+            problems.append(
+                f"{title}：{edge} 這條輸入邊和 {op} 的輸出各有自己的 observer，各算各的 scale："
+                "寫一樣的規格（就算是同一個物件）不會共用"
+            )
+    return problems
+
+
+SHARE_THROUGH = Practice(
+    "share_through",
+    "寫 share_through(node, spec)：node 是一個只搬資料的 op（max_pool2d 或 flatten），它唯一的 activation 輸入是 node.args[0]。"
+    "替它貼標籤：輸入邊用 spec，輸出和輸入邊共用同一個 observer（同一組 scale 與 zero point）。"
+    "檢查在 max_pool2d(relu(x)) 與 flatten(sin(x)) 上 prepare，看每個 observer 服務哪些位置。",
+    "from common.pt2e import SharedQuantizationSpec, annotate_input_qspec_map, annotate_output_qspec\n\n\n"
+    "def share_through(node, spec):\n    raise NotImplementedError()\n",
+    _check_share_through,
+    "prepare_pt2e 替每一份規格各放一個 observer，除非那份規格是 SharedQuantizationSpec：它指向另一個位置，"
+    "和那裡用同一個 observer。輸入邊 (node.args[0], node) 用 spec，輸出寫 SharedQuantizationSpec((node.args[0], node))。",
+    "from common.pt2e import SharedQuantizationSpec, annotate_input_qspec_map, annotate_output_qspec\n\n\n"
+    "def share_through(node, spec):\n"
+    "    source = node.args[0]\n"
+    "    annotate_input_qspec_map(node, source, spec)\n"
+    "    annotate_output_qspec(node, SharedQuantizationSpec((source, node)))\n",
+    "add 與 cat 也一樣：第一條輸入邊用 spec，其餘的輸入邊和輸出都寫指向它的 SharedQuantizationSpec。",
+)
+
+
+def _check_fixed_output_spec(fixed_output_spec: Any) -> list[str]:
+    from common.pt2e import FixedQParamsQuantizationSpec
+
+    problems = []
+    for title, low, high in (("sigmoid", 0.0, 1.0), ("tanh", -1.0, 1.0), ("另一個 op", 0.0, 4.0)):
+        scale = (high - low) / 256
+        zero_point = -128 - round(low / scale)
+        got = fixed_output_spec(low, high)
+        where = f"{title}（輸出在 [{low:g}, {high:g}) 裡）"
+        if not isinstance(got, FixedQParamsQuantizationSpec):
+            problems.append(f"{where}：應該回傳 FixedQParamsQuantizationSpec，你的是 {type(got).__name__}")
+            continue
+        if got.dtype != torch.int8 or (got.quant_min, got.quant_max) != (-128, 127):
+            problems.append(
+                f"{where}：這個後端（XNNPACK）的 activation 是 int8 [-128, 127]，你的是 {got.dtype} "
+                f"[{got.quant_min}, {got.quant_max}]"
+            )
+            continue
+        if not math.isclose(float(got.scale), scale, rel_tol=1e-4):
+            problems.append(
+                f"{where}：scale 應該是 {scale:g}（範圍分成 256 格，每個整數一格），你的是 {float(got.scale):g}"
+            )
+        if got.zero_point != zero_point:
+            problems.append(
+                f"{where}：zero point 應該是 {zero_point}（讓 {low:g} 對到 -128），你的是 {got.zero_point!r}"
+            )
+    return problems
+
+
+FIXED_OUTPUT_SPEC = Practice(
+    "fixed_output_spec",
+    "寫 fixed_output_spec(low, high)：一個 op 的輸出一定落在 [low, high) 裡（sigmoid 是 [0, 1)），"
+    "回傳它的輸出要用的固定 qparams：int8 [-128, 127] 的 FixedQParamsQuantizationSpec（per_tensor_affine），"
+    "整個範圍平均分給 256 個整數，low 對到 -128。檢查用 sigmoid、tanh 的 [-1, 1) 和 [0, 4)。",
+    "import torch\n\nfrom common.pt2e import FixedQParamsQuantizationSpec\n\n\n"
+    "def fixed_output_spec(low, high):\n    raise NotImplementedError()\n",
+    _check_fixed_output_spec,
+    "scale = (high - low) / 256：256 個整數，每個一格。zero point 是實數 0 對到的整數：low 對到 -128，"
+    "所以 zero_point = -128 - round(low / scale)。dtype=torch.int8、quant_min=-128、quant_max=127。",
+    "import torch\n\nfrom common.pt2e import FixedQParamsQuantizationSpec\n\n\n"
+    "def fixed_output_spec(low, high):\n"
+    "    step = (high - low) / 256\n"
+    "    return FixedQParamsQuantizationSpec(\n"
+    "        dtype=torch.int8,\n"
+    "        scale=step,\n"
+    "        zero_point=-128 - round(low / step),\n"
+    "        quant_min=-128,\n"
+    "        quant_max=127,\n"
+    "        qscheme=torch.per_tensor_affine,\n"
+    "    )\n",
+    "sigmoid 的 [0, 1) 得到 scale 1/256、zero point −128：uint8 的習慣是 zero point 0，換成 int8 整個往下移 128。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "found_by_name",
@@ -994,6 +1143,7 @@ MISCONCEPTIONS = (
         "sigmoid 的固定 zero point 也是 −128。用 uint8 的話，XNNPACK 不收那些 q/dq，它們留在 portable runtime，程式甚至可能存不成 .pte。",
         SPEC_SHEET,
         public=public_uint8,
+        practice=FIXED_OUTPUT_SPEC,
     ),
     Misconception(
         "bias_left_fp32",
@@ -1026,6 +1176,7 @@ MISCONCEPTIONS = (
         "要共用同一個 observer 實例，其他輸入與輸出都得寫 SharedQuantizationSpec((第一個輸入, node))。",
         SHARED_SPEC,
         public=public_not_shared,
+        practice=SHARE_THROUGH,
     ),
     Misconception(
         "sharing_op_unlabelled",
@@ -1042,6 +1193,7 @@ MISCONCEPTIONS = (
         "用 observer 校準出來的 scale 和後端不一致；輸出要用 FixedQParamsQuantizationSpec。",
         FIXED_QPARAMS,
         public=public_sigmoid_observed,
+        practice=FIXED_OUTPUT_SPEC,
     ),
     Misconception(
         "no_fusion",
@@ -1098,6 +1250,7 @@ MISCONCEPTIONS = (
         "沒有設，下一個 Quantizer 會以為沒人標過，把你的標籤換掉。",
         WITH_OTHERS,
         public=public_unmarked,
+        practice=CLAIM_OUTPUT,
     ),
     Misconception(
         "prepare_is_not_lowering",
