@@ -36,6 +36,7 @@ from selfcheck.evidence import (
     safe_text,
 )
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 
 FILTER_TITLE = "may_quantize：filter function，skipped 裡的 module 留在 fp32"
 TITLE = "greedy_skip：留最少的層在 fp32，達到目標"
@@ -542,6 +543,209 @@ def also_skipped(seen: Any, expected: Any, kind: str) -> bool:
     )
 
 
+# --- practice after a mistake (issue 50): one idea each, on paths, nodes and tables of their own --------------
+
+_WITHIN_CASES = (
+    ("proj", "proj", True),
+    ("proj.fc", "proj", True),
+    ("block.conv.inner", "block", True),
+    ("block.fc", "block.fc", True),
+    ("proj2", "proj", False),
+    ("blockade", "block", False),
+    ("block.fc", "fc", False),
+    ("out_proj", "proj", False),
+    ("head.block", "block", False),
+    ("block", "block.conv", False),
+    ("", "block", False),
+)
+"""(a module's path, a skipped module, whether the first is the second or nested in it)."""
+
+
+def _check_within(within: Any) -> list[str]:
+    problems = []
+    for path, module, want in _WITHIN_CASES:
+        got = within(path, module)
+        if not isinstance(got, bool) or got is not want:
+            problems.append(f"within({path!r}, {module!r})：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+WITHIN = Practice(
+    "within",
+    '寫 within(path, module)：path 是某個 module 的完整路徑（例如 "block.conv"），module 是要跳過的 module 的路徑。'
+    "path 就是 module 本身、或包在它裡面時回傳 True，否則 False（一定要回傳 bool）。"
+    "檢查用 proj 與 proj2、block 與 blockade、block.fc 與 fc、out_proj 與 proj、head.block 與 block 這類名字相近的路徑。",
+    "def within(path, module):\n    raise NotImplementedError()\n",
+    _check_within,
+    "路徑是用 . 分隔的一段一段：path 要嘛和 module 完全相同，要嘛以 module 再加一個 . 開頭（module 底下的子 module）。"
+    '"proj2".startswith("proj") 是 True，但 proj2 不在 proj 裡面；"block.fc".endswith("fc") 也是，但 block.fc 不是 fc。',
+    'def within(path, module):\n    return path == module or path.startswith(module + ".")\n',
+    "may_quantize 不用自己比字首：nn_module_stack 裡本來就有每一層的完整路徑，逐一和 skipped 完全比對就夠了。",
+)
+
+
+class _Block(nn.Module):
+    """Stands in for the module classes a stack names."""
+
+
+def _stack_nodes() -> list[tuple[Node, list[str]]]:
+    """(node, its module paths): nodes of a graph built by hand with the meta export leaves, a conv in block, a relu
+    at the top level, a linear in block.fc, and an input and a weight without any nn_module_stack."""
+    aten = torch.ops.aten
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    weight = graph.create_node("get_attr", "block.conv.weight", name="block_conv_weight")
+    conv = graph.create_node("call_function", aten.conv2d.default, (x, weight), name="conv2d_1")
+    relu = graph.create_node("call_function", aten.relu.default, (conv,), name="relu")
+    fc = graph.create_node("call_function", aten.linear.default, (relu, weight), name="linear")
+    graph.output((fc,))
+    stacks = {
+        conv: {
+            "L__self__": ("", _Block),
+            "L__self___block": ("block", _Block),
+            "L__self___block_conv": ("block.conv", nn.Conv2d),
+        },
+        relu: {"L__self__": ("", _Block)},
+        fc: {
+            "L__self__": ("", _Block),
+            "L__self___block": ("block", _Block),
+            "L__self___block_fc": ("block.fc", nn.Linear),
+        },
+    }
+    for node, stack in stacks.items():
+        node.meta["nn_module_stack"] = stack
+    return [(node, [path for path, _ in stacks.get(node, {}).values()]) for node in (x, weight, conv, relu, fc)]
+
+
+def _check_stack_paths(stack_paths: Any) -> list[str]:
+    problems = []
+    for node, want in _stack_nodes():
+        before = {key: dict(value) if isinstance(value, dict) else value for key, value in node.meta.items()}
+        title = f"名叫 {node.name} 的 node（op={node.op}）"
+        try:
+            got = stack_paths(node)
+        except NotImplementedError:
+            raise
+        except Exception as error:  # one node crashing should not hide the others
+            problems.append(f"{title}：出錯了（{type(error).__name__}: {safe_text(error, 60)}），應該回傳 {want}")
+            continue
+        if not isinstance(got, list | tuple) or sorted(map(str, got)) != sorted(want) or len(got) != len(want):
+            problems.append(f"{title}：應該是 {want}，你的是 {got!r}")
+        if node.meta != before:
+            problems.append(f"{title}：你的程式改了 node.meta（{sorted(set(node.meta) ^ set(before)) or '裡面的值'}）")
+    return problems
+
+
+STACK_PATHS = Practice(
+    "stack_paths",
+    '寫 stack_paths(node)：回傳 node 所在的每一層 module 的路徑（一個 list，例如 ["", "block", "block.conv"]）。'
+    'node.meta["nn_module_stack"] 是一個 dict，每個值是 (路徑, module 的類別)；沒有這一項的 node（輸入、weight 的 '
+    "get_attr）回傳 []。只讀，不要改 node.meta。檢查用 block 裡的 conv、最外層的 relu、block.fc 裡的 linear、"
+    "一個輸入和一個 weight。",
+    "def stack_paths(node):\n    raise NotImplementedError()\n",
+    _check_stack_paths,
+    '三件事：路徑在 dict 的值裡（每個值的第 0 項），key（L__self___block 這種）不是路徑；node.meta.get("nn_module_stack") '
+    "在沒有這一項時給 None，不會 KeyError，也不會像 setdefault 那樣把一個空的 stack 寫進 node.meta；node 的名字"
+    "（conv2d_1）是 export 取的，不是 module 的路徑。",
+    "def stack_paths(node):\n"
+    '    stack = node.meta.get("nn_module_stack") or {}\n'
+    "    return [entry[0] for entry in stack.values()]\n",
+    "weight 沒有 stack，不代表它在要跳過的 module 裡：may_quantize 對它要回答 True，conv 才量化得到。",
+)
+
+
+def _next_cases() -> list[tuple[str, list[str], list[str], Any, tuple[str, float]]]:
+    """(title, layers, skipped, evaluate, the best next layer and its score): a pair that helps only together, every
+    score negative, a tie."""
+    layers = ["conv1", "conv2", "fc"]
+    pair = table_metric(layers, 5.0, {"conv1": 10.0, "conv2": 6.0, "fc": 9.0}, {("conv1", "conv2"): 9.0})
+    negative = table_metric(layers, -10.0, {"conv1": 5.0, "conv2": 7.0, "fc": 6.0})
+    tie = table_metric(layers, 0.0, {"conv1": 4.0, "conv2": 4.0, "fc": 10.0})
+    return [
+        ("已經留了 conv1；conv2 單獨留沒什麼用，和 conv1 一起留卻幫很大", layers, ["conv1"], pair, ("conv2", 30.0)),
+        ("什麼都還沒留；每個候選的分數都是負的", layers, [], negative, ("conv2", -3.0)),
+        ("已經留了 fc；conv1 與 conv2 平手", layers, ["fc"], tie, ("conv1", 14.0)),
+    ]
+
+
+def _check_best_next(best_next: Any) -> list[str]:
+    problems = []
+    for title, layers, skipped, evaluate, want in _next_cases():
+        handed, done = list(layers), list(skipped)
+        try:
+            got = best_next(handed, done, evaluate)
+        except NotImplementedError:
+            raise
+        except Exception as error:  # one case crashing should not hide the others
+            problems.append(f"{title}：出錯了（{type(error).__name__}: {safe_text(error, 80)}）")
+            continue
+        pair = tuple(got) if isinstance(got, tuple | list) and len(got) == 2 else None
+        if pair is None or pair[0] != want[0] or not isinstance(pair[1], int | float) or abs(pair[1] - want[1]) > 1e-9:
+            problems.append(f"{title}：應該回傳 {want}，你的是 {got!r}")
+        if handed != layers or done != skipped:
+            problems.append(f"{title}：layers 或 skipped 被改了（現在是 {handed}、{done}）：只讀不改")
+    return problems
+
+
+BEST_NEXT = Practice(
+    "best_next",
+    "寫 best_next(layers, skipped, evaluate)：貪婪搜尋的一步。對 layers 裡每個還不在 skipped 裡的層，評估"
+    "「已經留的層 + 這一層」，回傳 (分數最高的那一層, 它的分數)；平手時選 layers 裡排在前面的；分數可能是負的。"
+    "layers 與 skipped 只讀不改。evaluate(skip) 的引數是層名稱的 list。檢查用三組分數：兩層一起留才有用、"
+    "每個分數都是負的、兩層平手。",
+    "def best_next(layers, skipped, evaluate):\n    raise NotImplementedError()\n",
+    _check_best_next,
+    "每個候選都評估 evaluate(skipped + [layer])（一個新的 list，不是 evaluate(layer)，也不是只評估 [layer]）。"
+    "最佳的起點是「還沒有」（None），不是 0：每個分數都可能是負的。照 layers 的順序走，只有分數嚴格大於（>）"
+    "目前最好的才換人，平手就留住前面那一個。",
+    "def best_next(layers, skipped, evaluate):\n"
+    "    scored = [(layer, evaluate(skipped + [layer])) for layer in layers if layer not in skipped]\n"
+    "    return max(scored, key=lambda pair: pair[1])  # max keeps the first of equal scores\n",
+    "只看 conv2 單獨留下的分數（11）會輸給 fc（14）；和已經留下的 conv1 一起評估，conv2 是 30，fc 只有 24。",
+)
+
+
+_STEP_CASES = (
+    ([10.0, 14.0, 21.0, 25.0], 20.0),
+    ([22.0, 30.0], 20.0),
+    ([10.0, 20.0, 25.0], 20.0),
+    ([10.0, 8.0, 23.0, 24.0], 20.0),
+    ([10.0, 12.0, 15.0], 20.0),
+)
+"""(the score after each step, the target): reached at step 2, before any step, exactly, after a dip, never."""
+
+
+def _check_steps_taken(steps_taken: Any) -> list[str]:
+    problems = []
+    for scores, target in _STEP_CASES:
+        want = next((i for i, score in enumerate(scores) if score >= target), len(scores) - 1)
+        got = steps_taken(list(scores), target)
+        if got != want:
+            problems.append(
+                f"scores = [{', '.join(f'{score:g}' for score in scores)}]，target = {target:g}："
+                f"應該回傳 {want}，你的是 {got!r}"
+            )
+    return problems
+
+
+STEPS_TAKEN = Practice(
+    "steps_taken",
+    "寫 steps_taken(scores, target)：scores[i] 是貪婪搜尋留了 i 層之後的分數（scores[0] 是一層都沒留）。"
+    "回傳搜尋停下來時留了幾層：分數達到（≥）target 就停；所有層都留了還達不到，也停。"
+    "檢查用五組分數：第 2 步達到、一開始就達到、剛好等於 target、先變差再變好、怎樣都達不到。",
+    "def steps_taken(scores, target):\n    raise NotImplementedError()\n",
+    _check_steps_taken,
+    "從 i = 0（一層都還沒留）開始看：scores[0] 已經 ≥ target 就是 0 層。「達到」包括剛好等於。"
+    "某一步比前一步差不是停的理由（層之間會互相影響，下一步可能補回來）；走到最後還不夠，就是全部 len(scores) − 1 層。",
+    "def steps_taken(scores, target):\n"
+    "    for kept, score in enumerate(scores):\n"
+    "        if score >= target:\n"
+    "            return kept\n"
+    "    return len(scores) - 1\n",
+    "greedy_skip 的迴圈條件正好相反：還沒達到（score < target）而且還有層沒留，才再選一層。",
+)
+
+
 FILTER_MISCONCEPTIONS = (
     Misconception(
         "returns_non_bool",
@@ -551,6 +755,7 @@ FILTER_MISCONCEPTIONS = (
         "函式的最後一定要 return 一個 bool，例如 return not any(...)。",
         FILTER_RULES,
         public=lambda seen, expected: filter_raised(seen, "應該回傳 True 或 False"),
+        practice=WITHIN,
     ),
     Misconception(
         "changes_graph",
@@ -560,6 +765,7 @@ FILTER_MISCONCEPTIONS = (
         "只 return True 或 False，不要碰 node.meta。",
         FILTER_RULES,
         public=lambda seen, expected: filter_raised(seen, "改了圖"),
+        practice=STACK_PATHS,
     ),
     Misconception(
         "no_stack_refused",
@@ -570,6 +776,7 @@ FILTER_MISCONCEPTIONS = (
         '用 node.meta.get("nn_module_stack", {})，沒有 stack 的 node 回答 True。',
         BY_PATTERN,
         public=lambda seen, expected: no_stack_refused(seen, expected, *PUBLIC_FILTERS),
+        practice=STACK_PATHS,
     ),
     Misconception(
         "pattern_spans_modules",
@@ -587,6 +794,7 @@ FILTER_MISCONCEPTIONS = (
         "只看最裡面那一層，跳過父 module（block）時，裡面的層都沒跳過。stack 裡任何一個路徑在 skipped 裡，就回答 False。",
         FILTER_RULES,
         public=_public_innermost,
+        practice=WITHIN,
     ),
     Misconception(
         "outermost_only",
@@ -595,6 +803,7 @@ FILTER_MISCONCEPTIONS = (
         "它照樣被量化。stack 裡的每一個路徑都要比對，任何一個在 skipped 裡就回答 False。",
         FILTER_RULES,
         public=lambda seen, expected: only_off(seen, expected, ("side_net", "inner"), "fewer"),
+        practice=WITHIN,
     ),
     Misconception(
         "prefix_match",
@@ -604,6 +813,7 @@ FILTER_MISCONCEPTIONS = (
         "所以用 path in skipped 逐一比對就夠了。",
         FILTER_RULES,
         public=lambda seen, expected: also_skipped(seen, expected, "conv"),
+        practice=WITHIN,
     ),
     Misconception(
         "last_segment_match",
@@ -613,6 +823,7 @@ FILTER_MISCONCEPTIONS = (
         "拿 stack 上每一個完整的路徑和 skipped 完全比對。",
         FILTER_RULES,
         public=lambda seen, expected: also_skipped(seen, expected, "linear"),
+        practice=WITHIN,
     ),
     Misconception(
         "node_name_match",
@@ -622,6 +833,7 @@ FILTER_MISCONCEPTIONS = (
         "拿路徑和 skipped 完全比對。",
         FILTER_RULES,
         public=_public_name,
+        practice=STACK_PATHS,
     ),
     Misconception(
         "never_refuses",
@@ -631,6 +843,7 @@ FILTER_MISCONCEPTIONS = (
         '路徑是 nn_module_stack 每個值的第一項：[path for path, _ in node.meta.get("nn_module_stack", {}).values()]。',
         FILTER_RULES,
         public=lambda seen, expected: never_refused(seen, expected, *PUBLIC_FILTERS),
+        practice=STACK_PATHS,
     ),
 )
 
@@ -714,6 +927,7 @@ SEARCH_MISCONCEPTIONS = (
         "只給一個名字（evaluate(layer)），它就不知道已經留了哪些層。每個候選都評估 skipped + [layer]。",
         GREEDY_RULES,
         public=evaluate_misused,
+        practice=BEST_NEXT,
     ),
     Misconception(
         "mutates_layers",
@@ -722,6 +936,7 @@ SEARCH_MISCONCEPTIONS = (
         "同一個 list 再交給下一次搜尋就得到不同的答案。用另一個 list 記錄已經留下的層，layers 只讀不改。",
         GREEDY_RULES,
         public=layers_shrunk,
+        practice=BEST_NEXT,
     ),
     Misconception(
         "scores_layers_alone",
@@ -731,6 +946,7 @@ SEARCH_MISCONCEPTIONS = (
         "每一步都重新評估「已經留的層 + 這一層」：evaluate(skipped + [layer])。",
         GREEDY,
         public=lambda seen, expected: any(alone_ranked(seen, expected, *place) for place in PUBLIC_SEARCHES),
+        practice=BEST_NEXT,
     ),
     Misconception(
         "never_resets_best",
@@ -749,6 +965,7 @@ SEARCH_MISCONCEPTIONS = (
         "只有達到目標或所有層都留下了才停。",
         GREEDY,
         public=lambda seen, expected: search_relation(seen, expected, "dips") == "shorter",
+        practice=STEPS_TAKEN,
     ),
     Misconception(
         "best_starts_at_zero",
@@ -760,6 +977,7 @@ SEARCH_MISCONCEPTIONS = (
             search_relation(seen, expected, "below_zero") == "shorter"
             and search_relation(seen, expected, "dips") in ("same", "reordered")
         ),
+        practice=BEST_NEXT,
     ),
     Misconception(
         "gives_up",
@@ -771,6 +989,7 @@ SEARCH_MISCONCEPTIONS = (
             "NoneType" in diagnosis.error_message(seen, "out_of_reach")
             or search_relation(seen, expected, "out_of_reach") == "shorter"
         ),
+        practice=STEPS_TAKEN,
     ),
     Misconception(
         "skips_at_least_one",
@@ -779,6 +998,7 @@ SEARCH_MISCONCEPTIONS = (
         "你在檢查目標之前先選了一層。開始搜尋前先評估 evaluate([])，達到目標就直接結束。",
         GREEDY,
         public=lambda seen, expected: search_relation(seen, expected, "already") == "longer",
+        practice=STEPS_TAKEN,
     ),
     Misconception(
         "strictly_above_target",
@@ -790,6 +1010,7 @@ SEARCH_MISCONCEPTIONS = (
             search_relation(seen, expected, "exact") == "longer"
             and search_relation(seen, expected, "already") == "same"
         ),
+        practice=STEPS_TAKEN,
     ),
     Misconception(
         "ties_not_first",
@@ -798,6 +1019,7 @@ SEARCH_MISCONCEPTIONS = (
         "或先把 layers 排序過，選到的就換成另一層。照 layers 原本的順序走，只在分數嚴格大於（>）時才換人。",
         GREEDY_RULES,
         public=tie_lost,
+        practice=BEST_NEXT,
     ),
     Misconception(
         "order_not_pick_order",
