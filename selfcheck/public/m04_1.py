@@ -528,6 +528,174 @@ FOLDED_BIAS = Practice(
 )
 
 
+def _weights_of_every_rank() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """(title, weight, s): a Linear's 2-D weight (in = out), a Conv1d's 3-D one (in = out), a Conv2d's 4-D one
+    (in ≠ out) and a Conv3d's 5-D one (in ≠ out); small integers, so every right answer is exact."""
+    found = []
+    for title, shape in (
+        ("Linear(3, 3) 的 2-D weight", (3, 3)),
+        ("Conv1d(2, 2, 3) 的 3-D weight", (2, 2, 3)),
+        ("Conv2d(3, 2, 1) 的 4-D weight", (2, 3, 1, 1)),
+        ("Conv3d(3, 2, (1, 2, 2)) 的 5-D weight", (2, 3, 1, 2, 2)),
+    ):
+        count = 1
+        for size in shape:
+            count *= size
+        weight = (torch.arange(count, dtype=torch.float32) % 5 + 1).reshape(shape)
+        scale = torch.tensor([2.0, -0.5, 3.0][: shape[0]])
+        found.append((f"{title}（形狀 {shape}）", weight, scale))
+    return found
+
+
+def _per_channel(weight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``weight`` with output channel c times ``scale[c]``."""
+    return torch.stack([weight[c] * scale[c] for c in range(weight.shape[0])])
+
+
+def _channels_differ(title: str, got: Any, want: torch.Tensor) -> str | None:
+    if not isinstance(got, torch.Tensor):
+        return f"{title}：應該回傳一個 tensor，你的是 {type(got).__name__}"
+    if tuple(got.shape) != tuple(want.shape):
+        return f"{title}：結果的形狀應該和 weight 一樣是 {tuple(want.shape)}，你的是 {tuple(got.shape)}"
+    wrong = [c for c in range(want.shape[0]) if not torch.allclose(got[c].detach().float(), want[c])]
+    if wrong:
+        return f"{title}：output channel {wrong} 不對：第 c 個 output channel 的整塊 weight 應該乘上同一個數 s[c]"
+    return None
+
+
+def _check_scale_out_channels(scale_out_channels: Any) -> list[str]:
+    problems = []
+    for title, weight, scale in _weights_of_every_rank():
+        try:
+            got = scale_out_channels(weight.clone(), scale.clone())
+        except NotImplementedError:
+            raise
+        except Exception as error:
+            problems.append(f"{title}：執行時出錯（{type(error).__name__}：{error}）")
+            continue
+        found = _channels_differ(title, got, _per_channel(weight, scale))
+        if found:
+            problems.append(found)
+    return problems
+
+
+SCALE_OUT_CHANNELS = Practice(
+    "scale_out_channels",
+    "寫 scale_out_channels(w, s)：w 是任何維度的 weight（第 0 維是 output channel），s 每個 output channel 一個數；"
+    "回傳 w 的每個 output channel 乘上自己的 s[c] 之後的新 tensor。"
+    "檢查用 Linear 的 2-D、Conv1d 的 3-D、Conv2d 的 4-D 與 Conv3d 的 5-D weight，有的 in 與 out 相等、有的不相等。",
+    "import torch\n\n\ndef scale_out_channels(w, s):\n    raise NotImplementedError()\n",
+    _check_scale_out_channels,
+    "s 的 out 個數要對到 w 的第 0 維：把 s 變成 (out, 1, …, 1) 再乘，1 的個數是 w.dim() - 1，"
+    "不是固定的 3 個；直接 w * s 會對到最後一維，reshape(1, -1, …) 會對到第 1 維（input channel）。",
+    "import torch\n\n\n"
+    "def scale_out_channels(w, s):\n"
+    "    shape = [len(s)] + [1] * (w.dim() - 1)\n"
+    "    return w * s.view(shape)\n",
+    "in 與 out 剛好相等時，乘錯維度不會出錯，只是結果不對：Linear(3, 3) 與 Conv1d(2, 2, 3) 就是這種。",
+)
+
+
+def _check_fold_weight(fold_weight: Any) -> list[str]:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 3, 4, 4, generator=generator)
+    weight = torch.randn(3, 3, 1, 1, generator=generator)
+    scale = torch.tensor([2.0, -0.5, 4.0])
+    before = torch.nn.functional.conv2d(x, weight)
+    folded = fold_weight(weight.clone(), scale.clone())
+    if not isinstance(folded, torch.Tensor) or tuple(folded.shape) != tuple(weight.shape):
+        shape = tuple(folded.shape) if isinstance(folded, torch.Tensor) else type(folded).__name__
+        return [f"應該回傳和 w 一樣形狀 {tuple(weight.shape)} 的 tensor，你的是 {shape}"]
+    after = torch.nn.functional.conv2d(x, folded.detach().float())
+    problems = []
+    for c in range(3):
+        want = before[0, c] * scale[c]
+        if torch.allclose(after[0, c], want, rtol=1e-4, atol=1e-5):
+            continue
+        ratio = float((after[0, c] / before[0, c]).median())
+        if abs(ratio - 1.0) < 1e-3:
+            told = "和折之前一樣：weight 沒有跟著 BN 的倍數變"
+        elif abs(ratio * float(scale[c]) - 1.0) < 1e-3:
+            told = f"是折之前的 1/s = {1 / float(scale[c]):.3g} 倍：weight 被除以 s 了"
+        else:
+            told = f"大約是折之前的 {ratio:.3g} 倍"
+        problems.append(
+            f"channel {c}（s = {float(scale[c]):g}）：用你的 weight 算出的 conv 輸出應該是折之前的 s 倍，你的{told}"
+        )
+    return problems
+
+
+FOLD_WEIGHT = Practice(
+    "fold_weight",
+    "BN 把 conv 輸出的第 c 個 channel 乘上 s[c]（再平移）。寫 fold_weight(w, s)：回傳新的 conv weight，"
+    "讓 conv 用它直接算出「折之前的輸出乘上 s」。檢查用一個 3 個 channel 的 1×1 conv（w 的形狀 (3, 3, 1, 1)），"
+    "把你的 weight 拿去跑 conv，和折之前的輸出乘上 s 比較。",
+    "import torch\n\n\ndef fold_weight(w, s):\n    raise NotImplementedError()\n",
+    _check_fold_weight,
+    "conv 對 weight 是線性的：conv(x, a·w) = a·conv(x, w)。要輸出變成 s 倍，weight 就乘上 s（不是除以，也不是不動）；"
+    "s 對到 weight 的第 0 維，也就是 output channel。",
+    "import torch\n\n\ndef fold_weight(w, s):\n    return w * s[:, None, None, None]\n",
+    "「除以標準差」已經在 s = γ / sqrt(σ² + ε) 裡面了；weight 只要乘上 s 一次。",
+)
+
+
+def _normalization_cases() -> list[tuple[str, torch.Tensor, nn.Module]]:
+    """(title, y, bn): an affine BatchNorm1d with statistics of its own, and y of shape (2, 3)."""
+    bn = nn.BatchNorm1d(3, eps=1e-3).eval()
+    with torch.no_grad():
+        bn.weight.copy_(torch.tensor([2.0, -1.0, 0.5]))
+        bn.bias.copy_(torch.tensor([0.5, 0.0, -1.0]))
+        bn.running_mean.copy_(torch.tensor([1.0, -2.0, 0.0]))
+        bn.running_var.copy_(torch.tensor([4.0, 0.25, 1.0]))
+    y = torch.tensor([[3.0, 0.0, 1.0], [-1.0, -2.5, 2.0]])
+    return [("y 的形狀 (2, 3)，BatchNorm1d(3, eps=1e-3)", y, bn)]
+
+
+def _check_apply_bn(apply_bn: Any) -> list[str]:
+    problems = []
+    for title, y, bn in _normalization_cases():
+        want = bn(y.clone()).detach()
+        state = {name: getattr(bn, name).detach().clone() for name in BN_STATE}
+        given = y.clone()
+        got = apply_bn(given, bn)
+        if not torch.equal(given, y):
+            problems.append(
+                f"{title}：你的程式改到了傳進來的 y（就地運算像 -=、/=、sub_、mul_ 改的是呼叫端那一塊記憶體），"
+                "呼叫端的 tensor 也跟著變了"
+            )
+        changed = [name for name in BN_STATE if not torch.equal(getattr(bn, name).detach(), state[name])]
+        if changed:
+            problems.append(
+                f"{title}：你的程式改到了 BN 的 {'、'.join(changed)}（把它們指給別的名字再就地運算，改的還是 BN 自己的 tensor），"
+                "之後再用這個 BN 就算錯了"
+            )
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
+            shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+            problems.append(f"{title}：應該回傳形狀 {tuple(want.shape)} 的 tensor，你的是 {shape}")
+        elif not torch.allclose(got.detach().float(), want, rtol=1e-4, atol=1e-5):
+            problems.append(
+                f"{title}：結果應該是 {want.round(decimals=3).tolist()}，你的是 {got.detach().round(decimals=3).tolist()}"
+            )
+    return problems
+
+
+APPLY_BN = Practice(
+    "apply_bn",
+    "寫 apply_bn(y, bn)：自己算 eval 模式的 BN，回傳 γ·(y − μ) / sqrt(σ² + ε) + β（μ、σ² 是 running_mean、running_var，"
+    "γ、β 是 bn.weight、bn.bias，y 的第 1 維是 channel）。傳進來的 y 和 bn 都是呼叫端的，算完要原封不動。",
+    "import torch\n\n\ndef apply_bn(y, bn):\n    raise NotImplementedError()\n",
+    _check_apply_bn,
+    "y - μ、a / b 這類一般的運算會產生新的 tensor；y -= μ、var += eps、mul_ 這類就地運算改的是原本那一塊記憶體，"
+    "就算先寫 var = bn.running_var，var 和 BN 的 buffer 也是同一塊。全部用一般的運算寫就好。",
+    "import torch\n\n\n"
+    "def apply_bn(y, bn):\n"
+    "    centered = y - bn.running_mean\n"
+    "    spread = torch.sqrt(bn.running_var + bn.eps)\n"
+    "    return centered / spread * bn.weight.detach() + bn.bias.detach()\n",
+    "每一步都得到新的 tensor，y 和 BN 的 running_mean、running_var、weight、bias 都沒有被動到。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "returns_none_bias",
@@ -564,6 +732,7 @@ MISCONCEPTIONS = (
         "廣播會對到錯的維度，結果 shape 不對，或直接出錯。s 要 reshape 成 (out, 1, …, 1)，1 的個數是 conv_w.dim() - 1。",
         RULES,
         public=_rank_hardcoded,
+        practice=SCALE_OUT_CHANNELS,
     ),
     Misconception(
         "scales_input_channels",
@@ -573,6 +742,7 @@ MISCONCEPTIONS = (
         "把 s reshape 成 (out, 1, …, 1) 再乘，第 c 個 output channel 的整塊 weight 就乘上 s[c]。",
         RULES,
         public=_input_channels,
+        practice=SCALE_OUT_CHANNELS,
     ),
     Misconception(
         "gamma_sign_lost",
@@ -617,6 +787,7 @@ MISCONCEPTIONS = (
         "只改 bias、weight 原封不動，折完的圖算出來就和原模型不同。新的 weight 是 conv_w 沿 output channel 乘上 s。",
         FORMULA,
         public=_weight_unscaled,
+        practice=FOLD_WEIGHT,
     ),
     Misconception(
         "weight_divided",
@@ -626,6 +797,7 @@ MISCONCEPTIONS = (
         "新的 weight 是 conv_w 沿 output channel 乘上 s。",
         FORMULA,
         public=_weight_divided,
+        practice=FOLD_WEIGHT,
     ),
     Misconception(
         "mean_sign_flipped",
@@ -672,6 +844,7 @@ MISCONCEPTIONS = (
         "之後再跑原模型或再折一次都會算錯。用一般的乘法、加法產生新的 tensor 回傳，傳進來的引數保持原樣。",
         RULES,
         public=_mutates,
+        practice=APPLY_BN,
     ),
 )
 
