@@ -144,6 +144,14 @@ class CatConstants(nn.Module):
         return torch.cat([self.pad, torch.relu(x), self.w], dim=0), torch.cat([self.pad, self.w], dim=0)
 
 
+class CatRepeats(nn.Module):
+    """cat([x, x]) and cat([r, x * 2, r]) with r = relu(x): one node listed twice in a cat's inputs."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        r = torch.relu(x)
+        return torch.cat([x, x]), torch.cat([r, x * 2, r], dim=1)
+
+
 class CatOfInput(nn.Module):
     """cat of relu(x) and an input called category."""
 
@@ -237,6 +245,13 @@ def cat_by_target(ns: Namespace, seed: int) -> Any:
     }
 
 
+def cat_repeats(ns: Namespace, seed: int) -> Any:
+    """A cat of x and x, and a cat of r, x * 2 and r: a repeated input is one edge, labelled once."""
+    return {
+        "cat([x, x]), cat([r, x * 2, r])": prepared(ns["CatQuantizer"](), CatRepeats(), seeded_inputs(seed, (2, 4)))
+    }
+
+
 def cat_three(ns: Namespace, seed: int) -> Any:
     """A cat of three inputs (all three input edges and the output share one observer), and a cat of
     relu(x) and a model constant (the constant is not labelled)."""
@@ -272,9 +287,15 @@ def _raised(seen: Any, error: str, says: str = "") -> bool:
 
 
 def _recursion(seen: Any, expected: Any) -> bool:
-    return diagnosis.error(seen, "self_and_claimed") == "RecursionError" or diagnosis.error(seen, "three_inputs") == (
-        "RecursionError"
-    )
+    """a + a: the one edge (a, add) labelled, then made to share with itself; prepare_pt2e's search for the spec it
+    shares never ends."""
+    return diagnosis.error(seen, "self_and_claimed") == "RecursionError"
+
+
+def _cat_recursion(seen: Any, expected: Any) -> bool:
+    """cat([x, x]) or cat([r, x * 2, r]): the repeated input's edge labelled twice, the second time sharing with
+    itself."""
+    return diagnosis.error(seen, "repeats") == "RecursionError"
 
 
 def _anchor_not_observed(seen: Any, expected: Any) -> bool:
@@ -1222,6 +1243,7 @@ CAT_MISCONCEPTIONS = (
         "cat([r, 常數, r]) 裡 r 出現兩次，但 r → cat 只是一條邊：貼兩次的話第二次把它改成「和自己共用」，"
         "prepare_pt2e 找不到源頭。同一個 node 只算一次，保持原本的順序。",
         CAT_RULES,
+        public=_cat_recursion,
         practice=CAT_INPUTS,
     ),
     Misconception(
@@ -1353,7 +1375,13 @@ PUBLIC = declare(
         "cat_quantizer",
         "CatQuantizer：cat 的所有輸入與輸出共用 qparams",
         ("CatQuantizer",),
-        {"cat_pool": cat_pool, "three_inputs": cat_three, "constants": cat_constants, "by_target": cat_by_target},
+        {
+            "cat_pool": cat_pool,
+            "three_inputs": cat_three,
+            "repeats": cat_repeats,
+            "constants": cat_constants,
+            "by_target": cat_by_target,
+        },
         misconceptions=CAT_MISCONCEPTIONS,
     ),
 )
