@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
+from common.explain import failure_head
 from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation, Quantizer
 from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
@@ -489,7 +490,15 @@ def _labelled_graph() -> dict[Node, tuple[str, bool]]:
 def _check_has_spec(has_spec: Any) -> list[str]:
     problems = []
     for node, (words, want) in _labelled_graph().items():
-        got = has_spec(node)
+        try:
+            got = has_spec(node)
+        except NotImplementedError:
+            raise
+        except Exception as error:  # said for the node it happened on (a label that is None, say)
+            problems.append(
+                f"{node.name}（{words}）：{failure_head(error, crashed='執行你的程式時出錯').removeprefix('✗ ')}"
+            )
+            continue
         if bool(got) is not want:
             problems.append(f"{node.name}（{words}）：應該回傳 {want}，你的是 {got!r}")
     return problems

@@ -19,6 +19,8 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_model, seeded_tokens
 from selfcheck.evidence import EvidenceError, returned_dict, safe_text
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
+from selfcheck.public.m08_1 import HAS_SPEC
 
 ROLES_TITLE = "linear_roles：每個 linear node 來自哪個 nn.Linear"
 CENSUS_TITLE = "annotation_census：每種 aten op 標了幾個、沒標幾個"
@@ -597,6 +599,96 @@ def census_aten_only(seen: Any, expected: Any) -> bool:
     return False
 
 
+# --- practice (issue 50): a short exercise of its own for one misconception ----------------------------------
+
+_ROOT = ("L__self__", ("", "__main__.TiedLM"))
+_LINEAR_CLASS = "torch.nn.modules.linear.Linear"
+
+
+def _tied_graph() -> list[tuple[Any, str]]:
+    """The linear nodes of a graph written the way torch.export writes it for TiedLM: embed → body (a Gate whose
+    proj, bias=False, runs twice; a ReLU; a Linear) → head, bias=False, whose weight is embed's (tied: its get_attr
+    reads embed.weight). Each linear with the name of the nn.Linear it comes from."""
+    import torch
+
+    aten = torch.ops.aten
+    graph = torch.fx.Graph()
+
+    def stack(*entries: tuple[str, str, str]) -> dict[str, tuple[str, str]]:
+        return dict([_ROOT, *((key, (name, cls)) for key, name, cls in entries)])
+
+    def call(target: Any, args: tuple[Any, ...], name: str, where: dict[str, tuple[str, str]]) -> Any:
+        node = graph.call_function(target, args)
+        node._rename(name)
+        node.meta["nn_module_stack"] = where
+        return node
+
+    body = ("L__self__body", "body", "torch.nn.modules.container.Sequential")
+    gate = ("L__self__body.0", "body.0", "__main__.Gate")
+    tokens = graph.placeholder("tokens")
+    embed_weight = graph.get_attr("embed.weight")
+    proj_weight = graph.get_attr("body.0.proj.weight")
+    out_weight, out_bias = graph.get_attr("body.2.weight"), graph.get_attr("body.2.bias")
+    h = call(
+        aten.embedding.default, (embed_weight, tokens), "embedding", stack(("L__self__embed", "embed", "Embedding"))
+    )
+    first = call(
+        aten.linear.default,
+        (h, proj_weight),
+        "linear",
+        stack(body, gate, ("L__self__body.0.proj", "body.0.proj", _LINEAR_CLASS)),
+    )
+    h = call(aten.tanh.default, (first,), "tanh", stack(body, gate))
+    again = call(
+        aten.linear.default,
+        (h, proj_weight),
+        "linear_1",
+        stack(body, gate, ("L__self__body.0.proj@1", "body.0.proj", _LINEAR_CLASS)),
+    )
+    h = call(
+        aten.relu.default,
+        (again,),
+        "relu",
+        stack(body, ("L__self__body.1", "body.1", "torch.nn.modules.activation.ReLU")),
+    )
+    out = call(
+        aten.linear.default,
+        (h, out_weight, out_bias),
+        "linear_2",
+        stack(body, ("L__self__body.2", "body.2", _LINEAR_CLASS)),
+    )
+    head = call(aten.linear.default, (out, embed_weight), "linear_3", stack(("L__self__head", "head", _LINEAR_CLASS)))
+    graph.output(head)
+    return [(first, "body.0.proj"), (again, "body.0.proj"), (out, "body.2"), (head, "head")]
+
+
+def _check_layer_of(layer_of: Any) -> list[str]:
+    problems = []
+    for node, want in _tied_graph():
+        got = layer_of(node)
+        if got != want:
+            weight = node.args[1].target
+            problems.append(f"{node.name}（weight 讀的是 {weight}）：應該回傳 {want!r}，你的是 {got!r}")
+    return problems
+
+
+LAYER_OF = Practice(
+    "layer_of",
+    "寫 layer_of(node)：node 是 export 之後圖上的一個 linear node，回傳它來自的那個 nn.Linear 在模型裡的名字（例如 body.0.proj）。"
+    "檢查用的圖照 export 的寫法寫成：body.0.proj 沒有 bias、被呼叫兩次；最後的 head 也沒有 bias，"
+    "它的 weight 和 embed 共用（tied），get_attr 讀的是 embed.weight。",
+    "def layer_of(node):\n    raise NotImplementedError()\n",
+    _check_layer_of,
+    'node.meta["nn_module_stack"] 是一個 dict，由外到內排：第一項是整個模型，最後一項才是 linear 所在的 nn.Linear。'
+    "每一項的值是 (名字, 類別)：取最後一項的值，回傳它的第一個元素。key 只是 export 內部的代號。",
+    "def layer_of(node):\n"
+    '    entries = list(node.meta["nn_module_stack"].values())\n'
+    "    name, _cls = entries[-1]\n"
+    "    return name\n",
+    "weight 的名字說的是誰擁有那個參數，不是誰在用它：tied 的 head 讀的是 embed.weight。",
+)
+
+
 ROLES_MISCONCEPTIONS = (
     Misconception(
         "bias_name",
@@ -606,6 +698,7 @@ ROLES_MISCONCEPTIONS = (
         'module 的名字要從 node.meta["nn_module_stack"] 讀，每個 linear 都有。',
         ROLES_RULES,
         public=roles_need_bias,
+        practice=LAYER_OF,
     ),
     Misconception(
         "one_node_per_module",
@@ -622,6 +715,7 @@ ROLES_MISCONCEPTIONS = (
         "module 在模型裡的名字是每一項的值 (名字, 類別) 的第一個元素，要讀值，不要讀 key。",
         ROLES_RULES,
         public=roles_are_stack_keys,
+        practice=LAYER_OF,
     ),
     Misconception(
         "every_module_op",
@@ -638,6 +732,7 @@ ROLES_MISCONCEPTIONS = (
         "練習要的是名字，也就是值的第一個元素，例如 blocks.0.attn.q。",
         GRAPH,
         public=roles_are_classes,
+        practice=LAYER_OF,
     ),
     Misconception(
         "node_name",
@@ -646,6 +741,7 @@ ROLES_MISCONCEPTIONS = (
         '每個 node 來自哪個 module 寫在 node.meta["nn_module_stack"]，要從那裡讀。',
         GRAPH,
         public=roles_are_node_names,
+        practice=LAYER_OF,
     ),
     Misconception(
         "outer_module",
@@ -654,6 +750,7 @@ ROLES_MISCONCEPTIONS = (
         "要取最後一項：它的名字才是 linear 所在的那個 nn.Linear 的名字。",
         GRAPH,
         public=roles_are_outer_modules,
+        practice=LAYER_OF,
     ),
     Misconception(
         "weight_name",
@@ -663,6 +760,7 @@ ROLES_MISCONCEPTIONS = (
         'linear 來自哪個 nn.Linear 要從 node.meta["nn_module_stack"] 的最後一項讀。',
         ROLES_RULES,
         public=roles_named_after_weight_owner,
+        practice=LAYER_OF,
     ),
     Misconception(
         "fixed_order",
@@ -692,6 +790,7 @@ CENSUS_MISCONCEPTIONS = (
         "每個 call_function node 算一次，看它自己的標籤有沒有規格。",
         CENSUS_RULES,
         public=census_totals_differ,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "observer_means_annotated",
@@ -701,6 +800,7 @@ CENSUS_MISCONCEPTIONS = (
         "有沒有標到要看 node.meta[ANNOTATION_KEY] 裡的規格。",
         WHAT_IS_LABELLED,
         public=census_observers_only,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "producer_counted",
@@ -709,6 +809,7 @@ CENSUS_MISCONCEPTIONS = (
         "layer_norm 的輸出被 linear 的輸入邊量化，layer_norm 自己仍然沒有標到；只看每個 node 自己的標籤。",
         EDGE_AND_OUTPUT,
         public=census_producers,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "annotated_flag",
@@ -717,6 +818,7 @@ CENSUS_MISCONCEPTIONS = (
         "別的 Quantizer 貼的標籤也可能沒設 _annotated，卻有規格。有沒有標到只看規格有沒有一份不是 None。",
         EMPTY_LABEL,
         public=census_annotated_flag,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "label_object_counts",
@@ -725,6 +827,7 @@ CENSUS_MISCONCEPTIONS = (
         "作用正好是讓 op 留在 fp32。要看 input_qspec_map 的值與 output_qspec，至少有一個不是 None 才算標到。",
         EMPTY_LABEL,
         public=census_label_object,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "output_spec_only",
@@ -733,6 +836,7 @@ CENSUS_MISCONCEPTIONS = (
         "linear 和後面的 relu 融合時，linear 也只有輸入規格。input_qspec_map 的值和 output_qspec 都要看。",
         CENSUS_RULES,
         public=census_misses_input_only,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "input_specs_only",
@@ -741,6 +845,7 @@ CENSUS_MISCONCEPTIONS = (
         "input_qspec_map 的值和 output_qspec 都要看，有一個不是 None 就算標到。",
         CENSUS_RULES,
         public=census_output_only_missed,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "map_keys_count",
@@ -749,6 +854,7 @@ CENSUS_MISCONCEPTIONS = (
         "你看的是 map 是不是空的（或 len），這種標籤就被算成標到了。要看值：input_qspec_map.values() 與 output_qspec 裡至少有一個不是 None。",
         CENSUS_RULES,
         public=census_map_keys,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "label_none",
@@ -758,6 +864,7 @@ CENSUS_MISCONCEPTIONS = (
         "先用 node.meta.get(ANNOTATION_KEY) 取出來，是 None 就算沒標到。",
         CENSUS_RULES,
         public=census_none_label,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "known_spec_classes",
@@ -767,6 +874,7 @@ CENSUS_MISCONCEPTIONS = (
         "用 isinstance 一一列出類別，就會漏掉其中幾種；判斷時只要規格不是 None 就算標到。",
         WHAT_IS_LABELLED,
         public=census_spec_classes,
+        practice=HAS_SPEC,
     ),
     Misconception(
         "aten_ops_only",
@@ -783,6 +891,7 @@ CENSUS_MISCONCEPTIONS = (
         "q、k、v 之後的 reshape、transpose 只有共用的規格，它們也標到了；判斷時只要規格不是 None 就算，不要只認 QuantizationSpec。",
         WHAT_IS_LABELLED,
         public=census_misses_shared,
+        practice=HAS_SPEC,
     ),
 )
 
