@@ -7,6 +7,7 @@ add). The evidence is the student's prediction for every BN, by model and node n
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -17,6 +18,7 @@ from selfcheck.casekit import Exercise, Namespace, declare, seeded_inputs
 from selfcheck.evidence import EvidenceError
 from selfcheck.misconceptions import Misconception, Section
 from selfcheck.practice import Practice
+from selfcheck.public.m04_1 import FOLDED_BIAS
 
 TITLE = "bn_survives：預測哪些 BN 在 prepare_pt2e 之後還在"
 
@@ -498,6 +500,255 @@ FOLDS_INTO = Practice(
 )
 
 
+def _no_labels_prepare(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> tuple[list[str], list[str]]:
+    """The modules of ``model``'s BN nodes before prepare_pt2e (no labels: only the folds happen), and after."""
+    from common.pt2e import Quantizer, export_module, prepare_pt2e
+
+    class NoLabels(Quantizer):
+        def annotate(self, model: Any) -> Any:
+            return model
+
+        def validate(self, model: Any) -> None:
+            pass
+
+    def bn_modules(gm: Any) -> list[str]:
+        return [
+            list(n.meta["nn_module_stack"].values())[-1][0]
+            for n in gm.graph.nodes
+            if n.op == "call_function" and "batch_norm" in str(n.target)
+        ]
+
+    gm = export_module(model.eval(), inputs)
+    before = bn_modules(gm)
+    with warnings.catch_warnings():  # torchao warns about the BN it leaves after a 3-D linear
+        warnings.simplefilter("ignore")
+        return before, bn_modules(prepare_pt2e(gm, NoLabels()))
+
+
+def _value_table(answer: Any, keys: tuple[str, ...], what: str) -> list[str]:
+    """What is wrong with the shape of a table answer: a dict with exactly ``keys``, each True or False."""
+    if not isinstance(answer, dict):
+        return [f"{what} 應該是一個 dict，你的是 {type(answer).__name__}"]
+    problems = []
+    if set(answer) != set(keys):
+        problems.append(f"{what} 的 key 應該正好是 {list(keys)}，你的是 {list(answer)}")
+    problems += [
+        f"{what}[{key!r}] 應該填 True 或 False，你的是 {answer[key]!r}"
+        for key in keys
+        if key in answer and type(answer[key]) is not bool
+    ]
+    return problems
+
+
+class _FourBns(nn.Module):
+    """x → bn_in → conv → bn_conv → relu → bn_relu → flatten → fc → bn_fc."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn_in, self.conv, self.bn_conv = nn.BatchNorm2d(3), nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4)
+        self.bn_relu, self.fc, self.bn_fc = nn.BatchNorm2d(4), nn.Linear(4 * 4 * 4, 5), nn.BatchNorm1d(5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.bn_relu(torch.relu(self.bn_conv(self.conv(self.bn_in(x)))))
+        return self.bn_fc(self.fc(torch.flatten(y, 1)))
+
+
+_FOUR_BNS = {"bn_in": "模型的輸入 x", "bn_conv": "conv", "bn_relu": "relu", "bn_fc": "2-D 輸入的 fc（linear）"}
+
+
+def _check_stays_on_graph(stays_on_graph: Any) -> list[str]:
+    problems = _value_table(stays_on_graph, tuple(_FOUR_BNS), "stays_on_graph")
+    if problems:
+        return problems
+    before, after = _no_labels_prepare(_FourBns(), (torch.ones(2, 3, 4, 4),))
+    for key, source in _FOUR_BNS.items():
+        want = key in after
+        if key in before and stays_on_graph[key] is not want:
+            why = "前面沒有 weight 可以直接吸收它，BN 留在圖上" if want else "BN 折進它的 weight 與 bias，從圖上消失"
+            problems.append(f"{key}（它的輸入是{source}）：應該是 {want}，你填 {stays_on_graph[key]}：{why}")
+    return problems
+
+
+STAYS_ON_GRAPH = Practice(
+    "stays_on_graph",
+    "先別寫程式，預測一個模型的四個 BN 在 prepare_pt2e 之後還在不在圖上：x → bn_in → conv → bn_conv → relu → bn_relu "
+    "→ flatten → fc（linear）→ bn_fc。還在填 True，被折掉填 False；檢查會真的跑一次 prepare_pt2e 看。",
+    'stays_on_graph = {\n    "bn_in": None,\n    "bn_conv": None,\n    "bn_relu": None,\n    "bn_fc": None,\n}\n',
+    _check_stays_on_graph,
+    "BN 只折得進直接在它前面、有 weight 的 op：每個 BN 只看它的輸入是什麼。是 conv 或 2-D 的 linear 就折掉；"
+    "是模型輸入、relu 這種沒有 weight 的 op 就留下。不是全部折，也不是全部留。",
+    'stays_on_graph = {\n    "bn_in": True,\n    "bn_conv": False,\n    "bn_relu": True,\n    "bn_fc": False,\n}\n',
+    "bn_in 後面雖然接著 conv，但折疊是把 BN 併進它前面那個 op 的 weight；後面的 conv 吸收不了它。",
+)
+
+
+class _FiveRanks(nn.Module):
+    """conv1d, conv2d and conv3d, each followed by a BN; a linear on a 2-D and on a 3-D input, each followed by a BN."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1d, self.conv1d_bn = nn.Conv1d(2, 2, 1), nn.BatchNorm1d(2)
+        self.conv2d, self.conv2d_bn = nn.Conv2d(2, 2, 1), nn.BatchNorm2d(2)
+        self.conv3d, self.conv3d_bn = nn.Conv3d(2, 2, 1), nn.BatchNorm3d(2)
+        self.linear_2d, self.linear_2d_bn = nn.Linear(3, 2), nn.BatchNorm1d(2)
+        self.linear_3d, self.linear_3d_bn = nn.Linear(3, 3), nn.BatchNorm1d(2)
+
+    def forward(self, seq: torch.Tensor, image: torch.Tensor, volume: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            self.conv1d_bn(self.conv1d(seq)),
+            self.conv2d_bn(self.conv2d(image)),
+            self.conv3d_bn(self.conv3d(volume)),
+            self.linear_2d_bn(self.linear_2d(seq[:, 0])),
+            self.linear_3d_bn(self.linear_3d(seq)),
+        )
+
+
+_FIVE_RANKS = {
+    "conv1d": "conv1d，輸入 (N, C, L)",
+    "conv2d": "conv2d，輸入 (N, C, H, W)",
+    "conv3d": "conv3d，輸入 (N, C, D, H, W)",
+    "linear_2d": "linear，輸入 (N, F)",
+    "linear_3d": "linear，輸入 (N, C, F)",
+}
+
+
+def _check_folds_by_rank(folds_by_rank: Any) -> list[str]:
+    problems = _value_table(folds_by_rank, tuple(_FIVE_RANKS), "folds_by_rank")
+    if problems:
+        return problems
+    inputs = (torch.ones(2, 2, 3), torch.ones(2, 2, 2, 2), torch.ones(2, 2, 1, 2, 2))
+    _, after = _no_labels_prepare(_FiveRanks(), inputs)
+    for key, title in _FIVE_RANKS.items():
+        want = f"{key}_bn" not in after
+        if folds_by_rank[key] is not want:
+            if key.startswith("conv"):
+                why = "conv 的 output channel 在第 1 維，正好是 BN 的 channel，幾維的輸入都一樣折"
+            elif want:
+                why = "2-D 輸入的 linear，out_features 就是 BN 的 channel：折"
+            else:
+                why = "linear 作用在最後一維、BN 在第 1 維，兩者對不上：不折"
+            problems.append(f"{title} → BN：應該是 {want}，你填 {folds_by_rank[key]}：{why}")
+    return problems
+
+
+FOLDS_BY_RANK = Practice(
+    "folds_by_rank",
+    "先別寫程式，預測五個 BN 會不會被 prepare_pt2e 折掉：分別接在 conv1d、conv2d、conv3d 後面，"
+    "以及接在輸入 2-D 與 3-D 的 linear 後面。會折填 True，不折填 False；檢查會真的跑一次 prepare_pt2e 看。",
+    'folds_by_rank = {\n    "conv1d": None,\n    "conv2d": None,\n    "conv3d": None,\n'
+    '    "linear_2d": None,\n    "linear_3d": None,\n}\n',
+    _check_folds_by_rank,
+    "「輸入超過 2-D 就不折」只屬於 linear：linear 作用在最後一維，BN 作用在第 1 維。"
+    "conv 的輸出 channel 本來就在第 1 維，所以 conv1d、conv2d、conv3d 的 BN 都折。",
+    'folds_by_rank = {\n    "conv1d": True,\n    "conv2d": True,\n    "conv3d": True,\n'
+    '    "linear_2d": True,\n    "linear_3d": False,\n}\n',
+    "維度數只在 bn.args[0] 是 linear 時才要看；是 conv 時直接判成折。",
+)
+
+
+class _ThreeBnsToFold(nn.Module):
+    """conv → BN; conv → relu → BN; the input → BN."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(3, 3, 1), nn.Conv2d(3, 3, 1)
+        self.n1, self.n2, self.n3 = nn.BatchNorm2d(3), nn.BatchNorm2d(3), nn.BatchNorm2d(3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.n1(self.c1(x)) + self.n2(torch.relu(self.c2(x))), self.n3(x)
+
+
+def _check_folded_bns(folded_bns: Any) -> list[str]:
+    from common.pt2e import export_module
+
+    gm = export_module(_ThreeBnsToFold().eval(), (torch.ones(1, 3, 2, 2),))
+    bns = [n for n in gm.graph.nodes if n.op == "call_function" and "batch_norm" in str(n.target)]
+    want = {
+        bn.name for bn in bns if bn.args[0].op == "call_function" and bn.args[0].target == torch.ops.aten.conv2d.default
+    }
+    before = gm.graph.python_code("self").src
+    got = folded_bns(gm)
+    problems = []
+    if gm.graph.python_code("self").src != before:
+        problems.append(
+            "你的程式改了傳進來的 gm（折掉或刪掉了 node、改了邊）：gm 是呼叫的人的圖，只能讀。"
+            "要模擬折疊，先 copy.deepcopy(gm) 在複本上做，或只看每個 BN 的 args[0]"
+        )
+    try:
+        names = {str(name) for name in got}
+    except TypeError:
+        return [*problems, f"應該回傳 BN node 名字的 list，你的是 {got!r}"]
+    if names != want:
+        problems.append(f"會被折掉的 BN 應該是 {sorted(want)}，你的是 {sorted(names)}")
+    return problems
+
+
+FOLDED_BNS = Practice(
+    "folded_bns",
+    "寫 folded_bns(gm)：回傳 gm 上會被 prepare_pt2e 折掉的 BN node 名字（這題只管 conv2d：BN 的輸入直接是 conv2d 就折），"
+    "而且 gm 在你的程式跑完之後要和原本一模一樣：它是呼叫的人的圖。檢查用 conv → BN、conv → relu → BN、輸入 → BN 的小圖，"
+    "跑完也會比對圖有沒有被改。",
+    "import torch\n\nCONV = torch.ops.aten.conv2d.default\n\n\ndef folded_bns(gm):\n    raise NotImplementedError()\n",
+    _check_folded_bns,
+    "預測只要讀：走過 gm.graph.nodes，找 target 裡有 batch_norm 的 node，看它的 args[0] 是不是 conv2d。"
+    "replace_all_uses_with、erase_node、torchao 的 _fuse_conv_bn_ 都會改圖，不要用在傳進來的 gm 上。",
+    "import torch\n\nCONV = torch.ops.aten.conv2d.default\n\n\n"
+    "def folded_bns(gm):\n"
+    "    names = []\n"
+    "    for node in gm.graph.nodes:\n"
+    '        if "batch_norm" in str(node.target) and node.args[0].target == CONV:\n'
+    "            names.append(node.name)\n"
+    "    return names\n",
+    "真的想讓 torchao 折一次來看，也要先 copy.deepcopy(gm)，在複本上折。",
+)
+
+
+class _Products(nn.Module):
+    """Every way of multiplying by a weight: nn.Linear, F.linear, mm, addmm, matmul and @."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.w, self.b = nn.Parameter(torch.ones(4, 3)), nn.Parameter(torch.zeros(3))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            self.fc(x),
+            torch.nn.functional.linear(x, self.w.t()),
+            torch.mm(x, self.w),
+            torch.addmm(self.b, x, self.w),
+            torch.matmul(x, self.w),
+        )
+
+
+def _check_is_linear(is_linear: Any) -> list[str]:
+    from common.pt2e import export_module
+
+    gm = export_module(_Products().eval(), (torch.ones(2, 4),))
+    problems = []
+    for node in gm.graph.nodes:
+        want = node.op == "call_function" and node.target == _LINEAR
+        got = is_linear(node)
+        if bool(got) is not want:
+            problems.append(f"{node.name}（op={node.op}，target={node.target}）：應該回傳 {want}，你的是 {got!r}")
+    return problems
+
+
+IS_LINEAR = Practice(
+    "is_linear",
+    "寫 is_linear(node)：torchao 只把 BN 折進一種矩陣乘法，就是 aten.linear（setup 格的 LINEAR）。node 是它時回傳 True，否則 False。"
+    "檢查的圖裡有 nn.Linear、F.linear、torch.mm、torch.addmm、torch.matmul。",
+    "import torch\n\nLINEAR = torch.ops.aten.linear.default\n\n\ndef is_linear(node):\n    raise NotImplementedError()\n",
+    _check_is_linear,
+    "mm、addmm、matmul 雖然也是乘上一個 weight，target 卻各是不同的 op；_fuse_linear_bn_ 只比對 LINEAR 一個 target。"
+    'node.op == "call_function" 而且 node.target == LINEAR 才算。',
+    "import torch\n\nLINEAR = torch.ops.aten.linear.default\n\n\n"
+    "def is_linear(node):\n"
+    '    return node.op == "call_function" and node.target == LINEAR\n',
+    "nn.Linear 和 F.linear 都 export 成 aten.linear；自己寫的 x @ w 是 matmul，它後面的 BN 不折。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "mutates_graph",
@@ -506,6 +757,7 @@ MISCONCEPTIONS = (
         "之後要 prepare 的那張圖就被改掉了。只讀 bn.args[0] 的 op、target 與 meta，照 C 段的表判斷。",
         RULES,
         public=_graph_changed,
+        practice=FOLDED_BNS,
     ),
     Misconception(
         "every_bn_folds",
@@ -514,6 +766,7 @@ MISCONCEPTIONS = (
         "接在模型輸入、relu、pool、add 後面的 BN 沒有 weight 可以併，會留在圖上。照 C 段的表，看 bn.args[0] 是什麼再回答。",
         ONLY_THE_INPUT,
         public=_every_bn_folds,
+        practice=STAYS_ON_GRAPH,
     ),
     Misconception(
         "no_bn_folds",
@@ -522,6 +775,7 @@ MISCONCEPTIONS = (
         "只有前面沒有 weight 可以吸收的 BN 才會留下來，要看 bn.args[0] 是什麼再決定。",
         WHEN,
         public=_no_bn_folds,
+        practice=STAYS_ON_GRAPH,
     ),
     Misconception(
         "rank_rule_for_conv",
@@ -530,6 +784,7 @@ MISCONCEPTIONS = (
         "conv 的 output channel 就在第 1 維，正好是 BN 的 channel，所以 conv1d、conv2d、conv3d 後面的 BN 不管幾維都折。",
         LINEAR_3D_STAYS,
         public=_rank_rule_for_conv,
+        practice=FOLDS_BY_RANK,
     ),
     Misconception(
         "conv2d_only",
@@ -568,6 +823,7 @@ MISCONCEPTIONS = (
         "有沒有 bias 不影響結果，只看 bn.args[0] 的 target。",
         WHEN,
         public=_needs_bias,
+        practice=FOLDED_BIAS,
     ),
     Misconception(
         "linear_never_folds",
@@ -605,6 +861,7 @@ MISCONCEPTIONS = (
         "其他乘法後面的 BN 不折，也沒有 warning。bn.args[0].target 要正好是 LINEAR 才套用 2-D 的規則。",
         ONLY_THE_INPUT,
         public=_matmul_as_linear,
+        practice=IS_LINEAR,
     ),
     Misconception(
         "rank_of_model_input",
