@@ -672,6 +672,395 @@ IS_WEIGHTED = Practice(
 )
 
 
+def _aten_graph() -> tuple[Graph, Any]:
+    """A new graph and a helper that adds a call_function node of a given name."""
+    graph = Graph()
+
+    def op(target: Any, name: str, *args: Any) -> Node:
+        return graph.create_node("call_function", target, args, {}, name=name)
+
+    return graph, op
+
+
+def _constant(graph: Graph, name: str) -> Node:
+    return graph.create_node("get_attr", name, name=name)
+
+
+def _with_bias_or_not() -> Graph:
+    """Two linears and two conv2d, with a bias and without: a linear without one has only (x, weight); a conv2d
+    without one has None third, then its stride and padding."""
+    aten = torch.ops.aten
+    graph, op = _aten_graph()
+    x = graph.placeholder("x")
+    image = graph.placeholder("image")
+    fc = op(aten.linear.default, "fc", x, _constant(graph, "fc_w"), _constant(graph, "fc_b"))
+    op(aten.linear.default, "fc_no_bias", fc, _constant(graph, "fc2_w"))
+    conv_b = _constant(graph, "conv_b")
+    conv = op(aten.conv2d.default, "conv", image, _constant(graph, "conv_w"), conv_b, [1, 1], [1, 1])
+    op(aten.conv2d.default, "conv_no_bias", conv, _constant(graph, "conv2_w"), None, [1, 1], [1, 1])
+    return graph
+
+
+def _called(function: Any, *args: Any) -> tuple[Any, str]:
+    """What ``function(*args)`` returned, and '' (or None and what it raised, in words); a stub's
+    NotImplementedError goes on up."""
+    try:
+        return function(*args), ""
+    except NotImplementedError:
+        raise
+    except Exception as error:  # the student's code raised on this node: say where
+        return None, f"{type(error).__name__}: {error}"
+
+
+def _check_bias_input(bias_input: Any) -> list[str]:
+    problems = []
+    for node in _with_bias_or_not().nodes:
+        if node.op != "call_function":
+            continue
+        third = node.args[2] if len(node.args) > 2 else None
+        want = third.name if isinstance(third, Node) else None
+        got, raised = _called(bias_input, node)
+        args = ", ".join(a.name if isinstance(a, Node) else repr(a) for a in node.args)
+        if raised:
+            problems.append(f"{node.name}（args = ({args})）：你的程式出錯 {raised}；應該回傳 {want}")
+            continue
+        mine = got.name if isinstance(got, Node) else got
+        if mine != want or (want is not None and not isinstance(got, Node)):
+            problems.append(
+                f"{node.name}（args = ({args})）：應該回傳 {want if want is None else 'node ' + want}，你的是 {got!r}"
+            )
+    return problems
+
+
+BIAS_INPUT = Practice(
+    "bias_input",
+    "寫 bias_input(node)：node 是 conv2d 或 linear，回傳它的 bias 輸入 node；沒有 bias 的回傳 None。"
+    "檢查用一張手工建的圖：有 bias 的 linear 與 conv2d，bias=False 的 linear（args 只有 (x, weight)），"
+    "和 bias=False 的 conv2d（第三個引數是 None，後面還有 stride、padding）。",
+    "from torch.fx import Node\n\n\ndef bias_input(node):\n    raise NotImplementedError()\n",
+    _check_bias_input,
+    "bias=False 的層，export 出來的 node.args 可能只有兩個（取 node.args[2] 就 IndexError），"
+    "也可能第三個是 None、後面還有別的引數。先看 len(node.args) 夠不夠，再看第三個是不是 Node。",
+    "from torch.fx import Node\n\n\n"
+    "def bias_input(node):\n"
+    "    if len(node.args) < 3:  # linear(x, weight)：沒有第三個引數\n"
+    "        return None\n"
+    "    third = node.args[2]\n"
+    "    return third if isinstance(third, Node) else None  # conv2d(x, weight, None, ...)\n",
+    "沒有 bias 的層照樣要標 activation、weight 與輸出，只是少了 bias 那一項。",
+)
+
+
+class _Derived:
+    """What ``bias_from(edges)`` makes in the practice: a stand-in for a DerivedQuantizationSpec."""
+
+    def __init__(self, edges: Any) -> None:
+        self.edges = edges
+
+    def __repr__(self) -> str:
+        return f"bias_from({_edges_text(self.edges)})"
+
+
+def _edge_text(edge: Any) -> str:
+    if isinstance(edge, tuple) and len(edge) == 2 and all(isinstance(n, Node) for n in edge):
+        return f"({edge[0].name}, {edge[1].name})"
+    return edge.name if isinstance(edge, Node) else repr(edge)
+
+
+def _edges_text(edges: Any) -> str:
+    return "[" + ", ".join(map(_edge_text, edges)) + "]" if isinstance(edges, list | tuple) else repr(edges)
+
+
+def _two_heads_and_a_chain() -> Graph:
+    """x read by two linears (fc_a, fc_b); fc_a → relu → fc_c. Every linear is (x, weight, bias)."""
+    aten = torch.ops.aten
+    graph, op = _aten_graph()
+    x = graph.placeholder("x")
+
+    def linear(name: str, source: Node) -> Node:
+        return op(aten.linear.default, name, source, _constant(graph, f"{name}_w"), _constant(graph, f"{name}_b"))
+
+    fc_a = linear("fc_a", x)
+    linear("fc_b", x)
+    linear("fc_c", op(aten.relu.default, "relu", fc_a))
+    return graph
+
+
+def _check_bias_qspec_map(bias_qspec_map: Any) -> list[str]:
+    act, weight = "act", "weight"
+    problems = []
+    for node in _two_heads_and_a_chain().nodes:
+        if node.target != torch.ops.aten.linear.default:
+            continue
+        x, w, b = node.args
+        got, raised = _called(bias_qspec_map, node, act, weight, _Derived)
+        if raised:
+            problems.append(f"{node.name}：你的程式出錯 {raised}")
+            continue
+        if not isinstance(got, dict):
+            problems.append(f"{node.name}：應該回傳 input_qspec_map（一個 dict），你的是 {got!r}")
+            continue
+        built: list[tuple[Node, Node]] = []
+        for source, spec in got.items():
+            if isinstance(spec, _Derived) and isinstance(spec.edges, list | tuple):
+                missing = [
+                    e for e in spec.edges if isinstance(e, tuple) and e in [(x, node), (w, node)] and e not in built
+                ]
+                if missing:
+                    problems.append(
+                        f"{node.name}：bias 排在 {'、'.join(_edge_text(e) for e in missing)} 前面，prepare_pt2e 照 dict 的順序"
+                        f"建 observer，建到 bias 時它依賴的邊還沒有 observer（KeyError: {_edge_text(missing[0])}）"
+                    )
+            if isinstance(source, Node):
+                built.append((source, node))
+        if set(got) != {x, w, b}:
+            shown = [getattr(k, "name", k) for k in got]
+            problems.append(f"{node.name}：key 應該是它的三個輸入 {x.name}、{w.name}、{b.name}，你的是 {shown}")
+            continue
+        if got[x] != act or got[w] != weight:
+            problems.append(f"{node.name}：{x.name} 要配 act、{w.name} 要配 weight，你的是 {got[x]!r}、{got[w]!r}")
+        spec = got[b]
+        want = [(x, node), (w, node)]
+        if not isinstance(spec, _Derived):
+            problems.append(f"{node.name}：bias（{b.name}）的規格要用 bias_from(edges) 做，你的是 {spec!r}")
+        elif not isinstance(spec.edges, list | tuple) or list(spec.edges) != want:
+            problems.append(
+                f"{node.name}：bias 依賴的邊應該是 {_edges_text(want)}（這個 op 自己的 activation 與 weight 輸入邊，"
+                f"照這個順序），你的是 {_edges_text(spec.edges)}"
+            )
+    return problems
+
+
+BIAS_QSPEC_MAP = Practice(
+    "bias_qspec_map",
+    "寫 bias_qspec_map(node, act, weight, bias_from)：node 是 linear(x, w, b)，回傳它的 input_qspec_map："
+    "x 配 act、w 配 weight，b 配 bias_from(edges) 做出來的規格，edges 是 bias 依賴的兩條邊，依序是 activation 的、weight 的。"
+    "prepare_pt2e 照 dict 的順序建 observer。檢查用一張手工建的圖：x 被 fc_a、fc_b 兩個 linear 讀，fc_a → relu → fc_c。",
+    "def bias_qspec_map(node, act, weight, bias_from):\n    x, w, b = node.args\n    raise NotImplementedError()\n",
+    _check_bias_qspec_map,
+    "一條邊是 (上游 node, 讀它的 op)：bias 依賴的是 node 自己的兩條輸入邊 (x, node) 與 (w, node)，不是上游 op 的邊。"
+    "bias 的規格建的時候，這兩條邊必須已經有 observer：dict 裡先放 x 與 w，最後才放 b。",
+    "def bias_qspec_map(node, act, weight, bias_from):\n"
+    "    x, w, b = node.args\n"
+    "    qspec_map = {x: act, w: weight}  # bias 依賴的兩條邊先建\n"
+    "    qspec_map[b] = bias_from([(x, node), (w, node)])  # 最後才是 bias\n"
+    "    return qspec_map\n",
+    "同一個 x 被好幾個 op 讀時，每個 op 的 (x, op) 是不同的邊、有各自的 observer：bias 要的是自己這一條。"
+    "在 BiasQuantizer 裡，bias_from(edges) 就是 DerivedQuantizationSpec(derived_from=edges, ...)。",
+)
+
+
+def _claimed_relu_and_two_linears() -> tuple[Graph, Any]:
+    """image → relu (claimed by another Quantizer: int8 [-60, 60] output) → fc → head; and that Quantizer's spec."""
+    from common.pt2e import ANNOTATION_KEY, MinMaxObserver, QuantizationAnnotation, QuantizationSpec
+
+    theirs = QuantizationSpec(
+        dtype=torch.int8,
+        quant_min=-60,
+        quant_max=60,
+        qscheme=torch.per_tensor_symmetric,
+        observer_or_fake_quant_ctr=MinMaxObserver,
+    )
+    aten = torch.ops.aten
+    graph, op = _aten_graph()
+    relu = op(aten.relu.default, "relu", graph.placeholder("image"))
+    relu.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=theirs, _annotated=True)
+    fc = op(aten.linear.default, "fc", relu, _constant(graph, "fc_w"))
+    graph.output(op(aten.linear.default, "head", fc, _constant(graph, "head_w")))
+    return graph, theirs
+
+
+def _labels(graph: Graph) -> dict[str, Any]:
+    """Every node's label, as what it says (the spec objects compared by equality)."""
+    from common.pt2e import ANNOTATION_KEY
+
+    found = {}
+    for node in graph.nodes:
+        label = node.meta.get(ANNOTATION_KEY)
+        if label is not None:
+            found[node.name] = (dict(label.input_qspec_map), label.output_qspec, label._annotated)
+    return found
+
+
+def _check_label_weighted(label_weighted: Any) -> list[str]:
+    from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation
+    from common.qspecs import act_spec, weight_spec
+
+    graph, _ = _claimed_relu_and_two_linears()
+    act, weight = act_spec(), weight_spec(False)
+    problems = []
+    for node in [n for n in graph.nodes if n.target == torch.ops.aten.linear.default]:
+        before = {k: v for k, v in _labels(graph).items() if k != node.name}
+        _, raised = _called(label_weighted, node, act, weight)
+        if raised:
+            problems.append(f"{node.name}：你的程式出錯 {raised}")
+            continue
+        after = {k: v for k, v in _labels(graph).items() if k != node.name}
+        touched = sorted(set(before) | set(after), key=str)
+        changed = [k for k in touched if before.get(k) != after.get(k)]
+        if changed:
+            claimed = [k for k in changed if k in before and before[k][2]]
+            problems.append(
+                f"標 {node.name} 時改了 {'、'.join(changed)} 的標籤：activation 要標在 {node.name} 自己的輸入邊上"
+                f"（input_qspec_map 的 key {node.args[0].name}），不是上游 {node.args[0].name} 的輸出"
+                + (f"；{'、'.join(claimed)} 是別的 Quantizer 認領的，不是你的" if claimed else "")
+            )
+        label = node.meta.get(ANNOTATION_KEY)
+        if not isinstance(label, QuantizationAnnotation):
+            problems.append(
+                f"{node.name}：node.meta[ANNOTATION_KEY] 應該是一個 QuantizationAnnotation，你的是 {label!r}"
+            )
+            continue
+        x, w = node.args[0], node.args[1]
+        inputs = dict(label.input_qspec_map)
+        if set(inputs) != {x, w} or inputs.get(x) != act or inputs.get(w) != weight:
+            shown = ", ".join(
+                f"{getattr(k, 'name', k)}: {'act' if v == act else 'weight' if v == weight else v}"
+                for k, v in inputs.items()
+            )
+            problems.append(
+                f"{node.name}：input_qspec_map 應該是 {{{x.name}: act, {w.name}: weight}}，你的是 {{{shown}}}"
+            )
+        if label.output_qspec != act:
+            problems.append(f"{node.name}：輸出也要量化，output_qspec 應該是 act，你的是 {label.output_qspec!r}")
+    return problems
+
+
+LABEL_WEIGHTED = Practice(
+    "label_weighted",
+    "寫 label_weighted(node, act, weight)：替 linear node（args 是 (x, w)）貼標籤：x 與 w 是它的輸入邊，"
+    "分別用 act 與 weight；它的輸出也量化，用 act。只改 node 自己的標籤。"
+    "檢查用一張手工建的圖：別的 Quantizer 認領的 relu → fc → head。",
+    "from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation\n\n\n"
+    "def label_weighted(node, act, weight):\n"
+    "    x, w = node.args[0], node.args[1]\n"
+    "    raise NotImplementedError()\n",
+    _check_label_weighted,
+    "一張 QuantizationAnnotation 說的是 node 自己的事：input_qspec_map 是讀進來的每條邊（key 是上游 node），"
+    "output_qspec 是自己的輸出。上游 relu 的標籤是別人的，不要碰；自己的 output_qspec 也不要留空。",
+    "from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation\n\n\n"
+    "def label_weighted(node, act, weight):\n"
+    "    x, w = node.args[0], node.args[1]\n"
+    "    node.meta[ANNOTATION_KEY] = QuantizationAnnotation(\n"
+    "        input_qspec_map={x: act, w: weight},  # 自己的兩條輸入邊\n"
+    "        output_qspec=act,  # 自己的輸出\n"
+    "    )\n",
+    "量化的 linear 是 dq → linear → q：輸入邊給 dq、輸出給 q，後端才認得這個 pattern。",
+)
+
+
+def _check_claim_if_free(claim_if_free: Any) -> list[str]:
+    from common.pt2e import ANNOTATION_KEY, QuantizationAnnotation
+    from common.qspecs import act_spec
+
+    graph, theirs = _claimed_relu_and_two_linears()
+    relu, fc, head = (n for n in graph.nodes if n.op == "call_function")
+    fc.meta[ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=theirs)  # a draft nobody claimed
+    situations = {
+        relu: "已經被別的 Quantizer 認領（_annotated=True）",
+        fc: "有一張沒人認領的草稿標籤（_annotated=False）",
+        head: "還沒有標籤",
+    }
+    problems = []
+    for node, situation in situations.items():
+        before = node.meta.get(ANNOTATION_KEY)
+        kept = (before.output_qspec, before._annotated) if before is not None else None
+        mine = QuantizationAnnotation(output_qspec=act_spec())
+        _, raised = _called(claim_if_free, node, mine)
+        if raised:
+            problems.append(f"{node.name}（{situation}）：你的程式出錯 {raised}")
+            continue
+        label = node.meta.get(ANNOTATION_KEY)
+        if node is relu:
+            if label is not before or (label.output_qspec, label._annotated) != kept:
+                problems.append(f"{node.name}（{situation}）：別人認領的 node 不能動，你換掉或改了它的標籤")
+            continue
+        if not isinstance(label, QuantizationAnnotation) or label.output_qspec != act_spec():
+            shown = "還是原本的草稿" if label is before else "沒有標籤" if label is None else f"是 {label!r}"
+            problems.append(f"{node.name}（{situation}）：沒人認領就該換成你的 label，它的標籤卻{shown}")
+        elif not label._annotated:
+            problems.append(
+                f"{node.name}（{situation}）：標籤貼了，_annotated 卻還是 False：之後的 Quantizer 會以為沒人負責，把它換掉"
+            )
+    return problems
+
+
+CLAIM_IF_FREE = Practice(
+    "claim_if_free",
+    "寫 claim_if_free(node, label)：node 沒有被認領時，把 label 貼到 node.meta[ANNOTATION_KEY]，並且宣告認領；"
+    "已經被別人認領的 node 一點都不動。檢查用三個 node：一個被別的 Quantizer 認領、一個只有沒人認領的草稿標籤、"
+    "一個還沒有標籤。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\ndef claim_if_free(node, label):\n    raise NotImplementedError()\n",
+    _check_claim_if_free,
+    "「有標籤」和「有人認領」是兩回事：認領看的是標籤的 _annotated 是不是 True，草稿（False）照樣換成你的。"
+    "貼上之後把 label._annotated 設成 True，後面的 Quantizer 才知道這個 node 有人負責了。",
+    "from common.pt2e import ANNOTATION_KEY\n\n\n"
+    "def claim_if_free(node, label):\n"
+    "    current = node.meta.get(ANNOTATION_KEY)\n"
+    "    if current is not None and current._annotated:\n"
+    "        return  # 別人認領了：不動\n"
+    "    label._annotated = True  # 宣告：這個 node 由我負責\n"
+    "    node.meta[ANNOTATION_KEY] = label\n",
+    "BiasQuantizer 在 Quantizer 鏈裡也一樣：跳過的只有 _annotated 為 True 的 node，自己貼的標籤都設 _annotated=True。",
+)
+
+
+_ROWS = torch.tensor([[0.5, -1.27, 0.2, 0.1], [2.54, 0.3, -0.1, 0.0], [-0.127, 0.05, 0.1, 0.02]])
+"""A weight of 3 output channels whose largest |w| are 1.27, 2.54 and 0.127."""
+
+
+def _scales_text(values: Any) -> Any:
+    if isinstance(values, torch.Tensor):
+        return [float(f"{v:.4g}") for v in values.detach().flatten().tolist()]
+    return values
+
+
+def _check_weight_scales(weight_scales: Any) -> list[str]:
+    problems = []
+    for per_channel in (True, False):
+        want = (_ROWS.abs().amax(dim=1) if per_channel else _ROWS.abs().max().reshape(1)) / 127
+        got, raised = _called(lambda flag: weight_scales(flag).scales(_ROWS.clone()), per_channel)
+        title = f"WeightScales({per_channel}).scales(w)"
+        if raised:
+            problems.append(f"{title}：你的程式出錯 {raised}")
+            continue
+        mine = (
+            torch.as_tensor(got, dtype=torch.float32).flatten()
+            if isinstance(got, torch.Tensor | float | list)
+            else None
+        )
+        if mine is None or mine.numel() != want.numel() or not torch.allclose(mine, want, rtol=1e-4, atol=0):
+            how = "每個 output channel（每一列）一個" if per_channel else "整個 tensor 只有一個"
+            problems.append(f"{title}：應該{how}，是 {_scales_text(want)}，你的是 {_scales_text(got)}")
+    return problems
+
+
+WEIGHT_SCALES = Practice(
+    "WeightScales",
+    "寫 class WeightScales：WeightScales(per_channel) 記下要不要 per-channel；scales(w) 回傳 weight w（形狀 (out, in)）"
+    "的 symmetric int8 scale，也就是 max|w| / 127：per_channel=True 時每個 output channel（每一列）一個，"
+    "False 時整個 tensor 一個。檢查用同一個 3×4 的 weight，per_channel 分別是 True 與 False。",
+    "import torch\n\n\n"
+    "class WeightScales:\n"
+    "    def __init__(self, per_channel):\n"
+    "        raise NotImplementedError()\n\n"
+    "    def scales(self, w):\n"
+    "        raise NotImplementedError()\n",
+    _check_weight_scales,
+    "建構時給的 per_channel 要存起來（self.per_channel = per_channel），scales 裡照它決定："
+    "True 時對每一列取 w.abs().amax(dim=1)，False 時取整個 tensor 的 w.abs().max()，再除以 127。",
+    "import torch\n\n\n"
+    "class WeightScales:\n"
+    "    def __init__(self, per_channel):\n"
+    "        self.per_channel = per_channel  # 記下來，之後每次都照它\n\n"
+    "    def scales(self, w):\n"
+    "        if self.per_channel:\n"
+    "            return w.abs().amax(dim=1) / 127  # 每個 output channel 一個\n"
+    "        return w.abs().max().reshape(1) / 127\n",
+    "BiasQuantizer 也一樣：__init__ 收到的 per_channel 決定 weight 用哪一種 spec，bias 的 scale 個數也跟著它。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "derived_before_sources",
@@ -681,6 +1070,7 @@ MISCONCEPTIONS = (
         "它依賴的邊還沒建好。把 bias 放進 conv / linear 自己的 input_qspec_map，排在 x 與 weight 後面。",
         PLACEMENT,
         public=derived_before_sources,
+        practice=BIAS_QSPEC_MAP,
     ),
     Misconception(
         "assumes_bias",
@@ -689,6 +1079,7 @@ MISCONCEPTIONS = (
         "取它就出錯。先看 len(node.args) > 2 而且它是 Node，才標 bias；沒有 bias 的層照樣標 activation、weight 與輸出。",
         RULES,
         public=bias_assumed,
+        practice=BIAS_INPUT,
     ),
     Misconception(
         "by_node_name",
@@ -726,6 +1117,7 @@ MISCONCEPTIONS = (
         "x 放進自己的 input_qspec_map，derived_from 也寫邊 (x, node)。",
         EDGE_AND_OUTPUT,
         public=from_output,
+        practice=LABEL_WEIGHTED,
     ),
     Misconception(
         "derived_from_wrong_edge",
@@ -734,6 +1126,7 @@ MISCONCEPTIONS = (
         "正好是同一張標籤上另外兩個 key。你寫成了上游 op 的輸入邊，拿到的是別處的 observer，scale 就不是這個 op 的乘積。",
         PLACEMENT,
         public=from_other_edges,
+        practice=BIAS_QSPEC_MAP,
     ),
     Misconception(
         "skips_unclaimed",
@@ -742,6 +1135,7 @@ MISCONCEPTIONS = (
         "要跳過的只有 _annotated 是 True 的 node。",
         CLAIMS,
         public=skipped_the_labelled,
+        practice=CLAIM_IF_FREE,
     ),
     Misconception(
         "forgets_annotated",
@@ -750,6 +1144,7 @@ MISCONCEPTIONS = (
         "沒有設，之後再跑的 Quantizer 會以為沒人標過，把你的標籤換掉。",
         WITH_XNNPACK,
         public=relabelled_everything,
+        practice=CLAIM_IF_FREE,
     ),
     Misconception(
         "no_output_spec",
@@ -758,6 +1153,7 @@ MISCONCEPTIONS = (
         "你只標了輸入邊，output_qspec 是空的，輸出就留在 fp32。QuantizationAnnotation 要同時給 output_qspec=act_spec()。",
         RULES,
         public=no_output_label,
+        practice=LABEL_WEIGHTED,
     ),
     Misconception(
         "bias_observed",
@@ -813,6 +1209,7 @@ MISCONCEPTIONS = (
         "bias 的 qscheme 也照它選。",
         PER_CHANNEL,
         public=weight_per_tensor,
+        practice=WEIGHT_SCALES,
     ),
     Misconception(
         "one_scale_per_channel",
