@@ -32,7 +32,9 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_tokens
 from selfcheck.evidence import getattr_value, is_guard, is_observer_node
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 from selfcheck.probes import AnnotationSnapshot, ChainQuantizer
+from selfcheck.public.m07_3 import CLAIM_OUTPUT
 from selfcheck.public.m09_1 import small_tinylm
 
 TITLE = "DynamicLinearQuantizer：每個 linear 的輸入動態量化、權重 per-channel"
@@ -601,6 +603,64 @@ def relabelled_after(seen: Any, expected: Any) -> bool:
     return False
 
 
+# --- practice (issue 50): a short exercise of its own for one misconception ----------------------------------
+
+
+def _shown_values(values: Any) -> str:
+    if not isinstance(values, torch.Tensor):
+        return repr(values)
+    return "[" + ", ".join(f"{float(v):.4g}" for v in values.detach().flatten()) + "]"
+
+
+def _check_weight_row_qparams(weight_row_qparams: Any) -> list[str]:
+    problems = []
+    for title, w in (
+        (
+            "4×3 的 weight（第 0 列全是正數）",
+            torch.tensor([[0.5, 1.0, 2.0], [-0.2, 0.1, 0.3], [-4.0, 1.0, 0.0], [0.1, -0.6, 0.3]]),
+        ),
+        ("2×5 的 weight", torch.linspace(-1.0, 1.5, 10).reshape(2, 5) * torch.tensor([[1.0], [0.25]])),
+    ):
+        want = w.abs().amax(dim=1) / 127
+        got = weight_row_qparams(w.clone())
+        if not isinstance(got, tuple | list) or len(got) != 2:
+            problems.append(f"{title}：應該回傳 (scale, zero_point) 兩個 tensor，你的是 {got!r}")
+            continue
+        scale, zero_point = (torch.as_tensor(v, dtype=torch.float64) for v in got)
+        rows = w.shape[0]
+        if scale.shape != want.shape:
+            problems.append(
+                f"{title}：每個輸出 channel（w 的第 0 維，{rows} 個）一個 scale，你的 scale 形狀是 {tuple(scale.shape)}"
+            )
+        elif not torch.allclose(scale, want.to(torch.float64), rtol=1e-4, atol=0.0):
+            problems.append(f"{title}：scale 應該是 {_shown_values(want)}，你的是 {_shown_values(scale)}")
+        if bool((zero_point != 0).any()):
+            problems.append(
+                f"{title}：symmetric 的 zero point 每個輸出 channel 都是 0，你的是 {_shown_values(zero_point)}"
+            )
+        elif zero_point.shape != want.shape and scale.shape == want.shape:
+            problems.append(f"{title}：zero point 也是每個輸出 channel 一個，你的形狀是 {tuple(zero_point.shape)}")
+    return problems
+
+
+WEIGHT_ROW_QPARAMS = Practice(
+    "weight_row_qparams",
+    "寫 weight_row_qparams(w)：w 是一個 linear 的 weight，形狀 (輸出 channel, 輸入 channel)。"
+    "回傳 XNNPACK 要的 int8 weight qparams (scale, zero_point)：每個輸出 channel 一組、symmetric、整數範圍 [-127, 127]，"
+    "兩個都是形狀 (輸出 channel,) 的 tensor。檢查用一個 4×3（有一列全是正數）和一個 2×5 的 weight。",
+    "import torch\n\n\ndef weight_row_qparams(w):\n    raise NotImplementedError()\n",
+    _check_weight_row_qparams,
+    "symmetric 把實數 0 放在整數 0：zero point 全是 0，scale 只看每一列離 0 最遠的值，max|w| / 127（正負兩邊都是 127 格）。"
+    "每個輸出 channel 是 w 的一列：沿第 1 維取最大值，w.abs().amax(dim=1)。",
+    "import torch\n\n\n"
+    "def weight_row_qparams(w):\n"
+    "    farthest = w.abs().amax(dim=1)\n"
+    "    scale = farthest / 127\n"
+    "    return scale, torch.zeros(w.shape[0], dtype=torch.int64)\n",
+    "全是正數的那一列，affine 會給它一個不是 0 的 zero point；symmetric 不管，zero point 永遠是 0，kernel 少算一項。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "overwrites_other_labels",
@@ -618,6 +678,7 @@ MISCONCEPTIONS = (
         "會以為這個 linear 還沒人處理，換上它自己的標籤，你的規格就不見了。QuantizationAnnotation(..., _annotated=True)。",
         RULES,
         public=relabelled_after,
+        practice=CLAIM_OUTPUT,
     ),
     Misconception(
         "bias_assumed",
@@ -699,6 +760,7 @@ MISCONCEPTIONS = (
         "每個輸出 channel 一組 scale 才是 XNNPACK 要的：qscheme=torch.per_channel_symmetric、ch_axis=0，observer 用 PerChannelMinMaxObserver。",
         PER_CHANNEL,
         public=weights_per_tensor,
+        practice=WEIGHT_ROW_QPARAMS,
     ),
     Misconception(
         "weight_axis",
@@ -707,6 +769,7 @@ MISCONCEPTIONS = (
         "沿 ch_axis=1 是每個輸入 channel 一組，kernel 沒辦法把它提到矩陣乘法外面。",
         PER_CHANNEL,
         public=weight_axis_differs,
+        practice=WEIGHT_ROW_QPARAMS,
     ),
     Misconception(
         "asymmetric_weights",
@@ -715,6 +778,7 @@ MISCONCEPTIONS = (
         "你用了 per_channel_affine，每個 channel 有自己的 zero point；改用 torch.per_channel_symmetric。",
         SYMMETRIC_RANGE,
         public=weights_asymmetric,
+        practice=WEIGHT_ROW_QPARAMS,
     ),
     Misconception(
         "weight_range",
@@ -723,6 +787,7 @@ MISCONCEPTIONS = (
         "這個練習的 weight 是 8-bit，quant_min=-127、quant_max=127（4-bit 是 M09-3 的事）。",
         SYMMETRIC_RANGE,
         public=weight_range_differs,
+        practice=WEIGHT_ROW_QPARAMS,
     ),
     Misconception(
         "quantizes_other_ops",
