@@ -150,3 +150,35 @@ def practice(notebook: str, key: str, namespace: Mapping[str, Any] | None = None
     if step:
         lines += ["", *step.splitlines()]
     raise PracticeFailed(lines)
+
+
+def practices_of(notebook: str) -> dict[str, Practice]:
+    """Every practice of ``notebook``'s exercises, by the name the student defines (one practice may serve several
+    misconceptions: it is listed once)."""
+    from selfcheck.preview import public_exercises
+
+    found: dict[str, Practice] = {}
+    for exercise in public_exercises(notebook).values():
+        for misconception in exercise.misconceptions:
+            if misconception.practice is not None:
+                found.setdefault(misconception.practice.name, misconception.practice)
+    return found
+
+
+def passes(task: Practice, answer: Any) -> bool:
+    """Whether ``answer`` (the student's definition of ``task.name``) passes the practice's own check: what
+    ``practice(…, globals())`` would print ✓ for. The stub, the starter's value and a definition that raises fail."""
+    if answer is None or untouched(task, answer):
+        return False
+    try:
+        return not task.check(answer)
+    except Exception:  # the stub's NotImplementedError, or the student's code raising inside the check
+        return False
+
+
+def judge_practices(notebook: str, namespace: Mapping[str, Any]) -> dict[str, bool]:
+    """Each practice of ``notebook`` the student defined in ``namespace``: its name → whether it passes.
+
+    The grader calls this in the sandbox, after the submission's cells ran (``autograder.sandboxed.runner``):
+    the practice is judged by running the student's code, never from what the notebook printed."""
+    return {name: passes(task, namespace[name]) for name, task in practices_of(notebook).items() if name in namespace}

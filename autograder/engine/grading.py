@@ -93,6 +93,9 @@ class NotebookResult:
     unjudged: list[str] = field(default_factory=list)
     """Exercises scored zero without their answer being judged (not reached, refused, tampered with, a limit hit):
     the class report leaves them out of the checks' statistics."""
+    practices: dict[str, bool] = field(default_factory=dict)
+    """Each practice (``selfcheck.practice``) the student's own cells define → whether it passed its check, judged
+    in the sandbox after the notebook ran. It changes no score; the class report counts it."""
 
     def operation(self, kind: str, text: str, exercise: str = "") -> None:
         """Note one event of the run (``OPERATION_KINDS``), once."""
@@ -206,7 +209,7 @@ def grade_notebook(
         return result
     result.notes += load_notes
     source = nbformat.read(source_path(notebook), as_version=4)
-    prepared = prepare(student, source)
+    prepared = prepare(student, source, notebook)
     result.notes += prepared.notes
     result.tampering += prepared.tampering
     if as_handed_out(prepared, notebook):
@@ -431,6 +434,8 @@ def read_outcome(outcome: RunOutcome, result: NotebookResult, limits: Limits) ->
                 budget -= len(text)
             else:
                 dropped_errors += 1
+        elif kind == "practiced":
+            result.practices = practices_from(result.notebook, message.get("data"))
         elif kind == "done":
             dropped = message.get("output_dropped")
             if type(dropped) is int and dropped > 0:
@@ -451,6 +456,17 @@ def read_outcome(outcome: RunOutcome, result: NotebookResult, limits: Limits) ->
         result.notes.append(ending)
         result.operation(outcome.ended, ending)
     return evidence, reasons
+
+
+def practices_from(notebook: str, data: Any) -> dict[str, bool]:
+    """The practices a ``practiced`` message reports, kept only where they are this notebook's practices and
+    plain booleans (the message crossed the trust boundary)."""
+    from selfcheck.practice import practices_of
+
+    if not isinstance(data, dict):
+        return {}
+    known = practices_of(notebook)
+    return {name: passed for name, passed in data.items() if name in known and type(passed) is bool}
 
 
 # --- grading a class --------------------------------------------------------------------------------

@@ -584,8 +584,8 @@ class Conversation:
     """The messages of one job, each checked against where the runner can be.
 
     The runner sends exactly one ``start`` first; then, with strictly increasing cell
-    indexes, ``cell`` (a code cell that raised) and ``evidence`` (at each collect cell,
-    for that cell's exercise); then one ``done`` with the number of cells, as the very last
+    indexes, ``cell`` (a code cell that raised), ``evidence`` (at each collect cell,
+    for that cell's exercise) and ``practiced`` (at the practice cell); then one ``done`` with the number of cells, as the very last
     frame. Anything else came from the student's code: it is not used and is counted in
     ``rejected`` (a ``done`` that more frames follow included). Every
     evidence message that names an exercise is counted in ``evidence_count``, whether it
@@ -637,13 +637,17 @@ class Conversation:
                 self.messages.append(message)
             else:
                 self.rejected["out_of_order"] += 1
-        elif kind in ("cell", "evidence"):
+        elif kind in ("cell", "evidence", "practiced"):
             index = message.get("index")
             if type(index) is not int or not self.position < index < len(self.plan):
                 self.rejected["out_of_order"] += 1
                 return
             planned_kind, planned_exercise = self.plan[index]
-            fits = planned_kind == "code" if kind == "cell" else planned_kind == "collect" and named == planned_exercise
+            fits = {
+                "cell": planned_kind == "code",
+                "evidence": planned_kind == "collect" and named == planned_exercise,
+                "practiced": planned_kind == "practice",
+            }[kind]
             if not fits or (kind == "evidence" and named in self.collected):
                 self.rejected["out_of_order"] += 1
                 return

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ TESTS_SUFFIX = "_tests"
 class RunCell:
     """One cell of the notebook to run: ordinary code, or the place to collect an exercise's evidence."""
 
-    kind: str  # "code" or "collect"
+    kind: str  # "code", "collect", or "practice" (the student's practices judged: ``practice_cell``)
     source: str
     label: str  # grade_id, or "第 N 格" for a student's own cell
     exercise: str | None = None
@@ -160,13 +161,14 @@ def best_match(ids: set[str], candidates: dict[str, set[str]]) -> str | None:
     return max(scored)[1] if scored else None
 
 
-def prepare(student: nbformat.NotebookNode, source: nbformat.NotebookNode) -> Prepared:
+def prepare(student: nbformat.NotebookNode, source: nbformat.NotebookNode, notebook: str | None = None) -> Prepared:
     """The cells to run for ``student``: its own cells and answers, the course's locked cells.
 
     Locked and graded cells come from ``source`` whatever the submission holds (edited
     ones are restored, deleted ones put back where they belong). Hidden test cells
     become evidence collection for their exercise; visible test cells are not run (they
-    judge nothing). Markdown is skipped.
+    judge nothing). Markdown is skipped. Given the ``notebook``, the student's own cells that define one of its
+    practices are kept too, and a last cell judges those practices (``with_practices``).
     """
     prepared = Prepared()
     by_id = {str(_meta(c)["grade_id"]): c for c in source.cells if _meta(c).get("grade_id")}
@@ -225,8 +227,37 @@ def prepare(student: nbformat.NotebookNode, source: nbformat.NotebookNode) -> Pr
         elif cell.get("cell_type") == "code":
             prepared.cells.append(RunCell("code", _source(cell), f"第 {index} 格"))
     put_back_missing(None)
-    prepared.cells = through_last_collect(prepared.cells)
+    prepared.cells = with_practices(prepared.cells, source, notebook) if notebook else through_last_collect(prepared.cells)
     return prepared
+
+
+def _defines(code: str, name: str) -> bool:
+    """Whether ``code`` defines ``name`` at the top level (``def``, ``class`` or an assignment), read as text:
+    the grader never parses a submission's code."""
+    return re.search(rf"^(?:def|class)\s+{re.escape(name)}\b|^{re.escape(name)}\s*(?::[^=\n]*)?=(?!=)", code, re.M) is not None
+
+
+def practice_names(notebook: str, source: nbformat.NotebookNode) -> list[str]:
+    """The names a student defines to practise (``selfcheck.practice``) in ``notebook``, less those the chapter's own
+    cells define (a student's cell could not be told from the chapter's)."""
+    from selfcheck.practice import practices_of
+
+    course = [_source(c) for c in source.cells if c.cell_type == "code"]
+    return [name for name in practices_of(notebook) if not any(_defines(code, name) for code in course)]
+
+
+def with_practices(cells: list[RunCell], source: nbformat.NotebookNode, notebook: str) -> list[RunCell]:
+    """``cells`` through the last evidence collection, then the student's own cells after it that define a practice
+    (only those: the chapter's later cells can change no score), then one ``practice`` cell naming the practices
+    the student's cells define, where the runner judges them (issue 50: the class report counts practice)."""
+    names = practice_names(notebook, source)
+    kept = through_last_collect(cells)
+    own = [c for c in cells if c.kind == "code" and c.label.startswith("第")]
+    defined = [name for name in names if any(_defines(c.source, name) for c in own)]
+    if not defined:
+        return kept
+    later = [c for c in cells[len(kept) :] if c in own and any(_defines(c.source, name) for name in defined)]
+    return [*kept, *later, RunCell("practice", "\n".join(defined), "再練一題")]
 
 
 def through_last_collect(cells: list[RunCell]) -> list[RunCell]:

@@ -77,6 +77,7 @@ def notebook_record(result: NotebookResult) -> dict[str, Any]:
         "tampering": [clean(t) for t in result.tampering],
         "cell_errors": [clean(e) for e in result.cell_errors],
         "sandbox": list(dict.fromkeys(clean(n) for n in result.instructor_notes)),
+        "practices": dict(result.practices),
     }
 
 

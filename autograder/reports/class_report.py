@@ -32,6 +32,7 @@ from autograder.reports.statistics import (
     RELIABLE,
     CheckStats,
     ClassStats,
+    MisconceptionCount,
     class_stats,
     hardest,
     histogram,
@@ -385,17 +386,30 @@ def misconceptions_section(s: ClassStats) -> str:
                 f"<b>{_e(m.name)}</b><br><span class=muted>{_e(m.notebook)}｜{_e(_exercise_title(s, m.notebook, m.exercise))}</span>",
                 f"{len(m.students)}（{_pct(len(m.students) / max(1, len(s.students)))}）",
                 str(m.first),
+                _practised(m),
                 link,
                 _folded(f"{len(m.students)} 位", _names(m.students, s.module)),
             ]
         )
-    header = ["誤解（練習）", "人數", "列為第一個原因", "要重讀的段落", "學生"]
-    out.append(_table(header, rows[:SHOWN_MISCONCEPTIONS], _cols(1, 2)))
+    header = ["誤解（練習）", "人數", "列為第一個原因", "再練一題通過", "要重讀的段落", "學生"]
+    out.append(_table(header, rows[:SHOWN_MISCONCEPTIONS], _cols(1, 2, 3)))
     if len(rows) > SHOWN_MISCONCEPTIONS:
         rest = len(rows) - SHOWN_MISCONCEPTIONS
-        out.append(_folded(f"其餘 {rest} 個誤解", _table(header, rows[SHOWN_MISCONCEPTIONS:], _cols(1, 2))))
+        out.append(_folded(f"其餘 {rest} 個誤解", _table(header, rows[SHOWN_MISCONCEPTIONS:], _cols(1, 2, 3))))
+    if any(m.practice for m in s.misconceptions):
+        out.append(
+            "<p class=muted>「再練一題通過」：被點名這個誤解的學生裡，交來的 notebook 裡寫了它的再練一題、"
+            "而且在評分沙盒裡通過的人數（照跑他們的程式判斷，不看 notebook 印了什麼）；「—」是這個誤解沒有再練一題。</p>"
+        )
     out.append("</section>")
     return "".join(out)
+
+
+def _practised(m: MisconceptionCount) -> str:
+    """How many of the students the misconception was named to passed its practice: "3／12 (25%)", or "—"."""
+    if m.practice is None:
+        return "—"
+    return f"{len(m.practised)}／{len(m.students)}（{_pct(len(m.practised) / max(1, len(m.students)))}）"
 
 
 def _exercise_title(s: ClassStats, notebook: str, exercise: str) -> str:

@@ -132,6 +132,10 @@ class MisconceptionCount:
     students: list[str] = field(default_factory=list)
     first: int = 0
     """How many of them got it as the most likely cause."""
+    practice: str | None = None
+    """The name its practice asks for (``selfcheck.practice``), None when it has none."""
+    practised: list[str] = field(default_factory=list)
+    """Those of ``students`` whose handed-in notebook defines its practice, passing its check (judged in the sandbox)."""
 
 
 @dataclass
@@ -375,10 +379,13 @@ def misconception_counts(entries: Iterable[dict[str, Any]]) -> list[Misconceptio
                             known.name,
                             section_url(nb["notebook"], known.section),
                             where_to_read(nb["notebook"], known.section),
+                            practice=known.practice.name if known.practice is not None else None,
                         ),
                     )
                     count.students.append(entry["student"])
                     count.first += rank == 0
+                    if count.practice is not None and (nb.get("practices") or {}).get(count.practice) is True:
+                        count.practised.append(entry["student"])
     return sorted(found.values(), key=lambda m: (-len(m.students), -m.first, m.notebook, m.exercise, m.key))
 
 

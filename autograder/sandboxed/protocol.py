@@ -19,7 +19,9 @@ Three conversations use it:
   message is checked, ``autograder.engine.sandbox.Conversation``): ``start`` first, then per cell in
   order ``cell`` (a code cell raised) or ``evidence`` (an exercise's *recording*, see
   ``record.py``; a quantization spec in it is encoded by ``selfcheck.evidence.encode_spec``, the same
-  encoding the evidence uses, and decoded by ``replay.Replay.spec`` alone), then ``done`` last.
+  encoding the evidence uses, and decoded by ``replay.Replay.spec`` alone), then, at the job's ``practice``
+  cell if it has one, ``practiced`` (each practice the student defined → whether it passed; it changes no
+  score, the class report counts it), then ``done`` last.
 - **replay** (replay worker → grader; no student code runs there, but it reads recordings a
   student controlled, so it is confined the same way and checked the same way): ``start``,
   then ``derived`` per exercise (the evidence, plain data, or an ``error``), then ``done``.
@@ -31,10 +33,10 @@ import json
 import struct
 from typing import Any
 
-VERSION = 4
+VERSION = 5
 """Bump when a message changes shape; both sides of one checkout always agree. (3: a spec inside a recording
 is ``selfcheck.evidence.encode_spec``'s, with the evidence's key names; 4: a job's request goes through its own
-request pipe, the control socket carries fixed-size commands.)"""
+request pipe, the control socket carries fixed-size commands; 5: ``practiced``.)"""
 
 HEADER = struct.Struct(">I")
 COMMAND = struct.Struct(">4sI")
@@ -48,9 +50,9 @@ MAX_FRAME_BYTES = 8 * 1024 * 1024
 """One frame's body at most; a larger one ends the reading as a flood."""
 
 HELLO, WARMED = "hello", "warmed"
-START, CELL, EVIDENCE, DONE = "start", "cell", "evidence", "done"
+START, CELL, EVIDENCE, PRACTICED, DONE = "start", "cell", "evidence", "practiced", "done"
 DERIVED = "derived"
-KINDS = frozenset({HELLO, WARMED, START, CELL, EVIDENCE, DONE, DERIVED})
+KINDS = frozenset({HELLO, WARMED, START, CELL, EVIDENCE, PRACTICED, DONE, DERIVED})
 
 
 class ProtocolError(ValueError):

@@ -34,7 +34,7 @@ ERROR_CHARS = 120
 class Cell:
     """One cell to run: ordinary code, or the place to record an exercise's evidence."""
 
-    kind: str  # "code" or "collect"
+    kind: str  # "code", "collect" or "practice"
     source: str
     label: str
     exercise: str | None = None
@@ -245,6 +245,18 @@ def _record_guarded(
         return {"unrecorded": {"error": error, "changed": [safe_text(c, 120) for c in changed[:5]]}}
 
 
+def _judge_practices(notebook: str, names: list[str], namespace: dict[str, Any]) -> dict[str, bool]:
+    """Each practice in ``names`` the student's cells defined: whether its check passes (``selfcheck.practice``).
+    A practice whose judging raises anything (the time limit included) did not pass."""
+    try:
+        from selfcheck.practice import judge_practices
+
+        mine = {name: namespace[name] for name in names if name in namespace}
+        return {str(name)[:80]: bool(passed) is True for name, passed in judge_practices(notebook, mine).items()}
+    except BaseException:  # a submission can make its own definitions raise anything, SystemExit included
+        return dict.fromkeys(names, False)
+
+
 def _snapshot() -> Any:
     try:
         from autograder.sandboxed.tamper import Snapshot
@@ -284,6 +296,17 @@ def run(job: Job, fd: int, unconfined: Iterable[str] = ()) -> None:
             message = protocol.message(protocol.EVIDENCE, index=index, exercise=cell.exercise, data=evidence)
             if not reporter.send({**message, "repaired": repaired[:20]}):
                 reporter.send({**message, "data": None, "problem": "too_large"})
+            continue
+        if cell.kind == "practice":
+            if snapshot is not None:
+                snapshot.restore()
+            sys.stdout = sys.stderr = output
+            signal.alarm(job.limits.cell_seconds)
+            try:
+                judged = _judge_practices(job.notebook, cell.source.split("\n"), dict(shell.user_ns))
+            finally:
+                signal.alarm(0)
+            reporter.send(protocol.message(protocol.PRACTICED, index=index, data=judged))
             continue
         signal.alarm(job.limits.cell_seconds)
         try:
