@@ -232,6 +232,7 @@ UNIT_SECONDS = {
     "test_the_report_shows_a_copier_beside_the_answer_it_copied": 30,
     "hostile-replay": 30,
     "memory_escape": 30,
+    "test_the_class_report_counts_who_passed_the_practice": 35,  # grades three M03-4 notebooks
 }
 """Seconds of the longest work units of ``make test`` (an xdist group, or one test by a part of its id), as the
 last full runs on two cores measured them: ``longest_first`` hands them out first."""
