@@ -24,6 +24,8 @@ from selfcheck.evidence import describe_annotations, describe_prepared, is_guard
 from selfcheck.misconceptions import Misconception, Section
 from selfcheck.practice import Practice
 from selfcheck.probes import ChainQuantizer
+from selfcheck.public.m03_1 import LABEL_READERS
+from selfcheck.public.m03_3 import IS_ACT_SPEC
 
 TITLE = "FusionQuantizer：pattern 的邊界貼標籤，裡面不貼"
 
@@ -994,6 +996,269 @@ CLOSE_CHAIN = Practice(
 )
 
 
+def _fits(ops: list[str], start: int, pattern: tuple[str, ...], owner: list[Any]) -> bool:
+    if start + len(pattern) > len(ops):
+        return False
+    return all(ops[start + k] == op and owner[start + k] is None for k, op in enumerate(pattern))
+
+
+def _owners(ops: list[str], patterns: list[tuple[str, ...]]) -> list[int | None]:
+    """Who claims each position: every pattern in list order claims all its free matches, left to right."""
+    owner: list[int | None] = [None] * len(ops)
+    for number, pattern in enumerate(patterns):
+        for start in range(len(ops)):
+            if _fits(ops, start, pattern, owner):
+                owner[start : start + len(pattern)] = [number] * len(pattern)
+    return owner
+
+
+_FITS_TEXT = (
+    "def fits(ops, start, pattern, owner):\n"
+    '    """ops[start:] 以 pattern 開頭，而且那幾個位置都還沒有人認領。"""\n'
+    "    if start + len(pattern) > len(ops):\n"
+    "        return False\n"
+    "    return all(ops[start + k] == op and owner[start + k] is None for k, op in enumerate(pattern))\n\n\n"
+)
+
+
+def _check_owners(owners: Any) -> list[str]:
+    problems = []
+    for ops, patterns in (
+        (["conv", "add", "relu"], [("add", "relu"), ("conv", "add")]),
+        (["conv", "relu", "conv", "relu"], [("relu",), ("conv", "relu")]),
+        (["conv", "relu", "conv", "relu"], [("conv", "relu"), ("relu",)]),
+    ):
+        want = _owners(ops, patterns)
+        got = owners(list(ops), list(patterns))
+        try:
+            mine = list(got)
+        except TypeError:
+            problems.append(f"ops = {ops}：應該回傳每個位置一個值的 list，你的是 {got!r}")
+            continue
+        if mine != want:
+            first = next(
+                (i for i in range(len(want)) if want[i] is not None and (i >= len(mine) or mine[i] != want[i])), None
+            )
+            why = (
+                ""
+                if first is None
+                else f"：位置 {first} 的 {ops[first]} 應該歸 pattern {want[first]} {patterns[want[first]]}，"
+                "list 前面的 pattern 先在整串上找完，後面的才輪到"
+            )
+            problems.append(f"ops = {ops}，patterns = {patterns}：應該是 {want}，你的是 {mine}{why}")
+    return problems
+
+
+OWNERS = Practice(
+    "owners",
+    "ops 是一條直線上的 op 名字（每個只給下一個用），patterns 是依優先順序排好的 pattern list。"
+    "寫 owners(ops, patterns)：回傳每個位置被第幾個 pattern 認領（沒人認領是 None）。list 前面的 pattern 優先："
+    "它在整串上找完所有還沒被認領的地方，後面的 pattern 才輪到。題目給的 fits 會告訴你某個位置能不能開始一個 pattern。",
+    _FITS_TEXT + "def owners(ops, patterns):\n    owner = [None] * len(ops)\n    raise NotImplementedError()\n",
+    _check_owners,
+    "兩層迴圈的順序就是優先順序：外層走 patterns（用 enumerate 拿到編號），內層走每個開始位置；"
+    "fits 成立就把那幾個位置都記成這個編號。外層走位置的話，圖上先出現的 op 就被後面的 pattern 搶走了。",
+    _FITS_TEXT + "def owners(ops, patterns):\n"
+    "    owner = [None] * len(ops)\n"
+    "    for number, pattern in enumerate(patterns):\n"
+    "        for start in range(len(ops)):\n"
+    "            if fits(ops, start, pattern, owner):\n"
+    "                for i in range(start, start + len(pattern)):\n"
+    "                    owner[i] = number\n"
+    "    return owner\n",
+    "conv → add → relu 配 [(ADD, RELU), (CONV, ADD)]：add 先給了 (ADD, RELU)，conv 就只剩自己。",
+)
+
+
+def _single_user_graph() -> dict[str, Any]:
+    """Hand-built: conv_a → relu_a read by add and mul; conv_b read by relu_b and add_b; conv_c → relu_c → pool_c;
+    conv_d → relu_d read by pool_d and the output; conv_e read by three ops."""
+    graph = torch.fx.Graph()
+    x, w = graph.placeholder("x"), graph.get_attr("w")
+    nodes: dict[str, Any] = {}
+
+    def op(name: str, target: Any, *args: Any) -> Any:
+        nodes[name] = graph.create_node("call_function", target, args, name=name)
+        return nodes[name]
+
+    relu_a = op("relu_a", RELU, op("conv_a", CONV, x, w))
+    conv_b = op("conv_b", CONV, x, w)
+    relu_d = op("relu_d", RELU, op("conv_d", CONV, x, w))
+    conv_e = op("conv_e", CONV, x, w)
+    outputs = [
+        op("add_a", ADD, relu_a, x),
+        op("mul_a", _MUL, relu_a, x),
+        op("add_b", ADD, op("relu_b", RELU, conv_b), conv_b),
+        op("pool_c", MAX_POOL, op("relu_c", RELU, op("conv_c", CONV, x, w)), [2, 2]),
+        op("pool_d", MAX_POOL, relu_d, [2, 2]),
+        relu_d,
+        op("relu_e", RELU, conv_e),
+        op("sigmoid_e", _SIGMOID, conv_e),
+        op("add_e", ADD, conv_e, x),
+    ]
+    graph.output(tuple(outputs))
+    return nodes
+
+
+def _check_can_fuse(can_fuse: Any) -> list[str]:
+    nodes = _single_user_graph()
+    problems = []
+    for names in (
+        ("conv_a", "relu_a"),
+        ("conv_b", "relu_b"),
+        ("conv_c", "relu_c", "pool_c"),
+        ("conv_d", "relu_d", "pool_d"),
+        ("conv_e",),
+    ):
+        members = [nodes[name] for name in names]
+        want = all(len(member.users) == 1 for member in members[:-1])
+        got = can_fuse(members)
+        if bool(got) is not want:
+            counts = "、".join(f"{m.name} 有 {len(m.users)} 個 user" for m in members)
+            why = (
+                f"最後一個 member {names[-1]} 的輸出本來就會量化，給幾個 op 讀都可以"
+                if want
+                else "中間的值不量化，只能給下一個 member 讀"
+            )
+            problems.append(f"chain {' → '.join(names)}（{counts}）：應該回傳 {want}，你的是 {got!r}：{why}")
+    return problems
+
+
+CAN_FUSE = Practice(
+    "can_fuse",
+    "寫 can_fuse(members)：members 是沿著資料流接好的一串 node（後一個是前一個的 user），回傳這串能不能融成一個 pattern："
+    "被融進去的中間值只能給下一個 member 讀。檢查用幾串 conv → relu（→ max_pool2d），有的中間、有的最後一個 member 有好幾個 user，"
+    "也有只有一個 op、輸出給三個 op 的。",
+    "def can_fuse(members):\n    raise NotImplementedError()\n",
+    _check_can_fuse,
+    "要檢查 len(node.users) == 1 的只有 members[:-1]：它們的輸出留在 pattern 裡面。"
+    "最後一個 member 的輸出是 pattern 的輸出，會貼輸出標籤、量化，給幾個 op 讀都沒關係。",
+    "def can_fuse(members):\n    return all(len(member.users) == 1 for member in members[:-1])\n",
+    "只有一個 op 的 pattern 沒有中間值，永遠可以標：members[:-1] 是空的，all 是 True。",
+)
+
+
+_ONLY_USER_TEXT = (
+    "import torch\n\n"
+    "CONV = torch.ops.aten.conv2d.default\n"
+    "RELU = torch.ops.aten.relu.default\n"
+    "ADD = torch.ops.aten.add.Tensor\n"
+    "MAX_POOL = torch.ops.aten.max_pool2d.default\n\n\n"
+    "def only_user(node):\n"
+    "    users = list(node.users)\n"
+    "    return users[0] if len(users) == 1 else None\n\n\n"
+)
+
+
+def _reference_chain(node: Any, pattern: tuple[Any, ...]) -> list[Any] | None:
+    """The members from ``node`` along ``pattern``, each the only user of the one before; None when they do not chain."""
+    found: list[Any] = []
+    current = node
+    for target in pattern:
+        if current is None or current.op != "call_function" or current.target != target:
+            return None
+        found.append(current)
+        users = list(current.users)
+        current = users[0] if len(users) == 1 else None
+    return found
+
+
+def _check_chain_of(chain_of: Any) -> list[str]:
+    nodes = _single_user_graph()
+    problems = []
+    for start, pattern, shown in (
+        ("conv_c", (CONV,), "(CONV,)"),
+        ("conv_c", (CONV, RELU), "(CONV, RELU)"),
+        ("conv_c", (CONV, RELU, MAX_POOL), "(CONV, RELU, MAX_POOL)"),
+        ("conv_c", (CONV, RELU, ADD), "(CONV, RELU, ADD)"),
+        ("relu_c", (CONV, RELU), "(CONV, RELU)"),
+        ("conv_a", (CONV, RELU, ADD), "(CONV, RELU, ADD)"),
+    ):
+        want = _reference_chain(nodes[start], pattern)
+        try:
+            got = chain_of(nodes[start], pattern)
+        except NotImplementedError:
+            raise
+        except Exception as error:
+            problems.append(f"chain_of({start}, {shown})：執行時出錯（{type(error).__name__}：{error}）")
+            continue
+        wanted = "None" if want is None else str([n.name for n in want])
+        try:
+            mine = "None" if got is None else str([n.name for n in got])
+        except (TypeError, AttributeError):
+            mine = repr(got)
+        if mine != wanted:
+            problems.append(f"chain_of({start}, {shown})：應該是 {wanted}，你的是 {mine}")
+    return problems
+
+
+CHAIN_OF = Practice(
+    "chain_of",
+    "寫 chain_of(node, pattern)：從 node 開始，照 pattern 的 op 一個接一個往下接，回傳 member 的 list；接不起來就回傳 None。"
+    "pattern 可以只有一個 op，也可以有三個或更多。下一個 member 用題目給的 only_user 找（唯一的 user，沒有就是 None）。"
+    "檢查用 conv → relu → max_pool2d 與幾個長度不同的 pattern。",
+    _ONLY_USER_TEXT + "def chain_of(node, pattern):\n    raise NotImplementedError()\n",
+    _check_chain_of,
+    "pattern 多長，就接幾個 member：先確認 node 是 call_function 而且 target 是 pattern[0]，"
+    "再對 pattern[1:] 的每個 op 找上一個 member 的 only_user、確認 target，一個一個 append。長度是 1 時 chain 就是 [node]。",
+    _ONLY_USER_TEXT + "def chain_of(node, pattern):\n"
+    "    chain = []\n"
+    "    for position, op in enumerate(pattern):\n"
+    "        current = node if position == 0 else only_user(chain[-1])\n"
+    '        if current is None or current.op != "call_function" or current.target != op:\n'
+    "            return None\n"
+    "        chain.append(current)\n"
+    "    return chain\n",
+    "不要寫死成 first, second = pattern：(CONV,) 和 (CONV, RELU, MAX_POOL) 都是合法的 pattern。",
+)
+
+
+def _check_conv_relu_pairs(conv_relu_pairs: Any) -> list[str]:
+    nodes = _single_user_graph()
+    graph = nodes["conv_a"].graph
+    want = {
+        (node.name, only.name)
+        for node in graph.nodes
+        if node.op == "call_function"
+        and node.target == CONV
+        and len(node.users) == 1
+        and (only := next(iter(node.users))).op == "call_function"
+        and only.target == RELU
+    }
+    got = conv_relu_pairs(graph)
+    try:
+        mine = {(conv.name, relu.name) for conv, relu in got}
+    except (TypeError, ValueError, AttributeError):
+        return [f"應該回傳 (conv, relu) 的 list，你的是 {got!r}"]
+    problems = []
+    if mine != want:
+        missing = sorted(want - mine)
+        problems.append(
+            f"圖上的 conv → relu 應該是 {sorted(want)}，你的是 {sorted(mine)}"
+            + (f"：少了 {missing}，找到一組之後還要把圖走完" if missing else "")
+        )
+    return problems
+
+
+CONV_RELU_PAIRS = Practice(
+    "conv_relu_pairs",
+    "寫 conv_relu_pairs(graph)：回傳圖上每一組 conv → relu（relu 是 conv 唯一的 user）的 (conv, relu)，放在一個 list 裡。"
+    "檢查用的圖有好幾組 conv → relu，也有 conv 的輸出同時給 relu 與 add 的。",
+    _ONLY_USER_TEXT + "def conv_relu_pairs(graph):\n    raise NotImplementedError()\n",
+    _check_conv_relu_pairs,
+    "一個 pattern 在圖上可能出現好幾次：走完 graph.nodes，每一組符合的都放進 list，最後才 return；"
+    "不要在找到第一組時就 return 或 break。",
+    _ONLY_USER_TEXT + "def conv_relu_pairs(graph):\n"
+    "    found = []\n"
+    "    for node in graph.nodes:\n"
+    "        user = only_user(node)\n"
+    '        if node.target == CONV and user is not None and user.op == "call_function" and user.target == RELU:\n'
+    "            found.append((node, user))\n"
+    "    return found\n",
+    "FusionQuantizer 的內層迴圈也一樣：每個符合、還沒被認領的地方都要標，不是只標第一個。",
+)
+
+
 MISCONCEPTIONS = (
     Misconception(
         "never_marks",
@@ -1022,6 +1287,7 @@ MISCONCEPTIONS = (
         "邊標籤只影響一個 consumer，輸出標籤影響所有 consumer。",
         EDGE_AND_OUTPUT,
         public=_public(producer_outputs),
+        practice=LABEL_READERS,
     ),
     Misconception(
         "specs_mean_claimed",
@@ -1069,6 +1335,7 @@ MISCONCEPTIONS = (
         "外層迴圈走 patterns，內層才走 model.graph.nodes。",
         RULES,
         public=_public(fused_before_earlier_pattern),
+        practice=OWNERS,
     ),
     Misconception(
         "marks_only_labelled",
@@ -1170,6 +1437,7 @@ MISCONCEPTIONS = (
         "只在找下一個 member 時檢查 users。",
         RULES,
         public=_public(last_member_single_user),
+        practice=CAN_FUSE,
     ),
     Misconception(
         "found_by_name",
@@ -1214,6 +1482,7 @@ MISCONCEPTIONS = (
         "找 chain 時照 pattern 的長度一個一個往下接，長度是 1 時 chain 就是那個 node 自己。",
         RULES,
         public=_public(pairs_only),
+        practice=CHAIN_OF,
     ),
     Misconception(
         "first_match_only",
@@ -1222,6 +1491,7 @@ MISCONCEPTIONS = (
         "你找到第一個就停了，後面的 chain 沒有融合，也沒有標籤；把圖走完，不要 break。",
         RULES,
         public=_public(later_match_missing),
+        practice=CONV_RELU_PAIRS,
     ),
     Misconception(
         "other_observer",
@@ -1230,6 +1500,7 @@ MISCONCEPTIONS = (
         "照抄 XNNPACKQuantizer 的 activation 設定（HistogramObserver）數字範圍一樣，算出來的 scale 卻不同。",
         RULES,
         public=_public_observer,
+        practice=IS_ACT_SPEC,
     ),
 )
 
