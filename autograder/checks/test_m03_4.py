@@ -16,17 +16,20 @@ from typing import Any
 from autograder.checks.support import (
     Fail,
     check,
+    compare_edges,
     compare_observers,
     compare_paths,
     constant_labelled,
     detects,
     expect,
+    instance_text,
     label_pairs,
     labelled_nodes,
     marks_missing,
     node_groups,
     other_observer_class,
     output_labelled,
+    path_text,
     raised,
     spec_field,
     value,
@@ -41,10 +44,19 @@ def spec_text(spec: Any) -> str:
 # --- comparisons ----------------------------------------------------------------------------------
 
 
-def compare_labels(got: dict[str, Any], want: dict[str, Any], where: str, nodes: list[str] | None = None) -> None:
-    """The same labelled positions, the same spec (observer class included) and the same sharing groups.
+def compare_labels(
+    got: dict[str, Any],
+    want: dict[str, Any],
+    where: str,
+    nodes: list[str] | None = None,
+    *,
+    groups: bool = True,
+) -> None:
+    """The same labelled positions, the same spec (observer class included) and, with ``groups``, the same
+    sharing groups.
 
-    ``nodes``: only the labels carried by these nodes (all when None).
+    ``nodes``: only the labels carried by these nodes (all when None). ``groups=False`` is for the checks of
+    another idea (constants, ``add(r, r)``, ``_annotated``): which positions share is the sharing checks' to judge.
     """
     try:
         got_positions, want_positions = got["positions"], want["positions"]
@@ -61,7 +73,7 @@ def compare_labels(got: dict[str, Any], want: dict[str, Any], where: str, nodes:
             raise Fail(f"{where}：{position} 應該有標籤（{spec_text(entry['spec'])}），看到沒有標籤")
         if seen.get("spec") != entry["spec"]:
             raise Fail(f"{where}：{position} 的規格預期 {spec_text(entry['spec'])}，看到 {spec_text(seen.get('spec'))}")
-        if seen.get("group") != entry["group"]:
+        if groups and seen.get("group") != entry["group"]:
             raise Fail(
                 f"{where}：{position} 應該{_partners_text(want_positions, position, entry['group'])}，"
                 f"你的{_partners_text(got_positions, position, seen.get('group'), seen=True)}"
@@ -78,10 +90,16 @@ def _partners_text(positions: dict[str, Any], position: str, group: Any, seen: b
     return "沒有和任何位置共用，自己用一個 observer" if seen else "自己用一個 observer，不和別的位置共用"
 
 
-def compare_marks(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
-    """``_annotated`` right after the student's annotate, on every node either side labelled."""
+def compare_marks(got: dict[str, Any], want: dict[str, Any], where: str, *, unclaimed_only: bool = False) -> None:
+    """``_annotated`` right after the student's annotate, on every node either side labelled.
+
+    ``unclaimed_only``: only the nodes the key leaves unmarked (claiming a node with nothing to label); whether
+    the student marks what it labelled is ``test_add_pre_annotated``'s / ``test_cat_pool``'s to judge.
+    """
     got_marks, want_marks = got.get("annotated", {}), want.get("annotated", {})
     for node in sorted(set(got_marks) | set(want_marks)):
+        if unclaimed_only and want_marks.get(node):
+            continue
         expect(
             bool(got_marks.get(node)) == bool(want_marks.get(node)),
             f"{where}：{node} 的 _annotated 應該是 {bool(want_marks.get(node))}，你的是 {bool(got_marks.get(node))}",
@@ -99,10 +117,60 @@ def compare_prepared(got: dict[str, Any], want: dict[str, Any], where: str) -> N
         )
 
 
-def compare_case(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
-    """Labels first (the clearer message), then the observers they gave."""
-    compare_labels(got["labels"], want["labels"], where)
-    compare_prepared(got["prepared"], want["prepared"], where)
+def compare_observed(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
+    """Every input edge observed by as many observers as the key's, each of the same kind and class; which
+    instances are shared is not compared (the sharing checks judge that)."""
+    try:
+        got_edges, want_edges = got["edges"], want["edges"]
+        got_instances, want_instances = got["instances"], want["instances"]
+        for consumer, inputs in want_edges.items():
+            mine = {source: chain for source, chain in got_edges.get(consumer, [])}
+            for source, chain in inputs:
+                seen = mine.get(source)
+                if seen is None:
+                    raise Fail(f"{where}：圖上找不到邊 {source} → {consumer}")
+                if len(seen) != len(chain):
+                    raise Fail(
+                        f"{where}：邊 {source} → {consumer} 應該經過 {len(chain)} 個 observer，你的經過 {len(seen)} 個"
+                    )
+                for index, instance in zip(seen, chain, strict=True):
+                    got_record, want_record = got_instances[index], want_instances[instance]
+                    got_kind, want_kind = instance_text(got_record), instance_text(want_record)
+                    got_kind += f"（{got_record.get('class')}）"
+                    want_kind += f"（{want_record.get('class')}）"
+                    if got_kind != want_kind:
+                        raise Fail(
+                            f"{where}：邊 {source} → {consumer} 的 observer 應該是 {want_kind}，你的是 {got_kind}"
+                        )
+    except (KeyError, TypeError, IndexError, AttributeError):
+        raise Fail(f"{where}：證據格式不對") from None
+
+
+def compare_case(got: dict[str, Any], want: dict[str, Any], where: str, *, groups: bool = True) -> None:
+    """Labels first (the clearer message), then the observers they gave. ``groups=False``: sharing is not
+    compared, neither in the labels nor in the observers (``compare_observed``)."""
+    compare_labels(got["labels"], want["labels"], where, groups=groups)
+    if groups:
+        compare_prepared(got["prepared"], want["prepared"], where)
+    else:
+        compare_observed(got["prepared"], want["prepared"], where)
+
+
+def compare_steps(got: dict[str, Any], want: dict[str, Any], where: str, consumers: list[str]) -> None:
+    """The same kinds of q / dq steps (and dtypes) on every input edge of ``consumers``; their scales and zero
+    points (which follow from the sharing) are not compared."""
+    try:
+        got_paths, want_paths = got["paths"], want["paths"]
+        for consumer in consumers:
+            mine = {source: steps for source, steps in got_paths.get(consumer, [])}
+            for source, steps in want_paths[consumer]:
+                seen = mine.get(source)
+                kinds = [(step[0], step[3]) for step in steps]
+                if seen is None or [(step[0], step[3]) for step in seen] != kinds:
+                    shown = path_text(seen) if seen is not None else "這條邊不見了"
+                    raise Fail(f"{where}：{source} → {consumer} 應該{path_text(steps)}，你的{shown}")
+    except (KeyError, TypeError, IndexError):
+        raise Fail(f"{where}：證據格式不對") from None
 
 
 def _converted_adds(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
@@ -114,11 +182,35 @@ def _converted_adds(got: dict[str, Any], want: dict[str, Any], where: str) -> No
 # --- AddQuantizer ---------------------------------------------------------------------------------
 
 
+def _two_operand_adds(labels: dict[str, Any]) -> list[str]:
+    """The nodes the key labels with two input edges or more: adds of two activations."""
+    inputs: dict[str, int] = {}
+    for entry in labels["positions"].values():
+        if not entry.get("output"):
+            inputs[str(entry.get("node"))] = inputs.get(str(entry.get("node")), 0) + 1
+    return sorted(node for node, count in inputs.items() if count >= 2)
+
+
+def _shares_nothing(labels: dict[str, Any], where: str) -> None:
+    """No two labelled positions share a group."""
+    groups: dict[str, list[str]] = {}
+    for position, entry in sorted(labels["positions"].items()):
+        groups.setdefault(str(entry.get("group")), []).append(position)
+    for members in groups.values():
+        if len(members) > 1:
+            raise Fail(f"{where}：share=False 時每個位置各用一個 observer，你的 {'、'.join(members)} 共用同一個")
+
+
 @check("add_quantizer", 1, "AddQuantizer(share=False)：每個 add 的輸入與輸出各有自己的 observer 實例")
 def test_add_separate(seen, expected):
     got, want = value(seen, "separate"), value(expected, "separate")
     compare_case(got["two_inputs"], want["two_inputs"], "a + b")
-    compare_case(got["mixed"], want["mixed"], "有純量、常數、alpha 的幾個 add")
+    # the mixed model's adds with a constant or a scalar operand are test_add_constants's to judge
+    where = "有純量、常數、alpha 的幾個 add"
+    _shares_nothing(got["mixed"]["labels"], where)
+    adds = _two_operand_adds(want["mixed"]["labels"])
+    compare_labels(got["mixed"]["labels"], want["mixed"]["labels"], where, adds)
+    compare_edges(got["mixed"]["prepared"], want["mixed"]["prepared"], where, adds)
 
 
 @check("add_quantizer", 1, "AddQuantizer(share=True) 在 residual 上：add 的三個位置共用同一個 observer 實例")
@@ -140,6 +232,9 @@ def test_add_shared_branches(seen, expected):
 
 @check("add_quantizer", 1, "常數與純量不貼標籤：add(x, self.b)、add(self.b, x)、add(x, 0.5) 只量化 activation")
 def test_add_constants(seen, expected):
+    # which positions share is the sharing checks' to judge, whether an add is marked _annotated
+    # test_add_pre_annotated's: here the labels of activations and constants, and no claim on an add of
+    # constants only
     got, want = value(seen, "constants"), value(expected, "constants")
     for case, where in (("constants", "有常數與純量的 add"), ("mixed", "有純量、常數、alpha 的幾個 add")):
         prepared = got[case]["prepared"]
@@ -147,13 +242,62 @@ def test_add_constants(seen, expected):
         expect(
             not labelled, f"{where}：模型常數（get_attr）{labelled} 被貼了標籤：常數不是 activation，不該有 observer"
         )
-        compare_case(got[case], want[case], where)
-        compare_marks(got[case]["labels"], want[case]["labels"], where)
+        compare_case(got[case], want[case], where, groups=False)
+        compare_marks(got[case]["labels"], want[case]["labels"], where, unclaimed_only=True)
 
 
-@check("add_quantizer", 1, "add(r, r) 兩個輸入是同一個 node：只貼一條邊，和輸出共用")
+@check("add_quantizer", 1, "add(r, r) 兩個輸入是同一個 node：只貼一條邊 r → add（不是兩條），輸出也貼")
 def test_add_self(seen, expected):
-    compare_case(value(seen, "self_add"), value(expected, "self_add"), "r + r 與 torch.add(r, r, alpha=2)")
+    # the one edge r → add, labelled once (the output's sharing is the sharing checks' to judge)
+    compare_case(
+        value(seen, "self_add"), value(expected, "self_add"), "r + r 與 torch.add(r, r, alpha=2)", groups=False
+    )
+
+
+def _answered(evidence: Any, case: str) -> Any:
+    """The value of ``case``, or None when it stopped with an error (its own check judges that)."""
+    cases = evidence.get("cases") if isinstance(evidence, dict) else None
+    result = cases.get(case) if isinstance(cases, dict) else None
+    if isinstance(result, dict) and "error" in result and "value" not in result:
+        return None
+    return value(evidence, case)
+
+
+def _first_step(steps: Any) -> tuple[Any, ...] | None:
+    return tuple(steps[0][1:]) if isinstance(steps, list) and steps and isinstance(steps[0], list) else None
+
+
+def _one_qparams(got: dict[str, Any], where: str) -> None:
+    """On every add the student labelled: its activation input edges and its output edges are quantized with
+    one scale / zero point (the first q of each path)."""
+    try:
+        paths, constants = got["converted"]["paths"], set(got["prepared"]["constants"])
+        adds = {str(e.get("node")) for e in got["labels"]["positions"].values() if str(e.get("node")).startswith("add")}
+        for node in sorted(adds):
+            edges = [(f"{source} → {node}", steps) for source, steps in paths.get(node, []) if source not in constants]
+            edges += [
+                (f"{node} → {consumer}", steps)
+                for consumer, inputs in paths.items()
+                for source, steps in inputs
+                if source == node
+            ]
+            params = {text: _first_step(steps) for text, steps in edges}
+            kinds = {p for p in params.values()}
+            if len(kinds) > 1 and not _close_params(kinds):
+                shown = "；".join(f"{text} {path_text(steps)}" for text, steps in edges)
+                raise Fail(
+                    f"{where}（convert 之後）：{node} 的輸入與輸出應該經過同一組 scale / zero point，你的是 {shown}"
+                )
+    except (KeyError, TypeError, AttributeError):
+        raise Fail(f"{where}：證據格式不對") from None
+
+
+def _close_params(kinds: set[Any]) -> bool:
+    """Every entry a (scale, zero point, dtype) within 1e-6 of the others (None: not quantized)."""
+    if None in kinds:
+        return False
+    first = next(iter(kinds))
+    return all(k[1:] == first[1:] and abs(float(k[0]) - float(first[0])) <= 1e-6 * abs(float(first[0])) for k in kinds)
 
 
 @check("add_quantizer", 1, "convert 之後：add 的每個輸入與輸出都經過同一組 scale / zero point 的 q → dq")
@@ -161,8 +305,9 @@ def test_add_converted(seen, expected):
     _converted_adds(value(seen, "shared_residual"), value(expected, "shared_residual"), "residual")
     got, want = value(seen, "shared_branches"), value(expected, "shared_branches")
     _converted_adds(got["branches"], want["branches"], "三個分支相加的模型")
-    got, want = value(seen, "constants"), value(expected, "constants")
-    _converted_adds(got["mixed"], want["mixed"], "有純量、常數、alpha 的幾個 add")
+    constants = _answered(seen, "constants")  # stopped: test_add_constants says why
+    if constants is not None:
+        _one_qparams(constants["mixed"], "有純量、常數、alpha 的幾個 add")
 
 
 @check(
@@ -173,9 +318,11 @@ def test_add_converted(seen, expected):
 def test_add_pre_annotated(seen, expected):
     got, want = value(seen, "pre_annotated"), value(expected, "pre_annotated")
     where = "((a + b) + c) + d：add 已被別人標過、add_1 有一張 _annotated=False 的標籤"
-    compare_labels(got["labels"], want["labels"], where)
+    # the labels each add carries, who marked it, and what a later Quantizer then finds; which positions
+    # share is the sharing checks' to judge
+    compare_labels(got["labels"], want["labels"], where, groups=False)
     compare_marks(got["labels"], want["labels"], where)
-    compare_prepared(got["prepared"], want["prepared"], where + "，之後再跑一個 Quantizer")
+    compare_observed(got["prepared"], want["prepared"], where + "，之後再跑一個 Quantizer")
 
 
 # --- CatQuantizer ---------------------------------------------------------------------------------
@@ -210,19 +357,28 @@ def test_cat_three_way(seen, expected):
 def test_cat_constant_and_repeat(seen, expected):
     got, want = value(seen, "constant_and_repeat"), value(expected, "constant_and_repeat")
     where = "cat([r, 常數, r])、cat([常數, r * 2, r])、cat([r])、cat([r, 參數])、cat([常數, 參數])"
-    compare_case(got["mix"], want["mix"], where)
-    compare_marks(got["mix"]["labels"], want["mix"]["labels"], where)
-    compare_paths(
+    # which entries are labelled, and how often; which positions share is the sharing checks' to judge,
+    # whether a cat is marked _annotated test_cat_pool's
+    compare_case(got["mix"], want["mix"], where, groups=False)
+    compare_marks(got["mix"]["labels"], want["mix"]["labels"], where, unclaimed_only=True)
+    compare_steps(
         got["mix"]["converted"], want["mix"]["converted"], "同一個模型 convert 之後", ["cat_1", "cat_2", "cat_3"]
     )
     compare_case(
-        got["renamed"], want["renamed"], "node 名字被 pass 對調的圖（叫 stack_90 的是 cat、叫 cat_91 的是 stack）"
+        got["renamed"],
+        want["renamed"],
+        "node 名字被 pass 對調的圖（叫 stack_90 的是 cat、叫 cat_91 的是 stack）",
+        groups=False,
     )
 
 
 # --- misconceptions: what recognises each (the record, with its words, is selfcheck/public/m03_4.py) --------
 
-SHARING_CHECKS = (
+ADD_SHARING = ("test_add_shared_residual", "test_add_shared_branches", "test_add_converted")
+"""The checks of sharing (issue 50: a sharing mistake costs these, and the other checks of share=True cases
+judge labels, constants and marks without looking at groups)."""
+
+SHARE_TRUE_CASES = (
     "test_add_shared_residual",
     "test_add_shared_branches",
     "test_add_constants",
@@ -230,6 +386,8 @@ SHARING_CHECKS = (
     "test_add_converted",
     "test_add_pre_annotated",
 )
+"""Every check of a share=True case: where ``prepare_pt2e`` refuses the student's shared labels, none of those
+cases has evidence to judge, so the one mistake costs them all."""
 
 
 def _nodes_sharing(got: dict[str, Any], want: dict[str, Any], node: str) -> tuple[list[str], str | None, bool]:
@@ -322,13 +480,17 @@ def add_self_twice(seen: Any, expected: Any) -> bool:
     return raised(seen, ("RecursionError",), cases=("self_add",))
 
 
-@detects("add_quantizer", "anchor_on_add_output", explains=SHARING_CHECKS)
+@detects("add_quantizer", "anchor_on_add_output", explains=SHARE_TRUE_CASES)
 def add_anchor_on_output(seen: Any, expected: Any) -> bool:
+    """prepare_pt2e refuses the labels (an edge shares with an output that has no observer): no share=True
+    case runs, and every check of one fails."""
     return raised(seen, ("AssertionError",), says="only refer to edge or node that has observer")
 
 
-@detects("add_quantizer", "anchor_on_producer_output", explains=SHARING_CHECKS)
+@detects("add_quantizer", "anchor_on_producer_output", explains=SHARE_TRUE_CASES)
 def add_anchor_on_producer(seen: Any, expected: Any) -> bool:
+    """Sharing with the producer's output: prepare_pt2e fails (KeyError) or every share=True case is labelled
+    around another node, so every check of one fails."""
     keyed = any(
         raised(seen, ("KeyError",), cases=(case,)) and not message.startswith("(")
         for case, message in _messages(seen).items()
@@ -379,12 +541,12 @@ def add_shares_without_share(seen: Any, expected: Any) -> bool:
     )
 
 
-@detects("add_quantizer", "no_shared_spec", explains=SHARING_CHECKS)
+@detects("add_quantizer", "no_shared_spec", explains=ADD_SHARING)
 def add_no_shared_spec(seen: Any, expected: Any) -> bool:
     return _unshared(seen, expected, ("shared_residual", "shared_branches"), output_only=False)
 
 
-@detects("add_quantizer", "output_not_shared", explains=SHARING_CHECKS)
+@detects("add_quantizer", "output_not_shared", explains=ADD_SHARING)
 def add_output_not_shared(seen: Any, expected: Any) -> bool:
     return _unshared(seen, expected, ("shared_residual", "shared_branches"), output_only=True)
 
@@ -433,7 +595,11 @@ def add_other_observer(seen: Any, expected: Any) -> bool:
     return other_observer_class(seen, expected)
 
 
-CAT_SHARING = ("test_cat_pool", "test_cat_three_way", "test_cat_constant_and_repeat")
+CAT_SHARING = ("test_cat_pool", "test_cat_three_way")
+"""The checks of the cat's sharing (``test_cat_constant_and_repeat`` judges labels without looking at groups)."""
+
+CAT_CASES = ("test_cat_pool", "test_cat_three_way", "test_cat_constant_and_repeat")
+"""Every check: where ``prepare_pt2e`` refuses the student's shared labels, no case has evidence to judge."""
 
 
 @detects("cat_quantizer", "reads_args_like_add")
@@ -444,8 +610,10 @@ def cat_reads_args_like_add(seen: Any, expected: Any) -> bool:
     )
 
 
-@detects("cat_quantizer", "first_two_only", explains=("test_cat_three_way",))
+@detects("cat_quantizer", "first_two_only", explains=("test_cat_three_way", "test_cat_constant_and_repeat"))
 def cat_first_two_only(seen: Any, expected: Any) -> bool:
+    """The three-way cat labels two inputs. ``cat([常數, r * 2, r])`` of constant_and_repeat has three entries
+    too: the same idea loses its third one there."""
     for _, got, want in label_pairs(seen, expected, cases=("three_way",)):
         for node in labelled_nodes(want) & labelled_nodes(got):
             inputs, _ = node_groups(got, node)
@@ -460,8 +628,9 @@ def cat_repeated_twice(seen: Any, expected: Any) -> bool:
     return raised(seen, ("RecursionError",), cases=("constant_and_repeat",))
 
 
-@detects("cat_quantizer", "cat_anchor_on_output", explains=CAT_SHARING)
+@detects("cat_quantizer", "cat_anchor_on_output", explains=CAT_CASES)
 def cat_anchor_on_output(seen: Any, expected: Any) -> bool:
+    """prepare_pt2e refuses the labels: no case runs, and every check fails."""
     return raised(seen, ("AssertionError",), says="only refer to edge or node that has observer")
 
 
