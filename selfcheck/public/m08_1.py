@@ -358,7 +358,7 @@ def _check_who_shares(who_shares: Any) -> list[str]:
         want = sorted(sorted(group) for group in by_object.values() if len(group) > 1)
         got = who_shares(dict(watched))
         if not isinstance(got, list | tuple) or not all(isinstance(g, list | tuple | set) for g in got):
-            problems.append(f"應該回傳名稱的組（list 的 list），你的是 {got!r}")
+            problems.append(f"應該回傳名稱的組（串列的串列），你的是 {got!r}")
             continue
         mine = sorted(sorted(map(str, group)) for group in got)
         if mine != want:
@@ -372,12 +372,12 @@ def _check_who_shares(who_shares: Any) -> list[str]:
 WHO_SHARES = Practice(
     "who_shares",
     "寫 who_shares(watched)：watched 是一個 dict，key 是被觀察的 node 名稱，值是觀察它的 observer 物件"
-    "（prepare 之後，一個 observer 實例可能觀察好幾個 node）。回傳共用的組：同一個 observer 物件觀察的名稱放成一組（一個 list），"
+    "（prepare 之後，一個 observer 實例可能觀察好幾個 node）。回傳共用的組：同一個 observer 物件觀察的名稱放成一組（一個串列），"
     "只列有兩個以上名稱的組，組的順序不拘。檢查裡有好幾個同一類別、卻是不同物件的 MinMaxObserver。",
     "def who_shares(watched):\n    raise NotImplementedError()\n",
     _check_who_shares,
-    "用物件本身分組：id(observer) 當 dict 的 key（不是 type(observer)，也不是名字），把名稱一個個放進它的 list；"
-    "最後只留下 len 至少 2 的 list。",
+    "用物件本身分組：id(observer) 當 dict 的 key（不是 type(observer)，也不是名字），把名稱一個個放進它的串列；"
+    "最後只留下 len 至少 2 的串列。",
     "def who_shares(watched):\n"
     "    groups = {}\n"
     "    for name, observer in watched.items():\n"

@@ -1066,13 +1066,9 @@ FIXED_OUTPUT_SPEC = Practice(
     "import torch\n\nfrom common.pt2e import FixedQParamsQuantizationSpec\n\n\n"
     "def fixed_output_spec(low, high):\n"
     "    step = (high - low) / 256\n"
+    "    zero_point = -128 - round(low / step)\n"
     "    return FixedQParamsQuantizationSpec(\n"
-    "        dtype=torch.int8,\n"
-    "        scale=step,\n"
-    "        zero_point=-128 - round(low / step),\n"
-    "        quant_min=-128,\n"
-    "        quant_max=127,\n"
-    "        qscheme=torch.per_tensor_affine,\n"
+    "        torch.int8, step, zero_point, quant_min=-128, quant_max=127, qscheme=torch.per_tensor_affine\n"
     "    )\n",
     "sigmoid 的 [0, 1) 得到 scale 1/256、zero point −128：uint8 的習慣是 zero point 0，換成 int8 整個往下移 128。",
 )
