@@ -26,9 +26,10 @@ from torch.fx import GraphModule, Node
 from common.dynamic import convert_dynamic
 from common.tinylm import TinyLMConfig, example_inputs, tinylm_model
 from selfcheck import diagnosis
-from selfcheck.casekit import Exercise, Namespace, declare, seeded_tokens
+from selfcheck.casekit import Exercise, Namespace, declare, seeded_model, seeded_tokens
 from selfcheck.evidence import EvidenceError, returned_dict, safe_text
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.probes import ChainQuantizer
 from selfcheck.public.m09_1 import small_tinylm
 
 TITLE_QUANTIZER = "LLMQuantizer：embedding 用 EmbeddingQuantizer、linear 用 4-bit 動態 XNNPACKQuantizer"
@@ -213,6 +214,135 @@ def composed_quantizer() -> Any:
     return ComposableQuantizer([EmbeddingQuantizer(), xnnpack_dynamic_quantizer(-8, 7)])
 
 
+# --- models and graphs made for one rule ----------------------------------------------------------
+
+
+class Attention(nn.Module):
+    """One-head causal self-attention, its linears named as many LLMs name them (``q_proj`` … ``o_proj``)."""
+
+    def __init__(self, width: int, context: int) -> None:
+        super().__init__()
+        self.q_proj, self.k_proj, self.v_proj, self.o_proj = (nn.Linear(width, width) for _ in range(4))
+        self.register_buffer("causal", torch.ones(context, context, dtype=torch.bool).tril(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        length = x.shape[1]
+        scores = self.q_proj(x) @ self.k_proj(x).transpose(-2, -1) * x.shape[-1] ** -0.5
+        scores = scores.masked_fill(~self.causal[:length, :length], float("-inf"))
+        return self.o_proj(torch.softmax(scores, dim=-1) @ self.v_proj(x))
+
+
+class FeedForward(nn.Module):
+    """``up_proj`` → ReLU → ``down_proj``."""
+
+    def __init__(self, width: int, hidden: int) -> None:
+        super().__init__()
+        self.up_proj, self.down_proj = nn.Linear(width, hidden), nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(torch.relu(self.up_proj(x)))
+
+
+class DecoderLayer(nn.Module):
+    """A pre-LN decoder layer: ``self_attn`` and ``feed_forward``, each after its own LayerNorm."""
+
+    def __init__(self, width: int, hidden: int, context: int) -> None:
+        super().__init__()
+        self.input_norm, self.self_attn = nn.LayerNorm(width), Attention(width, context)
+        self.output_norm, self.feed_forward = nn.LayerNorm(width), FeedForward(width, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.self_attn(self.input_norm(x))
+        return x + self.feed_forward(self.output_norm(x))
+
+
+class Decoder(nn.Module):
+    """Token and position tables, the layers, a final LayerNorm."""
+
+    def __init__(self, vocab: int, width: int, hidden: int, context: int, layers: int) -> None:
+        super().__init__()
+        self.embed_tokens, self.embed_positions = nn.Embedding(vocab, width), nn.Embedding(context, width)
+        self.layers = nn.ModuleList(DecoderLayer(width, hidden, context) for _ in range(layers))
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed_tokens(tokens) + self.embed_positions(torch.arange(tokens.shape[1]))
+        for layer in self.layers:
+            x = layer(x)
+        return self.norm(x)
+
+
+class OtherLM(nn.Module):
+    """An LLM-like model named and nested unlike TinyLM: ``model.layers[i].self_attn.q_proj``, ``lm_head``…,
+    no module of TinyLM's classes (``CausalSelfAttention``, ``Mlp``) and no module called ``head``."""
+
+    def __init__(self, vocab: int = 13, width: int = 8, hidden: int = 16, context: int = 6, layers: int = 1) -> None:
+        super().__init__()
+        self.model = Decoder(vocab, width, hidden, context, layers)
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(self.model(tokens))
+
+
+def head_at_8_bits(head: str) -> Any:
+    """Another Quantizer, run before ``LLMQuantizer``: XNNPACK's 8-bit dynamic config on the module ``head``
+    only, nothing else labelled."""
+    from common.dynamic import xnnpack_dynamic_quantizer
+
+    eight_bits = xnnpack_dynamic_quantizer()
+    config = eight_bits.global_config
+    eight_bits.set_global(None)
+    return eight_bits.set_module_name(head, config)
+
+
+def reads_apart(gm: GraphModule) -> GraphModule:
+    """``gm`` with each use of a constant read by a ``get_attr`` node of its own (in place): a target read by
+    two consumers is then read by two nodes, one tensor all the same. The ``get_attr`` nodes nothing reads go
+    first (export leaves one for each other name of a tied parameter: ``tok.weight`` beside ``head.weight``)."""
+    gm.graph.eliminate_dead_code()
+    for node in [n for n in gm.graph.nodes if n.op == "get_attr"]:
+        for user in list(node.users)[1:]:
+            with gm.graph.inserting_before(user):
+                read = gm.graph.get_attr(str(node.target))
+            read.meta = dict(node.meta)
+            user.replace_input_with(node, read)
+    gm.graph.lint()
+    gm.recompile()
+    return gm
+
+
+SPARE = 32
+"""Elements after the last view in ``one_storage``'s flat tensor (alignment padding no constant uses)."""
+
+
+def one_storage(gm: GraphModule) -> GraphModule:
+    """``gm`` with every float32 constant it reads moved into one flat tensor (in place): each a view of its
+    own stretch of the same storage, ``SPARE`` elements left over at the end, as a flattened parameter or a
+    memory-mapped checkpoint keeps them."""
+    found = {}
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            owner, _, name = str(node.target).rpartition(".")
+            module = gm.get_submodule(owner)
+            value = getattr(module, name)
+            if isinstance(value, torch.Tensor) and value.dtype == torch.float32:
+                found[str(node.target)] = (module, name, value)
+    flat = torch.zeros(sum(v.numel() for _, _, v in found.values()) + SPARE)
+    offset = 0
+    for module, name, value in found.values():
+        view = flat[offset : offset + value.numel()].view(value.shape)
+        view.copy_(value.detach())
+        offset += value.numel()
+        if name in module._parameters:
+            module._parameters[name] = nn.Parameter(view, requires_grad=False)
+        elif name in module._buffers:
+            module._buffers[name] = view
+        else:
+            setattr(module, name, view)
+    return gm
+
+
 # --- public cases -------------------------------------------------------------------------------
 
 
@@ -229,6 +359,20 @@ def public_post_ln(ns: Namespace, seed: int) -> Any:
     return quantizer_case(ns, small_tinylm(config, seed), seeded_tokens(seed, 11, 4, 8))
 
 
+def public_other_names(ns: Namespace, seed: int) -> Any:
+    """A small LLM named unlike TinyLM (``OtherLM``): ``LLMQuantizer`` must find its linears all the same."""
+    return quantizer_case(ns, seeded_model(seed, OtherLM), seeded_tokens(seed, 13, 3, 6))
+
+
+def public_head_kept(ns: Namespace, seed: int) -> Any:
+    """A small TinyLM whose head another Quantizer keeps at 8 bits, run before ``LLMQuantizer()`` (a chain of
+    the two): that label stays, everything else is labelled as usual."""
+    config = TinyLMConfig(vocab=9, context=6, d_model=8, heads=2, layers=1, mlp=12)
+    tokens = seeded_tokens(seed, 9, 3, 6)
+    chain = ChainQuantizer([head_at_8_bits("head"), ns["LLMQuantizer"]()])
+    return structure(convert_dynamic(tinylm_graph(small_tinylm(config, seed), tokens), chain, [(tokens,)]))
+
+
 def public_bytes_int4(ns: Namespace, seed: int) -> Any:
     """The chapter's TinyLM, 4-bit weights and quantized embeddings, converted."""
     tokens = chapter_tokens()
@@ -237,9 +381,18 @@ def public_bytes_int4(ns: Namespace, seed: int) -> Any:
 
 
 def public_bytes_float(ns: Namespace, seed: int) -> Any:
-    """A small TinyLM exported, not quantized: the graph reads its parameters and its masks."""
+    """A small TinyLM exported, not quantized: the graph reads its parameters and its masks, every float32 one
+    a view into one flat storage (``one_storage``)."""
     model = small_tinylm(TinyLMConfig(vocab=11, context=8, d_model=16, heads=2, layers=2, mlp=24), seed)
-    return read_bytes(ns["graph_bytes"](tinylm_graph(model, seeded_tokens(seed, 11, 4, 8))))
+    return read_bytes(ns["graph_bytes"](one_storage(tinylm_graph(model, seeded_tokens(seed, 11, 4, 8)))))
+
+
+def public_bytes_tied(ns: Namespace, seed: int) -> Any:
+    """A small TinyLM whose head shares the token table (weight tying), exported, not quantized; each use of a
+    constant read by a ``get_attr`` node of its own (``reads_apart``): the table is read twice, one tensor."""
+    model = small_tinylm(TinyLMConfig(vocab=9, context=6, d_model=8, heads=2, layers=1, mlp=12, bias=False), seed)
+    model.head.weight = model.tok.weight
+    return read_bytes(ns["graph_bytes"](reads_apart(tinylm_graph(model, seeded_tokens(seed, 9, 3, 6)))))
 
 
 # --- where the chapter teaches it ----------------------------------------------------------------
@@ -349,15 +502,17 @@ def symmetric_range(seen: Any, expected: Any) -> bool:
 
 
 def other_range(seen: Any, expected: Any) -> bool:
-    """Another range than the key's, none of the three above."""
-    named = (eight_bit_weights, unsigned_range, symmetric_range)
+    """Another range than the key's, none of the three above, and not a head another Quantizer kept at 8 bits
+    made 4-bit (``head_relabelled``: the range is right, the label was not this Quantizer's to change)."""
+    named = (eight_bit_weights, unsigned_range, symmetric_range, head_relabelled)
     return bool(_ranges(seen, expected)) and not any(found(seen, expected) for found in named)
 
 
 def others_quantized(seen: Any, expected: Any) -> bool:
-    """q / dq around an op the key leaves in float (layer_norm, softmax…), every linear's input still dynamic."""
+    """q / dq around an op the key leaves in float (layer_norm, softmax…), every linear's input still dynamic;
+    not the q / dq missing because the linears that read those ops stayed float (``linears_left_float_elsewhere``)."""
     moved = any(got != want for part in ("inputs", "consumers") for got, want in parts(seen, expected, "others", part))
-    return moved and not static_inputs(seen, expected)
+    return moved and not static_inputs(seen, expected) and not linears_left_float_elsewhere(seen, expected)
 
 
 def byte_pairs(seen: Any, expected: Any) -> list[tuple[str, dict[str, int], dict[str, int]]]:
@@ -393,12 +548,37 @@ def _missing(seen: Any, expected: Any, *dtypes: str) -> bool:
     )
 
 
+SHARED_READS = ("shared_reads", "tied_small")
+"""The graph_bytes cases (hidden, public) where one target is read by several ``get_attr`` nodes."""
+
+
 def counts_read_twice(seen: Any, expected: Any) -> bool:
     """More bytes only where one target is read by several get_attr nodes; every other graph right."""
     found = byte_pairs(seen, expected)
-    shared = [(got, want) for case, got, want in found if case == "shared_reads"]
-    others = [got == want for case, got, want in found if case != "shared_reads"]
+    shared = [(got, want) for case, got, want in found if case in SHARED_READS]
+    others = [got == want for case, got, want in found if case not in SHARED_READS]
     return bool(others) and all(others) and any(sum(got.values()) > sum(want.values()) for got, want in shared)
+
+
+FLAT_STORAGE = ("float", "float_small")
+"""The graph_bytes cases (hidden, public) whose float32 constants are views into one flat, padded storage."""
+
+
+def views_counted_whole(seen: Any, expected: Any) -> bool:
+    """More float32 bytes only where the float32 constants are views of one storage (each counted as the whole
+    storage), every other dtype there and every other graph right."""
+    found = byte_pairs(seen, expected)
+    flat = [(got, want) for case, got, want in found if case in FLAT_STORAGE]
+    others = [got == want for case, got, want in found if case not in FLAT_STORAGE]
+    return (
+        bool(others)
+        and all(others)
+        and any(
+            got.get("float32", 0) > want.get("float32", 0)
+            and {k: v for k, v in got.items() if k != "float32"} == {k: v for k, v in want.items() if k != "float32"}
+            for got, want in flat
+        )
+    )
 
 
 def int8_halved(seen: Any, expected: Any) -> bool:
@@ -423,7 +603,7 @@ def state_dict_bytes(seen: Any, expected: Any) -> bool:
 def unread_tensors_counted(seen: Any, expected: Any) -> bool:
     """More float32 than the graph reads (the original weights convert left behind), nothing missing."""
     unread = _more_float32(seen, expected) and not _missing(seen, expected, "bool", *BUFFERS)
-    return unread and not counts_read_twice(seen, expected)
+    return unread and not counts_read_twice(seen, expected) and not views_counted_whole(seen, expected)
 
 
 def buffers_missing(seen: Any, expected: Any) -> bool:
@@ -433,34 +613,38 @@ def buffers_missing(seen: Any, expected: Any) -> bool:
 
 COMPOSED = "composed"
 """The hidden case with an LLM-like model named unlike TinyLM, its head kept at 8 bits by another Quantizer."""
+OTHER_NAMES = (COMPOSED, "other_names")
+"""The llm_quantizer cases (hidden, public) whose model is named unlike TinyLM."""
+HEAD_KEPT = (COMPOSED, "head_kept")
+"""The llm_quantizer cases (hidden, public) where another Quantizer keeps the head at 8 bits first."""
 
 
-def _only_composed(seen: Any, expected: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """``[(got, want)]`` linear weights of the composed case when only it differs (every other case right)."""
+def _only_in(seen: Any, expected: Any, cases: tuple[str, ...]) -> list[tuple[Any, Any]]:
+    """``[(got, want)]`` linear weights of ``cases`` when only they differ (every other case right)."""
     found = pairs(seen, expected)
-    if any(got != want for case, got, want in found if case != COMPOSED):
+    if any(got != want for case, got, want in found if case not in cases):
         return []
     out = []
     for case, got, want in found:
         mine, ours = got.get("linears"), want.get("linears")
-        if case == COMPOSED and got != want and isinstance(mine, dict) and isinstance(ours, dict):
+        if case in cases and got != want and isinstance(mine, dict) and isinstance(ours, dict):
             out += [(mine[n].get("weight"), ours[n].get("weight")) for n in ours if isinstance(mine.get(n), dict)]
     return out
 
 
 def linears_left_float_elsewhere(seen: Any, expected: Any) -> bool:
-    """Only the model named unlike TinyLM is wrong: linears the key quantizes stay float there."""
-    return any(got == "float" and isinstance(want, dict) for got, want in _only_composed(seen, expected))
+    """Only a model named unlike TinyLM is wrong: linears the key quantizes stay float there."""
+    return any(got == "float" and isinstance(want, dict) for got, want in _only_in(seen, expected, OTHER_NAMES))
 
 
 def head_relabelled(seen: Any, expected: Any) -> bool:
-    """Only the composed case is wrong: the head another Quantizer kept at 8 bits ([-127, 127]) became 4-bit."""
+    """Only a case with the head kept at 8 bits is wrong: that head ([-127, 127]) became 4-bit."""
     return any(
         isinstance(got, dict)
         and isinstance(want, dict)
         and (want.get("qmin"), want.get("qmax")) == (-127, 127)
         and (got.get("qmin"), got.get("qmax")) == (-8, 7)
-        for got, want in _only_composed(seen, expected)
+        for got, want in _only_in(seen, expected, HEAD_KEPT)
     )
 
 
@@ -472,6 +656,7 @@ QUANTIZER_MISCONCEPTIONS = (
         "別的模型叫 lm_head、self_attn，類別也不一樣，對不上的 linear 就一個也沒量化。"
         "LLMQuantizer 要能用在任何模型上：用 set_global(config)，或 set_module_type(nn.Linear, config)。",
         FOUR_BIT_CONFIG,
+        public=linears_left_float_elsewhere,
     ),
     Misconception(
         "clears_labels",
@@ -480,6 +665,7 @@ QUANTIZER_MISCONCEPTIONS = (
         "你的 LLMQuantizer 先把圖上的標籤全部拿掉再標，前一個 Quantizer 的決定就不見了，head 也被量化成 4-bit。"
         "不要改寫 annotate，交給兩個 Quantizer：XNNPACKQuantizer 本來就會跳過已經有 Quantizer 認領的 node。",
         EMBEDDING_QUANTIZER,
+        public=head_relabelled,
     ),
     Misconception(
         "static_config",
@@ -592,6 +778,7 @@ BYTES_MISCONCEPTIONS = (
         "同一個 target 可以被好幾個 get_attr node 讀，它們指向的是同一個 tensor，記憶體裡只有一份。"
         "記下已經算過的 target，同一個 target 只算一次。",
         BYTES_RULES,
+        public=counts_read_twice,
     ),
     Misconception(
         "state_dict_size",
@@ -609,6 +796,7 @@ BYTES_MISCONCEPTIONS = (
         "好幾個 tensor 共用一塊 storage 時，每個都算整塊就重複算了，連沒有人用的那一段也算進去。"
         "一個 tensor 的 byte 數是它自己的 numel() * element_size()。",
         BYTES_RULES,
+        public=views_counted_whole,
     ),
     Misconception(
         "module_tensors",
@@ -635,7 +823,12 @@ PUBLIC = declare(
         "llm_quantizer",
         TITLE_QUANTIZER,
         ("LLMQuantizer",),
-        {"tinylm": public_tinylm, "post_ln": public_post_ln},
+        {
+            "tinylm": public_tinylm,
+            "post_ln": public_post_ln,
+            "other_names": public_other_names,
+            "head_kept": public_head_kept,
+        },
         case_seconds=60,  # the first case imports ExecuTorch (seconds, more on a busy machine)
         misconceptions=QUANTIZER_MISCONCEPTIONS,
     ),
@@ -643,7 +836,11 @@ PUBLIC = declare(
         "graph_bytes",
         TITLE_BYTES,
         ("graph_bytes",),
-        {"tinylm_int4_embedding": public_bytes_int4, "float_small": public_bytes_float},
+        {
+            "tinylm_int4_embedding": public_bytes_int4,
+            "float_small": public_bytes_float,
+            "tied_small": public_bytes_tied,
+        },
         case_seconds=60,
         misconceptions=BYTES_MISCONCEPTIONS,
     ),
