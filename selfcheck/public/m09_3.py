@@ -29,6 +29,7 @@ from selfcheck import diagnosis
 from selfcheck.casekit import Exercise, Namespace, declare, seeded_model, seeded_tokens
 from selfcheck.evidence import EvidenceError, returned_dict, safe_text
 from selfcheck.misconceptions import Misconception, Section
+from selfcheck.practice import Practice
 from selfcheck.probes import ChainQuantizer
 from selfcheck.public.m09_1 import small_tinylm
 
@@ -648,6 +649,134 @@ def head_relabelled(seen: Any, expected: Any) -> bool:
     )
 
 
+# --- practice (issue 50): each a small setting of its own --------------------------------------------
+
+
+_BIT_CASES = (
+    # (what the values are, their least and greatest value)
+    ("4-bit 的 weight", -8, 7),
+    ("少用了 −8 的 weight", -7, 7),
+    ("正負各到 8", -8, 8),
+    ("從 0 數到 15", 0, 15),
+    ("int8 weight 的預設範圍", -127, 127),
+    ("int8 的全部", -128, 127),
+    ("正負各 16 格", -16, 15),
+    ("只有 −1 與 0", -1, 0),
+)
+
+
+def _int8_values(low: int, high: int) -> torch.Tensor:
+    """An int8 tensor (2 × 5) whose least value is ``low`` and greatest ``high``, the others between."""
+    middle = torch.linspace(low, high, 8).round().to(torch.int8)
+    return torch.cat([torch.tensor([high, low], dtype=torch.int8), middle]).reshape(2, 5)
+
+
+def _whole(got: Any) -> Any:
+    """A one-element tensor read as its Python number; another tensor as its list (so ``==`` gives one bool)."""
+    if isinstance(got, torch.Tensor):
+        return got.item() if got.numel() == 1 else got.tolist()
+    return got
+
+
+def _check_bits_used(bits_used: Any) -> list[str]:
+    problems = []
+    for title, low, high in _BIT_CASES:
+        want = next(n for n in range(1, 9) if -(2 ** (n - 1)) <= low and high <= 2 ** (n - 1) - 1)
+        got = _whole(bits_used(_int8_values(low, high)))
+        if got != want or isinstance(got, bool):
+            problems.append(
+                f"一個 int8 tensor，值從 {low} 到 {high}（{title}）：應該是 {want}（有號的 {want}-bit 是 "
+                f"[{-(2 ** (want - 1))}, {2 ** (want - 1) - 1}]），你的是 {got!r}"
+            )
+    return problems
+
+
+BITS_USED = Practice(
+    "bits_used",
+    "寫 bits_used(q)：q 是一個 int8 tensor（PT2E 量化過的 weight 都這樣存），回傳它的值其實用了幾個 bit："
+    "最小的 n，讓每個值都在有號 n-bit 整數的範圍 [−2^(n−1), 2^(n−1) − 1] 裡。dtype 都是 int8，答案卻不一定是 8。"
+    "檢查用八個小的 int8 tensor，值的範圍像 [−8, 7]、[−8, 8]、[0, 15]、[−128, 127]。",
+    "import torch\n\n\ndef bits_used(q):\n    raise NotImplementedError()\n",
+    _check_bits_used,
+    "n 個 bit 的有號整數有 2^n 個，負的比正的多一個：4 bit 是 [−8, 7]，5 bit 是 [−16, 15]，8 bit 是 [−128, 127]。"
+    "先取 low = int(q.min())、high = int(q.max())，再從 n = 1 往上試，直到 low ≥ −2^(n−1) 而且 high ≤ 2^(n−1) − 1。"
+    "不要看 q.dtype：它只說明一個值存在幾個 byte 裡。",
+    "import torch\n\n\n"
+    "def bits_used(q):\n"
+    "    low, high = int(q.min()), int(q.max())\n"
+    "    n = 1\n"
+    "    while low < -(2 ** (n - 1)) or high > 2 ** (n - 1) - 1:\n"
+    "        n += 1\n"
+    "    return n\n",
+    "[−8, 7] 的 int8 tensor 只用了 4 個 bit：這就是 PT2E 的 4-bit weight。範圍要自己用 weight_qmin、weight_qmax 收窄，"
+    "dtype 不會替你收；[−8, 8] 與 [0, 15] 都要 5 個 bit。",
+)
+
+
+def _packed_pairs() -> torch.Tensor:
+    """24 values in [0, 15] packed two a byte into a uint8 tensor (3 × 4), the low one in the low nibble."""
+    values = torch.arange(24, dtype=torch.uint8).remainder(16).reshape(3, 8)
+    return values[:, ::2] | (values[:, 1::2] << 4)
+
+
+def _byte_cases() -> list[tuple[str, torch.Tensor, int, str]]:
+    """(what the tensor is, the tensor, its bytes, what a wrong count most likely missed)."""
+    flat = torch.arange(40, dtype=torch.float32)
+    four_bit = torch.arange(15).remainder(16).sub(8).to(torch.int8).reshape(3, 5)
+    return [
+        (
+            "int8 的 4-bit weight，值都在 [-8, 7]，形狀 (3, 5)",
+            four_bit,
+            15,
+            "dtype 是 int8，一個值 1 byte，值的範圍不影響大小",
+        ),
+        ("float32 的 scale，形狀 (3,)", torch.tensor([0.5, 0.25, 0.125]), 12, "float32 一個元素 4 byte"),
+        ("int64 的 zero point，形狀 (3,)", torch.zeros(3, dtype=torch.int64), 24, "int64 一個元素 8 byte"),
+        ("bool 的 mask，形狀 (4, 4)", torch.ones(4, 4, dtype=torch.bool).tril(), 16, "bool 一個元素 1 byte"),
+        (
+            "一塊 40 個 float32 的 storage 中間的一段 (3, 4)",
+            flat[8:20].view(3, 4),
+            48,
+            "只算這一段自己的 12 個元素，不是整塊 storage",
+        ),
+        (
+            "打包好的 4-bit：24 個值兩個一個 byte，存成 uint8 (3, 4)",
+            _packed_pairs(),
+            12,
+            "打包之後是 12 個 uint8 元素，一個 1 byte",
+        ),
+    ]
+
+
+def _check_stored_bytes(stored_bytes: Any) -> list[str]:
+    problems = []
+    for title, tensor, want, why in _byte_cases():
+        got = _whole(stored_bytes(tensor))
+        if got != want:
+            problems.append(f"{title}：應該是 {want} byte（{why}），你的是 {got!r}")
+        elif not isinstance(got, int):
+            problems.append(f"{title}：數目對了（{want}），但要回傳 int，你的是 {type(got).__name__}")
+    return problems
+
+
+STORED_BYTES = Practice(
+    "stored_bytes",
+    "寫 stored_bytes(t)：回傳 tensor t 自己在記憶體裡占幾個 byte（int）。大小只由它有幾個元素、一個元素是什麼 dtype 決定："
+    "值的範圍、它是不是一大塊 storage 裡的一段，都不算。"
+    "檢查用六個小 tensor：值都在 [−8, 7] 的 int8、float32、int64、bool、一個 view，和一個打包好的 4-bit（uint8）。",
+    "import torch\n\n\ndef stored_bytes(t):\n    raise NotImplementedError()\n",
+    _check_stored_bytes,
+    "兩個數相乘：t.numel() 個元素，每個 t.element_size() 個 byte（int8、uint8、bool 1 個，float32 4 個，int64 8 個）。"
+    "值都在 [−8, 7] 的 int8 仍是一個值 1 byte；真正打包的 4-bit 是另一個 tensor：uint8、元素少了一半。"
+    "不要用 untyped_storage().nbytes()：那是整塊 storage，不是這一段。",
+    "import torch\n\n\n"
+    "def stored_bytes(t):\n"
+    "    return t.nbytes  # numel() × element_size()：看 dtype 與形狀，不看值\n",
+    "打包的 4-bit 省下的一半，表現在 uint8 tensor 的元素個數（24 個值只有 12 個元素），不是 int8 的值變成半個 byte。"
+    "convert 之後的 q/dq 圖裡，4-bit 的 weight 就是那個值在 [−8, 7] 的 int8 tensor。",
+)
+
+
 QUANTIZER_MISCONCEPTIONS = (
     Misconception(
         "tinylm_module_names",
@@ -718,6 +847,7 @@ QUANTIZER_MISCONCEPTIONS = (
         "要傳 weight_qmin=-8、weight_qmax=7。",
         FOUR_BIT_CONFIG,
         public=eight_bit_weights,
+        practice=BITS_USED,
     ),
     Misconception(
         "unsigned_range",
@@ -726,6 +856,7 @@ QUANTIZER_MISCONCEPTIONS = (
         "範圍從 0 開始，負的 weight 全都被截成 0。有號的 4-bit 是 [−8, 7]，XNNPACK 也是看 qmin == -8、qmax == 7 認出 4-bit。",
         FOUR_BIT_RANGE,
         public=unsigned_range,
+        practice=BITS_USED,
     ),
     Misconception(
         "symmetric_range",
@@ -734,6 +865,7 @@ QUANTIZER_MISCONCEPTIONS = (
         "而且 XNNPACK 只在 qmin == -8、qmax == 7 時才把 weight 認成 4-bit 打包。",
         FOUR_BIT_RANGE,
         public=symmetric_range,
+        practice=BITS_USED,
     ),
     Misconception(
         "other_range",
@@ -742,6 +874,7 @@ QUANTIZER_MISCONCEPTIONS = (
         "傳 weight_qmin=-8、weight_qmax=7。",
         FOUR_BIT_RANGE,
         public=other_range,
+        practice=BITS_USED,
     ),
     Misconception(
         "quantizes_other_ops",
@@ -763,6 +896,7 @@ BYTES_MISCONCEPTIONS = (
         "要到 lower 到 XNNPACK 才打包成半個 byte。graph_bytes 數的是圖讀的 tensor，一律用 numel() * element_size()。",
         FOUR_BIT_CONFIG,
         public=int8_halved,
+        practice=STORED_BYTES,
     ),
     Misconception(
         "numel_only",
@@ -771,6 +905,7 @@ BYTES_MISCONCEPTIONS = (
         "每個 tensor 的 byte 數是 numel() * element_size()。",
         BYTES_RULES,
         public=counts_elements,
+        practice=STORED_BYTES,
     ),
     Misconception(
         "counts_every_read",
@@ -797,6 +932,7 @@ BYTES_MISCONCEPTIONS = (
         "一個 tensor 的 byte 數是它自己的 numel() * element_size()。",
         BYTES_RULES,
         public=views_counted_whole,
+        practice=STORED_BYTES,
     ),
     Misconception(
         "module_tensors",
