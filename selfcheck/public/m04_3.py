@@ -136,26 +136,22 @@ class TwoConvsAdd(nn.Module):
 
 
 def conv_relu(ns: Namespace, seed: int) -> Any:
-    """conv_relu with [(CONV, RELU)]; small_cnn (two conv → relu, a linear) with [(CONV, RELU), (LINEAR, RELU)],
-    and with conv → relu → max_pool2d first (the relu in its middle gets no label of its own)."""
+    """conv_relu with [(CONV, RELU)]; small_cnn (two conv → relu, a linear) with [(CONV, RELU), (LINEAR, RELU)]."""
     from common.models import get_model
 
     return {
         "conv_relu": fuse(ns, [(CONV, RELU)], get_model("conv_relu"), seed),
         "small_cnn": fuse(ns, [(CONV, RELU), (LINEAR, RELU)], get_model("small_cnn"), seed),
-        "small_cnn_pool": fuse(ns, [(CONV, RELU, MAX_POOL), (CONV, RELU)], get_model("small_cnn"), seed),
     }
 
 
 def residual(ns: Namespace, seed: int) -> Any:
-    """residual with the chapter's patterns, with a single relu listed first, and with conv → add → relu (the
-    input x comes into the add from outside, and is not a conv)."""
+    """residual with the chapter's patterns, and with a single relu listed first."""
     from common.models import get_model
 
     return {
         "chapter": fuse(ns, [(CONV, RELU), (ADD, RELU), (CONV,)], get_model("residual"), seed),
         "relu_first": fuse(ns, [(RELU,), (CONV, RELU), (ADD,), (CONV,)], get_model("residual"), seed),
-        "conv_add_relu": fuse(ns, [(CONV, RELU), (CONV, ADD, RELU)], get_model("residual"), seed),
     }
 
 
@@ -235,13 +231,20 @@ MISNAMED = "detours/misnamed"
 
 def detours(ns: Namespace, seed: int) -> Any:
     """``Detours`` with [(CONV, RELU), (CONV, CAT, RELU), (CONV,)]; ``Misnamed`` with [(CONV, RELU)]; small_cnn with
-    [(CONV, RELU), (LINEAR,)] after ``EarlierQuantizer``."""
+    [(CONV, RELU, MAX_POOL), (CONV, RELU), (LINEAR,)] after ``EarlierQuantizer`` (the relu in the middle of the first
+    chain gets no label of its own)."""
     from common.models import get_model
 
     return {
         "detours": fuse(ns, [(CONV, RELU), (CONV, CAT, RELU), (CONV,)], Detours(), seed),
         "misnamed": fuse(ns, [(CONV, RELU)], Misnamed(), seed, edit=misnamed),
-        "after_another": fuse(ns, [(CONV, RELU), (LINEAR,)], get_model("small_cnn"), seed, before=EarlierQuantizer()),
+        "after_another": fuse(
+            ns,
+            [(CONV, RELU, MAX_POOL), (CONV, RELU), (LINEAR,)],
+            get_model("small_cnn"),
+            seed,
+            before=EarlierQuantizer(),
+        ),
     }
 
 
