@@ -381,21 +381,35 @@ def test_grade_gives_the_scores_nbgrader_gives(graded: Graded, tmp_path: Path) -
     assert compared >= len(folders)
 
 
+SETUP_CODE = ("_pt2e_colab_setup", "環境設定：在 Colab 上", "pip install")
+"""Words of the release's setup cell (the Colab install), which nbgrader's own feedback page showed first."""
+HIDDEN_CODE = ("def test_", "compare_observers", "autograder.keys", "BEGIN HIDDEN TESTS", "autograder.notebook")
+
+
 @attack_modules
 def test_feedback_and_export_work_on_the_sandboxed_grades(graded: Graded) -> None:
+    """generate_feedback writes the course's page (``nbgrader_feedback``): the score, a summary linking the
+    exercises that lost points, each exercise's report; no cell of the notebook, no setup code, no hidden test."""
     feedback = run_nbgrader(graded.course, graded.home, "generate_feedback", graded.module, "--force")
     assert feedback.returncode == 0, feedback.stderr[-3000:]
-    page = (graded.course / "feedback" / "exit" / graded.module / f"{graded.crash_notebook}.html").read_text(
+    crashed = (graded.course / "feedback" / "exit" / graded.module / f"{graded.crash_notebook}.html").read_text(
         encoding="utf-8"
     )
-    assert "練習「" in page and "程式讓行程結束了" in page and f"隱藏測試的亂數種子：{SEED}" in page
-    for secret in ("def test_", "compare_observers", "autograder.keys", "BEGIN HIDDEN TESTS", "autograder.notebook"):
-        assert secret not in page
     solution = (graded.course / "feedback" / "solution" / graded.module / f"{graded.crash_notebook}.html").read_text(
         encoding="utf-8"
     )
-    assert "練習「" in solution and 'class="output_area"' in solution
-    assert "execute_result" not in solution and "output_execute_result" not in solution, "no bare Out[ ]: points"
+    for page in (crashed, solution):
+        assert '<nav class="summary"' in page and "練習「" in page and f"隱藏測試的亂數種子：{SEED}" in page
+        assert 'class="output_area"' not in page and "jp-Cell" not in page, "no cell of the notebook"
+        for secret in (*HIDDEN_CODE, *SETUP_CODE):
+            assert secret not in page, secret
+    assert "程式讓行程結束了" in crashed
+    scores = exercise_scores(graded.course, graded.module, "exit", graded.crash_notebook)
+    earned, total = sum(s for s, _ in scores.values()), sum(m for _, m in scores.values())
+    assert f'分數 <b class="score">{earned:g} / {total:g}</b>' in crashed, "the gradebook's score"
+    lost = [exercise for exercise, (score, maximum) in scores.items() if score < maximum]
+    assert lost and all(f'<a href="#ex-{e}">' in crashed and f'id="ex-{e}"' in crashed for e in lost), lost
+    assert "都拿到滿分" in solution and '<a href="#ex-' not in solution
     export = run_nbgrader(graded.course, graded.home, "export", "--to", str(graded.course / "grades.csv"))
     assert export.returncode == 0, export.stderr[-3000:]
     with (graded.course / "grades.csv").open(encoding="utf-8") as handle:
@@ -408,6 +422,62 @@ def test_feedback_and_export_work_on_the_sandboxed_grades(graded: Graded) -> Non
         )
         assert float(rows[student]["score"]) == total, student
     assert float(rows["solution"]["score"]) == float(rows["solution"]["max_score"]) > 0
+
+
+@attack_modules
+def test_feedback_shows_the_gradebooks_manual_grading(graded: Graded, tmp_path: Path) -> None:
+    """A TA's score and comment in the formgrader (the gradebook) are the page's; a notebook of the course without
+    the grader's record (autograded before the course's page existed) gets nbgrader's page, without hidden tests."""
+    from autograder.integrations.nbgrader_feedback import RECORD_KEY
+
+    course = tmp_path / "course"  # a copy: the other tests read the gradebook as autograde left it
+    shutil.copytree(graded.course, course, ignore=shutil.ignore_patterns("feedback"))
+    notebook, exercise = graded.crash_notebook, first_exercise(graded.crash_notebook)
+    total = sum(m for _, m in exercise_scores(course, graded.module, "solution", notebook).values())
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        grade = gb.find_grade(f"{exercise}_hidden", notebook, graded.module, "solution")
+        grade.manual_score = grade.max_score - 1
+        comment = gb.find_comment(exercise, notebook, graded.module, "solution")
+        comment.manual_comment = "寫得很好，<b>但</b>少了說明"
+        gb.db.commit()
+    old = course / "autograded" / "untouched" / graded.module / f"{notebook}.ipynb"
+    nb = nbformat.read(old, as_version=4)
+    assert RECORD_KEY in nb.metadata, "autograde keeps the grader's record for the page"
+    del nb.metadata[RECORD_KEY]
+    nbformat.write(nb, old)
+    for student in ("solution", "untouched"):
+        run = run_nbgrader(course, graded.home, "generate_feedback", graded.module, "--student", student, "--force")
+        assert run.returncode == 0, run.stderr[-3000:]
+    page = (course / "feedback" / "solution" / graded.module / f"{notebook}.html").read_text(encoding="utf-8")
+    assert f'分數 <b class="score">{total - 1:g} / {total:g}</b>' in page
+    assert "助教調整了這一題的分數" in page and f'<a href="#ex-{exercise}">' in page
+    assert "寫得很好，&lt;b&gt;但&lt;/b&gt;少了說明" in page, "the TA's comment, as text"
+    nbgraders = (course / "feedback" / "untouched" / graded.module / f"{notebook}.html").read_text(encoding="utf-8")
+    assert f"{notebook} (Score: 0.0 / {total:.1f})" in nbgraders and '<nav class="summary"' not in nbgraders
+    assert "BEGIN HIDDEN TESTS" not in nbgraders
+
+
+def test_another_courses_notebook_gets_nbgraders_feedback_page() -> None:
+    """The exporter changes nothing for a notebook without the grader's record; a submission's own record is
+    dropped when it is graded (the page's record is always the grader's)."""
+    from nbconvert.exporters import HTMLExporter
+    from nbformat.v4 import new_code_cell, new_notebook
+    from traitlets.config import Config
+
+    from autograder.integrations.nbgrader_bridge import RecordSubmission
+    from autograder.integrations.nbgrader_feedback import RECORD_KEY, CourseFeedbackExporter
+
+    nb = new_notebook(cells=[new_code_cell("print('another course')")])
+    config = Config()
+    config.HTMLExporter.template_name = "lab"
+    theirs, _ = HTMLExporter(config=config).from_notebook_node(nb)
+    ours, _ = CourseFeedbackExporter(config=config).from_notebook_node(nb)
+    assert ours == theirs and "another course" in ours
+    forged = solved("M03-4")
+    forged.metadata[RECORD_KEY] = {"format": 1, "notebook": "M03-4", "verdicts": []}
+    resources = {"nbgrader": {"notebook": "M03-4", "student": "s", "assignment": "M03"}}
+    forged, _ = RecordSubmission(config=Config()).preprocess(forged, resources)
+    assert RECORD_KEY not in forged.metadata
 
 
 def test_autograde_keeps_the_class_record_for_the_report(graded: Graded) -> None:

@@ -38,6 +38,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, List, Unicode
 
 from autograder.course import venv_tools_on_path
+from autograder.integrations.nbgrader_feedback import RECORD_KEY, cell_score, feedback_record
 
 SEED_ENV = "PT2E_SEED"
 META_KEY = "pt2e_submission"
@@ -89,6 +90,7 @@ class RecordSubmission(NbGraderPreprocessor):
         from autograder.engine.submission import prepare
 
         nb.metadata.pop(META_KEY, None)  # only this step writes it
+        nb.metadata.pop(RECORD_KEY, None)  # only SandboxedExecute writes it
         try:
             source = _source_notebook(str(resources.get("nbgrader", {}).get("notebook", "")))
             if source is None:
@@ -163,6 +165,7 @@ class SandboxedExecute(NbGraderPreprocessor):
         info = resources.get("nbgrader", {})
         notebook, student = str(info.get("notebook", "")), str(info.get("student", ""))
         recorded = nb.metadata.pop(META_KEY, None)
+        nb.metadata.pop(RECORD_KEY, None)  # the feedback page's record is the grader's, written below
         for cell in nb.cells:  # nothing the student saved may stand as an output (nor a score)
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = [], None
@@ -183,9 +186,11 @@ class SandboxedExecute(NbGraderPreprocessor):
             result = prefetched if prefetched is not None else self._grade(notebook, nb, source, seed, limits, recorded)
         except Exception:  # a grader bug costs no one the batch, and never gives points
             self.log.exception("評分 %s 的 %s 時評分程式出錯", student, notebook)
-            write_zero(nb, "評分程式出錯，這一格 0 分，請通知助教")
+            write_zero(nb, GRADER_FAILED)
+            _keep_zero_record(nb, notebook, seed)
             return nb, resources
         write_results(nb, source, result, seed)
+        nb.metadata[RECORD_KEY] = feedback_record(result, seed)  # what generate_feedback draws the page from
         self._keep_for_report(info, student, result, seed)
         self.log.info("%s %s：%g / %g 分", student, notebook, result.score, result.max_score)
         for warning in result.tampering:
@@ -234,6 +239,23 @@ class SandboxedExecute(NbGraderPreprocessor):
                 n for n in result.notes if n not in restored.notes
             ]
         return result
+
+
+GRADER_FAILED = "評分程式出錯，這一格 0 分，請通知助教"
+
+
+def _keep_zero_record(nb: NotebookNode, notebook: str, seed: int) -> None:
+    """The feedback page's record of a notebook the grader failed on: every check 0 points, saying so."""
+    from autograder.checks.support import checks_of
+    from autograder.engine.grading import NotebookResult, zero_verdicts
+
+    try:
+        result = NotebookResult(notebook, None)
+        for exercise in checks_of(notebook):
+            result.verdicts += zero_verdicts(notebook, exercise, GRADER_FAILED)
+        nb.metadata[RECORD_KEY] = feedback_record(result, seed)
+    except Exception:  # without a record the student gets nbgrader's page, which says the same in each cell
+        pass
 
 
 def _stream(text: str) -> NotebookNode:
@@ -322,10 +344,8 @@ def write_results(nb: NotebookNode, source: NotebookNode, result: Any, seed: int
         score = 0.0
         if verdicts:
             lines.append(exercise_report(titles.get(exercise, exercise), verdicts))
-            earned = sum(v["score"] for v in verdicts)
-            checks = sum(v["points"] for v in verdicts)
             # the cell's points are the sum of its checks; if the two ever differ, scale (nbgrader refuses more)
-            score = earned if checks == points else (earned * points / checks if checks else 0.0)
+            score = cell_score(verdicts, points)
         else:
             lines.append("評分程式沒有這一格的檢查：這一格 0 分，請通知助教")
         outputs = [_stream("\n".join(lines))]
@@ -334,7 +354,7 @@ def write_results(nb: NotebookNode, source: NotebookNode, result: Any, seed: int
             outputs.append(
                 new_output("display_data", data={"image/svg+xml": picture["svg"], "text/plain": picture["caption"]})
             )
-        cell.outputs = [*outputs, _score(min(max(score, 0.0), points))]
+        cell.outputs = [*outputs, _score(score)]
 
 
 def _cell_points(cell: NotebookNode) -> float:
@@ -349,16 +369,26 @@ def _cell_points(cell: NotebookNode) -> float:
 
 
 class CleanFeedback(NbGraderPreprocessor):
-    """A ``generate_feedback`` step: what a student reads is the grading report, not the grader's plumbing.
+    """A ``generate_feedback`` step for a notebook of the course that has no feedback record (autograded before
+    ``nbgrader_feedback`` existed), which gets nbgrader's own page: no hidden tests there either.
 
     A graded cell keeps its report (stdout) and loses the hidden-test region of its source (``grade(...)``,
     which the release never showed) and the ``execute_result`` that holds the points for nbgrader (the
-    feedback page shows them in the cell's header already, and a bare ``Out[ ]: 1`` reads as noise).
+    feedback page shows them in the cell's header already, and a bare ``Out[ ]: 1`` reads as noise). A notebook
+    that is not the course's is left as nbgrader has it.
     """
 
     # configurable, as in nbgrader's GetGrades: nbconvert's HTML exporter configures it for every step, and an
     # unconfigurable one logs "Config option `display_data_priority` not recognized" on each generate_feedback
     display_data_priority = List(NbGraderPreprocessor.class_traits()["display_data_priority"].default(), config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
+        from autograder.engine.submission import source_path
+
+        notebook = str(resources.get("nbgrader", {}).get("notebook", ""))
+        if RECORD_KEY in nb.metadata or not notebook or not source_path(notebook).is_file():
+            return nb, resources  # the course's page (nbgrader_feedback), or another course's notebook
+        return super().preprocess(nb, resources)
 
     def preprocess_cell(
         self, cell: NotebookNode, resources: ResourcesDict, index: int
@@ -468,6 +498,8 @@ def configure(c: Any, root: str, db_url: str, argv: list[str] | None = None) -> 
     """Called by ``nbgrader_config.py``: the sandboxed autograde steps, and the assignment registered."""
     venv_tools_on_path()  # nbgrader started by its full path, the venv not activated, still finds `alembic`
     c.GenerateFeedback.preprocessors = feedback_preprocessors()
+    # the course's own page for the course's notebooks (by name: the page's modules load only for generate_feedback)
+    c.GenerateFeedback.exporter_class = "autograder.integrations.nbgrader_feedback.CourseFeedbackExporter"
     c.Autograde.sanitize_preprocessors = sanitize_preprocessors()
     c.Autograde.autograde_preprocessors = autograde_preprocessors()
     c.SandboxedExecute.record_dir = str(Path(root) / "autograded")

@@ -203,11 +203,17 @@ def _cause_html(cause: Cause) -> str:
     )
 
 
-def exercise_html(section: ExerciseSection, picture: dict[str, str] | None) -> str:
-    """One exercise: its score, the likely cause once (with the drawing), then its checks."""
+def exercise_html(
+    section: ExerciseSection, picture: dict[str, str] | None, anchor: str | None = None, extra: str = ""
+) -> str:
+    """One exercise: its score, the likely cause once (with the drawing), then its checks.
+
+    ``anchor``: the section's ``id`` (a page that links to its exercises); ``extra``: HTML shown under the heading
+    (nbgrader's page: a grader's change of the score, their comment)."""
+    ident = f' id="{html.escape(anchor, quote=True)}"' if anchor else ""
     parts = [
-        f'<section class="exercise"><h3>練習「{html.escape(clean(section.title))}」'
-        f'<span class="score">{points_text(section.score)} / {points_text(section.total)} 分</span></h3>'
+        f'<section class="exercise"{ident}><h3>練習「{html.escape(clean(section.title))}」'
+        f'<span class="score">{points_text(section.score)} / {points_text(section.total)} 分</span></h3>{extra}'
     ]
     if section.causes:
         figure = ""
@@ -237,48 +243,68 @@ def exercise_html(section: ExerciseSection, picture: dict[str, str] | None) -> s
     return "".join(parts)
 
 
+def exercise_sections(result: NotebookResult) -> dict[str, ExerciseSection]:
+    """Exercise key → its section of the feedback (``report.exercise_section``), in the order of the verdicts."""
+    titles = exercise_titles(result.notebook)
+    return {e: exercise_section(titles.get(e, e), v) for e, v in by_exercise(result.verdicts).items()}
+
+
+def notes_html(result: NotebookResult) -> list[str]:
+    """A notebook's tampering warnings, then its notes, a paragraph each."""
+    return [f'<p class="warn">⚠ {html.escape(clean(w))}</p>' for w in result.tampering] + [
+        f'<p class="note">・{html.escape(clean(n))}</p>' for n in result.notes
+    ]
+
+
+def cell_errors_html(result: NotebookResult) -> str:
+    """The cells that raised, folded (empty when none did)."""
+    if not result.cell_errors:
+        return ""
+    return (
+        f"<details><summary>執行時出錯的儲存格（{len(result.cell_errors)}）</summary><pre>"
+        + html.escape(clean("\n".join(result.cell_errors)))
+        + "</pre></details>"
+    )
+
+
+def page_html(title: str, body: list[str], style: str = "") -> str:
+    """A whole feedback page: ``title`` (already escaped) as its title and heading, then ``body``'s parts.
+
+    ``style``: CSS added after the feedback's own (a page with more parts than ``feedback_html``'s)."""
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="zh-Hant-TW"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{title}</title><style>{_STYLE}{style}</style></head><body><main>",
+            f"<h1>{title}</h1>",
+            *body,
+            "</main></body></html>",
+        ]
+    )
+
+
 def feedback_html(student: StudentResult, drawn: Drawings | None = None) -> str:
     """One page for one student and module: scores, each exercise's likely cause and checks, notes.
 
     Every string is cleaned (``autograder.reports.hygiene.clean``) and then HTML-escaped, whoever wrote it.
     It reads at phone width (390 px) and at desktop width: no table, the score never wraps.
     """
-
-    def esc(text: object) -> str:
-        return html.escape(clean(text))
-
     drawn = drawings(student.notebooks) if drawn is None else drawn
-    title = f"{esc(student.module)} 評分回饋：{html.escape(clean_name(student.student))}"
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="zh-Hant-TW"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{title}</title><style>{_STYLE}</style></head><body><main>",
-        f"<h1>{title}</h1>",
-        f'<p>總分 <b class="score">{points_text(student.score)} / {points_text(student.max_score)}</b></p>',
-    ]
+    title = f"{html.escape(clean(student.module))} 評分回饋：{html.escape(clean_name(student.student))}"
+    parts = [f'<p>總分 <b class="score">{points_text(student.score)} / {points_text(student.max_score)}</b></p>']
     for result in student.notebooks:
         parts.append(
-            f'<section class="notebook"><h2>{esc(result.notebook)}'
+            f'<section class="notebook"><h2>{html.escape(clean(result.notebook))}'
             f'<span class="score">{points_text(result.score)} / {points_text(result.max_score)} 分</span></h2>'
         )
-        for warning in result.tampering:
-            parts.append(f'<p class="warn">⚠ {esc(warning)}</p>')
-        for note in result.notes:
-            parts.append(f'<p class="note">・{esc(note)}</p>')
-        titles = exercise_titles(result.notebook)
-        for exercise, verdicts in by_exercise(result.verdicts).items():
-            section = exercise_section(titles.get(exercise, exercise), verdicts)
+        parts += notes_html(result)
+        for exercise, section in exercise_sections(result).items():
             parts.append(exercise_html(section, drawn.get(result.notebook, {}).get(exercise)))
         if result.cell_errors:
-            parts.append(
-                f"<details><summary>執行時出錯的儲存格（{len(result.cell_errors)}）</summary><pre>"
-                + esc("\n".join(result.cell_errors))
-                + "</pre></details>"
-            )
+            parts.append(cell_errors_html(result))
         parts.append("</section>")
-    parts.append("</main></body></html>")
-    return "\n".join(parts)
+    return page_html(title, parts)
 
 
 def write_student(out: Path, student: StudentResult, seed: int | None) -> Path:
