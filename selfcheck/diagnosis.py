@@ -6,13 +6,14 @@ The readers here never raise on evidence of an unexpected shape: a submission ch
 the public detectors the preview runs (this package ships) and the hidden ones beside the checks.
 
 ``public_causes`` is the preview's diagnosis: the misconceptions whose public detector recognises the
-student's public evidence, most likely first (the order of the exercise's record).
+student's public evidence, most likely first (the order of the exercise's record), a second one only when it
+explains a failing case the first does not (``independent``, the rule the grader's causes follow too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from selfcheck.misconceptions import Detector, Misconception
 
@@ -127,6 +128,47 @@ def recognises(detector: Detector, seen: Any, expected: Any) -> bool:
     return _holds(detector, seen, expected)
 
 
-def public_causes(misconceptions: tuple[Misconception, ...], seen: Any, expected: Any) -> list[Misconception]:
-    """The misconceptions whose public detector recognises ``seen`` (most likely first: the record's order)."""
-    return [m for m in misconceptions if m.public is not None and recognises(m.public, seen, expected)]
+SHOWN_CAUSES = 2
+"""At most this many causes are named, in the notebook and in the feedback: the most likely, and a second one only
+when it explains a failure the first does not (``independent``)."""
+
+T = TypeVar("T")
+
+
+def independent(found: Sequence[T], failed: Iterable[str], covers: Callable[[T, str], bool]) -> list[T]:
+    """The first of ``found`` (ranked, most likely first), then each next one that explains a ``failed`` check or case
+    none before it explains, at most ``SHOWN_CAUSES``. The grader ranks hidden causes over failed checks with it
+    (``autograder.engine.diagnose``), the notebook public causes over failed public cases (``public_causes``): a
+    second guess whose failures the first already explains is not shown, two independent mistakes are two causes."""
+    failed = list(failed)
+    shown: list[T] = []
+    for item in found:
+        if len(shown) == SHOWN_CAUSES:
+            break
+        if not shown or any(covers(item, t) and not any(covers(s, t) for s in shown) for t in failed):
+            shown.append(item)
+    return shown
+
+
+def only_case(seen: Any, expected: Any, case: str) -> Any:
+    """``seen`` with every public case but ``case`` replaced by the expected one: the student's answer as if it
+    went wrong in ``case`` alone."""
+    return {**seen, "cases": {**cases(expected), case: cases(seen).get(case)}}
+
+
+def public_causes(
+    misconceptions: tuple[Misconception, ...], seen: Any, expected: Any, failing: Iterable[str] | None = None
+) -> list[Misconception]:
+    """The misconceptions whose public detector recognises ``seen``, most likely first (the record's order), ranked
+    as the grader ranks its causes (``independent``): a second one is named only when it explains a failing public
+    case the first does not. A detector explains a case when it still recognises the answer with that case alone
+    gone wrong (``only_case``); one that needs several cases together explains all of them.
+
+    ``failing``: the public cases that failed (by default, those whose evidence differs from the expected)."""
+    found = [m for m in misconceptions if m.public is not None and recognises(m.public, seen, expected)]
+    if len(found) < 2:
+        return found
+    names = list(failing) if failing is not None else [c for c, r in cases(seen).items() if r != cases(expected).get(c)]
+    alone = {m.key: {c for c in names if recognises(m.public, only_case(seen, expected, c), expected)} for m in found}
+    covered = {key: cases_ or set(names) for key, cases_ in alone.items()}
+    return independent(found, names, lambda m, case: case in covered[m.key])

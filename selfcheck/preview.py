@@ -136,7 +136,9 @@ def preview(notebook: str, exercise: str, namespace: Mapping[str, Any]) -> None:
             print(f"✗ 公開例子「{name}」：{problem}")
     failed = sum(problem is not None for problem in problems.values())
     if failed:
-        found = public_causes(run.spec.misconceptions, run.evidence, run.expected)
+        found = public_causes(
+            run.spec.misconceptions, run.evidence, run.expected, [n for n, p in problems.items() if p is not None]
+        )
         for line in causes_block(notebook, found):
             print(line)
         raise ChecksFailed(f"{len(problems)} 個公開例子中有 {failed} 個沒有通過（見上面的 ✗）")

@@ -83,7 +83,8 @@ def diagnosis_lines(notebook: str, exercise: str, namespace: dict[str, Any]) -> 
         if not any(m.public for m in public_exercises(notebook)[exercise].misconceptions):
             return []
         run = run_public(notebook, exercise, namespace)
-        return causes_block(notebook, public_causes(run.spec.misconceptions, run.evidence, run.expected), "  ")
+        failing = [name for name, problem in run.problems.items() if problem is not None]
+        return causes_block(notebook, public_causes(run.spec.misconceptions, run.evidence, run.expected, failing), "  ")
     except Exception:  # a diagnosis is a courtesy: the failure is already said
         return []
 

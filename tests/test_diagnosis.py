@@ -159,3 +159,34 @@ def test_the_words_of_a_cause_are_the_same_in_the_notebook_and_in_the_feedback()
     verdicts[0].update(causes=["no_shared_spec"], explained_by="no_shared_spec")
     report = exercise_report(exercise.title, verdicts)
     assert all(line in report for line in lines)
+
+
+def test_the_notebook_names_a_second_cause_only_for_a_failure_the_first_does_not_explain() -> None:
+    """``public_causes`` ranks as the grader ranks (``selfcheck.diagnosis.independent``): the record's order, and a
+    second cause only when it explains a failing public case the first does not explain."""
+    from selfcheck.misconceptions import Misconception
+
+    expected = {"cases": {"a": {"value": 1}, "b": {"value": 2}, "c": {"value": 3}}}
+
+    def wrong_in(*names: str):
+        return lambda seen, expected: any(seen["cases"][n] != expected["cases"][n] for n in names)
+
+    def both_wrong(seen, expected):  # needs a and b wrong together: explains both
+        return all(seen["cases"][n] != expected["cases"][n] for n in "ab")
+
+    section = Section("A")
+    first = Misconception("first", "第一個", "…", section, public=wrong_in("a"))
+    same = Misconception("same", "同一處", "…", section, public=wrong_in("a"))
+    other = Misconception("other", "另一處", "…", section, public=wrong_in("b"))
+    together = Misconception("together", "一起錯", "…", section, public=both_wrong)
+    only_a = {"cases": {**expected["cases"], "a": {"value": 0}}}
+    a_and_b = {"cases": {**expected["cases"], "a": {"value": 0}, "b": {"value": 0}}}
+
+    def keys(found):
+        return [m.key for m in found]
+
+    assert keys(public_causes((first, same), only_a, expected)) == ["first"], "a second guess the first explains"
+    assert keys(public_causes((first, other), a_and_b, expected, ["a", "b"])) == ["first", "other"], "two mistakes"
+    assert keys(public_causes((first, other), only_a, expected)) == ["first"], "other does not recognise it"
+    assert keys(public_causes((together, first), a_and_b, expected)) == ["together"], "one that explains both cases"
+    assert keys(public_causes((first, together), a_and_b, expected)) == ["first", "together"]

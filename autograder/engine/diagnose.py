@@ -26,9 +26,6 @@ from autograder.checks.support import DetectorInfo, detectors_of
 from selfcheck import diagnosis
 from selfcheck.diagnosis import recognises
 
-SHOWN_CAUSES = 2
-"""At most this many causes are named: the most likely, and a second when one is as plausible."""
-
 
 def test_name(verdict: dict[str, Any]) -> str:
     """The check's test function name, from its id ``M03-4:add_quantizer:test_add_self``."""
@@ -64,14 +61,8 @@ def recognised(notebook: str, exercise: str, seen: Any, expected: Any, failed: s
 
 def independent(found: list[DetectorInfo], failed: set[str]) -> list[DetectorInfo]:
     """The first of ``found``, then each next one that explains a failed check none before it explains (at most
-    ``SHOWN_CAUSES``)."""
-    shown: list[DetectorInfo] = []
-    for info in found:
-        if len(shown) == SHOWN_CAUSES:
-            break
-        if not shown or any(info.covers(t) and not any(s.covers(t) for s in shown) for t in failed):
-            shown.append(info)
-    return shown
+    ``SHOWN_CAUSES``): ``selfcheck.diagnosis.independent``, the rule the notebook's public causes follow too."""
+    return diagnosis.independent(found, sorted(failed), lambda info, test: info.covers(test))
 
 
 def attach_causes(notebook: str, exercise: str, seen: Any, expected: Any, verdicts: list[dict[str, Any]]) -> None:

@@ -178,7 +178,7 @@ def notebook_diagnosis(wrong: WrongSolution) -> NotebookDiagnosis:
     except ChecksFailed as refused:
         return NotebookDiagnosis((), (), str(refused))
     failed = tuple(name for name, problem in run.problems.items() if problem is not None)
-    causes = tuple(m.key for m in public_causes(run.spec.misconceptions, run.evidence, run.expected))
+    causes = tuple(m.key for m in public_causes(run.spec.misconceptions, run.evidence, run.expected, failed))
     return NotebookDiagnosis(failed, causes)
 
 

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from autograder.engine.diagnose import SHOWN_CAUSES
 from autograder.reports.hygiene import clean
+from selfcheck.diagnosis import SHOWN_CAUSES
 from selfcheck.misconceptions import Misconception, cause_lines, section_url, where_to_read
 
 
