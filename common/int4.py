@@ -10,7 +10,8 @@ constants an ExecuTorch program keeps, and PyTorch's own packed int4 CPU kernel.
 - ``executorch_program`` / ``program_constants``: ``to_executorch`` of a lowered program and the
   tensors its graph reads as constants (which tables stayed uint8, which were folded to fp32).
 - ``xnnpack_linear_pte`` / ``xnnpack_linear_program``: a linear quantized dynamically (PT2E) and lowered
-  to XNNPACK once with a dynamic token count: its ``.pte`` and datatypes, or the program loaded.
+  to XNNPACK once with a dynamic token count: its ``.pte`` and datatypes, or the program loaded;
+  ``xnnpack_quantized_linear_pte``: the same for a linear torchao's ``quantize_`` already quantized.
 - ``int4_pack_linear``: a weight quantized to 4 bits per group and packed two values a byte with
   ``aten._convert_weight_to_int4pack_for_cpu``, run by ``aten._weight_int4pack_mm_for_cpu``.
 """
@@ -180,27 +181,48 @@ class LinearPte:
     example: torch.Tensor
 
 
+def _token_example(in_features: int, max_tokens: int) -> tuple[tuple[torch.Tensor], tuple[dict[int, Any]]]:
+    """An input of ``max_tokens`` rows and its dynamic shape: 1 to ``max_tokens`` tokens."""
+    from torch.export import Dim
+
+    example = (torch.randn(max_tokens, in_features, generator=torch.Generator().manual_seed(0)),)
+    return example, ({0: Dim("tokens", min=1, max=max_tokens)},)
+
+
+def _lowered_pte(module: torch.nn.Module, example: tuple[torch.Tensor], shapes: Any) -> LinearPte:
+    """``module`` exported on ``example`` (``shapes`` dynamic), lowered to XNNPACK, saved as a ``.pte``."""
+    from common.backends import quiet_native_stderr, xnnpack_value_types
+
+    with quiet_imports(), quiet_native_stderr():
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.exir import to_edge_transform_and_lower
+
+        exported = torch.export.export(module, example, dynamic_shapes=shapes)
+        edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+    return LinearPte(bytes(executorch_program(edge).buffer), xnnpack_value_types(edge), example[0])
+
+
 def xnnpack_linear_pte(linear: torch.nn.Module, quantizer: Any, max_tokens: int) -> LinearPte:
     """``linear`` quantized dynamically by ``quantizer`` (PT2E) and lowered to XNNPACK once for inputs of
     1 to ``max_tokens`` rows (the token count is a dynamic dimension). One program serves a decode step
     (``example[:1]``) and a prefill (the whole ``example``), so a shape costs no second export and
     lowering; its size and datatypes show how the weight is stored (``qcint8``, ``qcint4``)."""
-    from torch.export import Dim
-
-    from common.backends import quiet_native_stderr, xnnpack_value_types
+    from common.backends import quiet_native_stderr
     from common.dynamic import convert_dynamic
 
-    example = (torch.randn(max_tokens, linear.in_features, generator=torch.Generator().manual_seed(0)),)
-    shapes = ({0: Dim("tokens", min=1, max=max_tokens)},)
+    example, shapes = _token_example(linear.in_features, max_tokens)
     with quiet_imports(), quiet_native_stderr():
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-        from executorch.exir import to_edge_transform_and_lower
-
         graph = torch.export.export(linear.eval(), example, dynamic_shapes=shapes).module()
         converted = convert_dynamic(graph, quantizer, [example])
-        exported = torch.export.export(converted, example, dynamic_shapes=shapes)
-        edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
-    return LinearPte(bytes(executorch_program(edge).buffer), xnnpack_value_types(edge), example[0])
+    return _lowered_pte(converted, example, shapes)
+
+
+def xnnpack_quantized_linear_pte(linear: torch.nn.Module, max_tokens: int) -> LinearPte:
+    """``linear`` already quantized in eager mode (torchao's ``quantize_``: its weight a tensor subclass),
+    exported as it is and lowered to XNNPACK once for inputs of 1 to ``max_tokens`` rows, as
+    ``xnnpack_linear_pte`` does for PT2E (the datatypes show ``qbint4`` for a group-wise 4-bit weight)."""
+    example, shapes = _token_example(linear.in_features, max_tokens)
+    return _lowered_pte(linear.eval(), example, shapes)
 
 
 def xnnpack_linear_program(linear: torch.nn.Module, quantizer: Any, max_tokens: int) -> tuple[Any, torch.Tensor]:
