@@ -741,11 +741,22 @@ def test_the_process_ending_keeps_what_was_earned_before(graded, student: str, p
     assert phrase in messages(result)
 
 
+def honest_score(fixture: str, exercise: str) -> float:
+    """What the honest part of an attack earns: the M03-4 wrong fixture it carries, judged on the class's seed
+    (0) by the grader's own path without a sandbox (``tests/test_checks.py``)."""
+    from test_checks import verdicts_for
+
+    namespace: dict = {}
+    exec(compile((FIXTURES / "wrong" / "M03-4" / fixture).read_text(encoding="utf-8"), fixture, "exec"), namespace)
+    verdicts = verdicts_for("M03-4", exercise, namespace, 0)
+    assert 0 < sum(v["points"] for v in verdicts) and not all(v["passed"] for v in verdicts)
+    return sum(v["score"] for v in verdicts)
+
+
 @pytest.mark.parametrize("student", ["patched_helpers", "patched_builtins"])
 def test_patched_helpers_gain_nothing_and_are_named(graded, student: str) -> None:
     result = nb(graded, student)
-    honest_wrong = ADD_POINTS - 6  # add_no_sharing earns only the share=False check
-    assert exercise_score(result, "add_quantizer") == honest_wrong
+    assert exercise_score(result, "add_quantizer") == honest_score("add_no_sharing.py", "add_quantizer")
     assert any("竄改" in t for t in result.tampering)
 
 
