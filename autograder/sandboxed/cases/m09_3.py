@@ -12,8 +12,8 @@ nested unlike TinyLM's, and runs ``LLMQuantizer()`` after another Quantizer that
 ``graph_bytes``: the student's function on graphs the grader converts with the course's own
 Quantizers (never the student's): int8 dynamic, 4-bit + embedding, a float export whose float32
 constants are views into one flat, padded storage (a view's bytes are its own, not its storage's),
-and a model whose LayerNorms share one module, with every extra read of a constant given its own
-``get_attr`` node (the same target read by several nodes is one tensor).
+and an int8 dynamic model whose LayerNorms share one module, with every extra read of a constant given its
+own ``get_attr`` node (the same target read by several nodes is one tensor).
 """
 
 from __future__ import annotations
@@ -173,8 +173,10 @@ def bytes_float(ns: Namespace, seed: int) -> Any:
 
 
 def bytes_shared(ns: Namespace, seed: int) -> Any:
+    """int8 dynamic, not 4-bit: this case judges constants read twice, and only ``int4_embedding`` the bytes of a
+    4-bit weight (issue 50: one mistake costs once)."""
     model, tokens = variant(seed + 3, flip=True)
-    converted = convert_dynamic(tinylm_graph(SharedNorms(model), tokens), composed_quantizer(), [(tokens,)])
+    converted = convert_dynamic(tinylm_graph(SharedNorms(model), tokens), xnnpack_dynamic_quantizer(), [(tokens,)])
     return bytes_of(ns, split_reads(converted))
 
 
