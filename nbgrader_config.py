@@ -29,6 +29,8 @@ c.ClearSolutions.text_stub = "請在這裡寫你的答案。"
 # and judges it here. A fresh clone has no gradebook: the assignment is registered first
 # (generate_assignment into a temporary folder; release/ is left alone). Set PT2E_SEED to
 # fix the hidden cases' seed (it is otherwise new on every run and printed in the log).
+# `nbgrader generate_feedback` writes the course's own page for each notebook (the page of `pt2e-course grade`,
+# with the gradebook's scores): autograder.integrations.nbgrader_feedback, set up by configure() too.
 try:
     try:
         from autograder.integrations.nbgrader_bridge import configure

@@ -398,7 +398,10 @@ def test_feedback_and_export_work_on_the_sandboxed_grades(graded: Graded) -> Non
     solution = (graded.course / "feedback" / "solution" / graded.module / f"{graded.crash_notebook}.html").read_text(
         encoding="utf-8"
     )
-    for page in (crashed, solution):
+    untouched = (graded.course / "feedback" / "untouched" / graded.module / f"{graded.crash_notebook}.html").read_text(
+        encoding="utf-8"
+    )
+    for page in (crashed, solution, untouched):
         assert '<nav class="summary"' in page and "練習「" in page and f"隱藏測試的亂數種子：{SEED}" in page
         assert 'class="output_area"' not in page and "jp-Cell" not in page, "no cell of the notebook"
         for secret in (*HIDDEN_CODE, *SETUP_CODE):
@@ -410,6 +413,8 @@ def test_feedback_and_export_work_on_the_sandboxed_grades(graded: Graded) -> Non
     lost = [exercise for exercise, (score, maximum) in scores.items() if score < maximum]
     assert lost and all(f'<a href="#ex-{e}">' in crashed and f'id="ex-{e}"' in crashed for e in lost), lost
     assert "都拿到滿分" in solution and '<a href="#ex-' not in solution
+    # nbgrader's own comment on an answer cell left as handed out is not a grader's
+    assert "還沒有作答" in untouched and "No response" not in untouched and "助教的評語" not in untouched
     export = run_nbgrader(graded.course, graded.home, "export", "--to", str(graded.course / "grades.csv"))
     assert export.returncode == 0, export.stderr[-3000:]
     with (graded.course / "grades.csv").open(encoding="utf-8") as handle:

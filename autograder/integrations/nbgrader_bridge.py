@@ -16,6 +16,10 @@ nbgrader's workflow stays (``nbgrader autograde M03`` with its gradebook, then
 
 A submission that kills its process keeps what it earned before, as with ``grade``. The seed
 of the hidden cases is chosen once per nbgrader run, or read from ``PT2E_SEED``.
+
+``generate_feedback`` writes the course's own page for each notebook (``nbgrader_feedback``): ``SandboxedExecute``
+keeps its result in the autograded notebook's metadata for it, and ``configure`` makes
+``nbgrader_feedback.CourseFeedbackExporter`` the converter's exporter.
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ class Grades:
     cells: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Exercise → (score, points) of its graded cell in the gradebook (a TA's manual score when there is one)."""
     comments: dict[str, str] = field(default_factory=dict)
-    """Exercise → what a grader wrote on its answer cell in the formgrader."""
+    """Exercise → what a grader wrote on its answer cell in the formgrader (not nbgrader's own "No response.")."""
 
 
 def _number(value: Any, default: float = 0.0) -> float:
@@ -126,9 +126,11 @@ def _number(value: Any, default: float = 0.0) -> float:
 
 
 def gradebook_grades(nb: NotebookNode, resources: dict[str, Any]) -> Grades:
-    """The scores and comments ``GetGrades`` wrote (``resources["nbgrader"]``, each cell's ``nbgrader`` metadata)."""
+    """The scores ``GetGrades`` wrote (``resources["nbgrader"]``, each graded cell's ``nbgrader`` metadata), and the
+    graders' own comments from the gradebook (``GetGrades`` writes nbgrader's automatic "No response." too)."""
     info = resources.get("nbgrader", {})
     grades = Grades(_number(info.get("score")), _number(info.get("max_score")), _number(info.get("late_penalty")))
+    commented = []
     for cell in nb.cells:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         grade_id = str(meta.get("grade_id", "") or "")
@@ -137,9 +139,19 @@ def gradebook_grades(nb: NotebookNode, resources: dict[str, Any]) -> Grades:
         if meta.get("grade") and "score" in meta:
             exercise = grade_id.removesuffix(HIDDEN_SUFFIX)
             grades.cells[exercise] = (_number(meta.get("score")), _number(meta.get("points")))
-        comment = meta.get("comment")
-        if (meta.get("solution") or meta.get("task")) and isinstance(comment, str) and comment.strip():
-            grades.comments[grade_id] = comment.strip()
+        if (meta.get("solution") or meta.get("task")) and str(meta.get("comment") or "").strip():
+            commented.append(grade_id)
+    if commented and info.get("db_url"):
+        from nbgrader.api import Gradebook, MissingEntry
+
+        with Gradebook(info["db_url"]) as gb:
+            for grade_id in commented:
+                try:
+                    comment = gb.find_comment(grade_id, info["notebook"], info["assignment"], info["student"])
+                except MissingEntry:
+                    continue
+                if isinstance(comment.manual_comment, str) and comment.manual_comment.strip():
+                    grades.comments[grade_id] = comment.manual_comment.strip()
     return grades
 
 
@@ -178,6 +190,8 @@ def _lost_reason(section: Any) -> str:
 
     if section.causes:
         return "可能的原因：" + clean(section.causes[0].misconception.name)
+    if section.shared_message:  # one reason for every failed check (not answered, a crash before it ran…)
+        return clean(section.shared_message.strip().splitlines()[0], 120)
     failed = len(section.explained) + len(section.unexplained)
     return f"{failed} 項檢查沒有通過" if failed else "助教調整了分數"
 
