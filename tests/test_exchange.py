@@ -21,8 +21,10 @@ Creating users needs root: elsewhere the test says so and is skipped (CI runs as
 from __future__ import annotations
 
 import csv
+import html
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -236,6 +238,7 @@ def test_each_student_fetches_feedback_that_matches_grade(cycle: Cycle, tmp_path
         nbgrader_scores = {
             (user, nb): gb.find_submission_notebook(nb, MODULE, user).score for user in cycle.homes for nb in notebooks
         }
+        maxima = {nb: gb.find_notebook(nb, MODULE).max_score for nb in notebooks}
     folders = tmp_path / "submitted"
     for user in cycle.homes:
         shutil.copytree(cycle.course / "submitted" / user / MODULE, folders / user / MODULE)
@@ -268,16 +271,41 @@ def test_each_student_fetches_feedback_that_matches_grade(cycle: Cycle, tmp_path
     # the tamperer earns what the cells they did not touch earn, as the folder flow scores them
     assert int(rows[tamper]["tampering"]) > 0 and float(rows[tamper]["total"]) < float(rows[right]["total"])
     assert f"鎖定的儲存格 {cycle.deleted} 被刪除：評分時補回原本的內容" in rows[tamper]["tampering_reason"]
+    cause = first_cause(out, wrong, "M03-4")
     for user, home in cycle.homes.items():
         pages = sorted((home / MODULE / "feedback").glob("*/*.html"))
         assert [p.stem for p in pages] == sorted(notebook_id(p) for p in source_notebooks(MODULE)), user
         assert all(pwd.getpwuid(p.stat().st_uid).pw_name == user for p in pages), "fetched as the student"
+        for path in pages:  # the course's page, not nbgrader's notebook: no cell, no setup code, no hidden test
+            page = path.read_text(encoding="utf-8")
+            score, maximum = nbgrader_scores[(user, path.stem)], maxima[path.stem]
+            assert f'分數 <b class="score">{score:g} / {maximum:g}</b>' in page, (user, path.stem, "the gradebook's")
+            assert '<nav class="summary"' in page and "練習「" in page, (user, path.stem)
+            for secret in ("pip install", "_pt2e_colab_setup", "BEGIN HIDDEN TESTS", "def test_", "jp-Cell"):
+                assert secret not in page, (user, path.stem, secret)
         page = next(p for p in pages if p.stem == "M03-4").read_text(encoding="utf-8")
-        assert "練習「" in page and "BEGIN HIDDEN TESTS" not in page
-        if user == wrong:
-            assert "SharedQuantizationSpec" in page, "the wrong-sharing student reads the cause"
+        if user == wrong:  # the cause grade names, why, a link to reread, the drawing of the failing case
+            name, text, url = cause
+            assert html.escape(name) in page and html.escape(text) in page, "the wrong-sharing student reads the cause"
+            assert url is not None and f'<a href="{html.escape(url, quote=True)}">' in page, "a link to reread"
+            assert '<img class="drawing"' in page or "<svg" in page, "the drawing of the failing case"
+            assert re.search(r'<li><a href="#ex-\w+">', page), "the summary links the exercise that lost points"
         if user == tamper:
             assert "竄改" in page or "鎖定的儲存格" in page, "the tamperer reads what was put back"
+
+
+def first_cause(out: Path, student: str, notebook: str) -> tuple[str, str, str | None]:
+    """The first cause ``pt2e-course grade`` named for ``student``'s ``notebook`` (its class record): the
+    misconception's name, why it is wrong, the address of the section to reread."""
+    from autograder.reports.class_record import load_record
+    from selfcheck.misconceptions import section_url
+    from selfcheck.preview import public_exercises
+
+    entry = load_record(out, MODULE).students[student]
+    verdicts = next(nb["verdicts"] for nb in entry["notebooks"] if nb["notebook"] == notebook)
+    failed = next(v for v in verdicts if not v["passed"] and v["causes"])
+    misconception = public_exercises(notebook)[failed["exercise"]].misconception(failed["causes"][0])
+    return misconception.name, misconception.text, section_url(notebook, misconception.section)
 
 
 def test_a_late_submission_is_recorded_as_late_and_scored_by_the_policy(cycle: Cycle) -> None:

@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -390,19 +389,55 @@ def test_the_whole_cycle_in_a_browser(released, teacher: tuple[Lab, Terminal], s
         instructor_browser.open(f"{url}/user/{INSTRUCTOR}/files/feedback/{student}/M03/{notebook}.html")
         read_by_teacher = teacher_lab.text()
         teacher_lab.shot("11-teacher-feedback")
-        assert f"{notebook} (Score: {earned:.1f} / {earned:.1f})" in read_by_teacher, read_by_teacher[:500]
-        assert "BEGIN HIDDEN TESTS" not in read_by_teacher
+        assert_course_page(read_by_teacher, notebook, student, earned)
 
-        # the student fetches the feedback from the Assignment List and reads it
+        # the student fetches the feedback from the Assignment List, opens "(view feedback)": the file browser
+        # shows the fetched folder, where the notebook's page opens in JupyterLab's HTML viewer
         lab.click("#submitted_assignments_list button", "Fetch Feedback")
         lab.wait("document.querySelector('#submitted_assignments_list').innerText.includes('(view feedback)')", 60)
         lab.shot("12-feedback-fetched")
         feedback = list(home.glob(f"M03/feedback/*/{notebook}.html"))
         assert len(feedback) == 1, sorted(str(p) for p in home.glob("M03/feedback/**/*"))
         assert pwd.getpwuid(feedback[0].stat().st_uid).pw_name == student, "fetched as the student"
-        relative = urllib.parse.quote(str(feedback[0].relative_to(home)))
-        browser.open(f"{url}/user/{student}/files/{relative}")
-        page = lab.text()
+        lab.click("#submitted_assignments_list a", "(view feedback)")
+        listing = ".jp-FileBrowser .jp-DirListing-item .jp-DirListing-itemText"
+        lab.wait(f"!!{lab.find(listing, f'{notebook}.html')}", 60)
+        crumbs = lab.text(".jp-FileBrowser .jp-BreadCrumbs")
+        assert feedback[0].parent.name in crumbs, f"the feedback's folder ({feedback[0].parent}): {crumbs}"
+        double_click(lab, listing, f"{notebook}.html")
+        frame = (
+            "[...document.querySelectorAll('.jp-HTMLViewer iframe')]"
+            ".map(f => f.contentDocument).find(d => d && d.querySelector('nav.summary'))"
+        )
+        lab.wait(f"!!({frame})", 60)
+        page = lab.browser.evaluate(f"({frame}).body.innerText")
         lab.shot("13-feedback")
-        assert f"{notebook} (Score: {earned:.1f} / {earned:.1f})" in page, page[:500]
-        assert "BEGIN HIDDEN TESTS" not in page and "Traceback (most recent call last)" not in page
+        assert_course_page(page, notebook, student, earned)
+        assert page.index("都拿到滿分") < page.index("各題的回饋"), "the summary is on top"
+        assert "Traceback (most recent call last)" not in page
+
+
+def assert_course_page(text: str, notebook: str, student: str, earned: float) -> None:
+    """``text`` (a page's shown text) is the course's feedback page of ``notebook``, with full marks: its title,
+    its score, the summary, each exercise; no cell of the notebook (setup code, hidden tests)."""
+    assert f"{notebook} 評分回饋：{student}" in text, text[:500]
+    assert f"分數 {formgrader_number(earned)} / {formgrader_number(earned)}" in text, text[:500]
+    assert "都拿到滿分" in text and "練習「" in text, text[:1000]
+    for secret in ("BEGIN HIDDEN TESTS", "def test_", "pip install", "_pt2e_colab_setup", "In\u00a0[", "In ["):
+        assert secret not in text, secret
+
+
+def double_click(lab: Lab, selector: str, text: str) -> None:
+    """Two clicks in a row on the element (``Lab.find``), as a mouse sends them (the second with clickCount 2)."""
+    element = lab.find(selector, text)
+    lab.wait(f"(() => {{ const e = {element}; return !!e && e.getBoundingClientRect().width > 0 }})()")
+    x, y = lab.browser.evaluate(
+        f"(() => {{ const e = {element}; e.scrollIntoView({{block: 'center'}});"
+        " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2] })()"
+    )
+    lab.browser.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y})
+    for count in (1, 2):
+        for kind in ("mousePressed", "mouseReleased"):
+            lab.browser.send(
+                "Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": count}
+            )
