@@ -40,6 +40,7 @@ from common.pt2e import (
     DerivedQuantizationSpec,
     FixedQParamsQuantizationSpec,
     MinMaxObserver,
+    QuantizationAnnotation,
     QuantizationSpec,
     export_module,
 )
@@ -201,6 +202,7 @@ max_pool2d ``add_92`` and the add ``max_pool2d_93``."""
 
 HIDDEN = (
     "renamed",
+    "unrenamed",
     "conv_two_users",
     "conv_relu_pool",
     "linear_add",
@@ -234,9 +236,10 @@ def build(name: str, seed: int) -> GraphModule:
     }
     if name == "look_alikes":
         inputs[name] = (image[0], seeded_inputs(seed + 1, (2, size + 1))[0])
-    if name == "renamed":
+    if name in ("renamed", "unrenamed"):  # the same graph, its names swapped or not
         gm = export_module(Swapped(size, 4).eval(), (image[0], seeded_inputs(seed + 1, (2, 4))[0]))
-        swap_names(gm, RENAMED)
+        if name == "renamed":
+            swap_names(gm, RENAMED)
         return gm
     return export_module(models[name]().eval(), inputs.get(name, image))
 
@@ -286,6 +289,75 @@ def _verdict(ns: Namespace, gm: GraphModule, node: str) -> dict[str, Any]:
         text = safe_text(exc)
         return {"raised": type(exc).__name__, "value_error": False, "names_node": names(text, node), "message": text}
     return {"raised": None, "value_error": False, "names_node": False, "unchanged": describe_annotations(gm) == before}
+
+
+def _positions(gm: GraphModule, node: str) -> tuple[dict[str, int], int | None]:
+    """The spec objects of ``node``'s label: input edge (by producer) → id, and the output's id."""
+    ann = by_name(gm)[node].meta.get(ANNOTATION_KEY)
+    if ann is None:
+        return {}, None
+    return {p.name: id(spec) for p, spec in ann.input_qspec_map.items()}, id(ann.output_qspec)
+
+
+def _alone(gm: GraphModule, node: str, before: tuple[dict[str, int], int | None]) -> GraphModule:
+    """``gm`` with every label removed but the positions of ``node``'s label that differ from ``before`` (what a
+    spoil changed), in place."""
+    inputs, output = before
+    for other in gm.graph.nodes:
+        if other.name != node:
+            other.meta.pop(ANNOTATION_KEY, None)
+            continue
+        ann = other.meta.get(ANNOTATION_KEY)
+        if ann is None:
+            continue
+        ann.input_qspec_map = {p: s for p, s in ann.input_qspec_map.items() if inputs.get(p.name) != id(s)}
+        if id(ann.output_qspec) == output:
+            ann.output_qspec = None
+    return gm
+
+
+def _plain(gm: GraphModule, node: str) -> GraphModule:
+    """``gm`` with one correct label only: ``act_spec()`` on ``node``'s first input edge (its output when it has
+    no input), claimed as ``node``'s label was; in place."""
+    target = by_name(gm)[node]
+    claimed = getattr(target.meta.get(ANNOTATION_KEY), "_annotated", True)
+    for other in gm.graph.nodes:
+        other.meta.pop(ANNOTATION_KEY, None)
+    inputs = target.all_input_nodes
+    target.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+        input_qspec_map={inputs[0]: act_spec()} if inputs else {},
+        output_qspec=None if inputs else act_spec(),
+        _annotated=claimed,
+    )
+    return gm
+
+
+def _rejects(
+    ns: Namespace, base: Callable[[], GraphModule], spoil: Callable[[dict[str, Node]], None], node: str
+) -> dict[str, Any]:
+    """What the student's validate did on ``base()`` with one label spoiled by ``spoil``; ``node`` carries it.
+
+    When it did not raise a ValueError naming ``node``, also what it did on the same graph unspoiled
+    (``control``: its ``raised`` and ``message``). When it rejects that correct graph too (a mistake
+    ``test_validate_accepts`` judges), also what it did on the spoiled positions alone (``alone``: every other
+    label removed) and on one plain correct label of ``node`` alone (``alone_control``: what ``raised``): the
+    rule is then judged apart from the false alarm (issue 50: one mistake costs once).
+    """
+    gm = base()
+    before = _positions(gm, node)
+    spoil(by_name(gm))
+    verdict = _verdict(ns, gm, node)
+    if verdict["value_error"] and verdict["names_node"]:
+        return verdict
+    control = _verdict(ns, base(), "")
+    verdict["control"] = {"raised": control["raised"], "message": control.get("message", "")}
+    if control["raised"] is None:
+        return verdict
+    alone = base()
+    spoil(by_name(alone))
+    verdict["alone"] = _verdict(ns, _alone(alone, node, before), node)
+    verdict["alone_control"] = _verdict(ns, _plain(base(), node), "")["raised"]
+    return verdict
 
 
 def spec(dtype: torch.dtype = torch.int8, qmin: int = -128, qmax: int = 127, qscheme: Any = None, **kw: Any) -> Any:
@@ -403,10 +475,10 @@ def validate_not_an_input(ns: Namespace, seed: int) -> Any:
         _ann(nodes["relu"]).input_qspec_map[nodes["x"]] = None
 
     return {
-        "none_spec": _verdict(ns, xnnpack("conv_relu", seed, none_spec), "relu"),
-        "ancestor": _verdict(ns, xnnpack("small_cnn", seed, ancestor), "conv2d_1"),
-        "user": _verdict(ns, table_net(seed, user), "conv2d"),
-        "not_in_list": _verdict(ns, table_net(seed, sibling), "cat"),
+        "none_spec": _rejects(ns, lambda: xnnpack("conv_relu", seed), none_spec, "relu"),
+        "ancestor": _rejects(ns, lambda: xnnpack("small_cnn", seed), ancestor, "conv2d_1"),
+        "user": _rejects(ns, lambda: table_net(seed), user, "conv2d"),
+        "not_in_list": _rejects(ns, lambda: table_net(seed), sibling, "cat"),
     }
 
 
@@ -423,9 +495,9 @@ def validate_asymmetric_weight(ns: Namespace, seed: int) -> Any:
         _ann(nodes["conv2d_1"]).input_qspec_map[nodes["b_weight"]] = spec(qmin=-127, qmax=127)
 
     return {
-        "linear": _verdict(ns, xnnpack("linear_add", seed, linear_affine), "linear"),
-        "computed_weight": _verdict(ns, table_net(seed, channel_affine), "conv2d_2"),
-        "unclaimed": _verdict(ns, table_net(seed, unclaimed), "conv2d_1"),
+        "linear": _rejects(ns, lambda: xnnpack("linear_add", seed), linear_affine, "linear"),
+        "computed_weight": _rejects(ns, lambda: table_net(seed), channel_affine, "conv2d_2"),
+        "unclaimed": _rejects(ns, lambda: table_net(seed), unclaimed, "conv2d_1"),
     }
 
 
@@ -446,10 +518,10 @@ def validate_inside_fused(ns: Namespace, seed: int) -> Any:
         _ann(nodes["conv2d"]).output_qspec = act_spec()
 
     return {
-        "relu_unlabelled": _verdict(ns, xnnpack("conv_relu", seed, relu_unlabelled), "conv2d"),
-        "adjacent": _verdict(ns, xnnpack("conv_relu_pool", seed, adjacent), "conv2d"),
-        "far": _verdict(ns, xnnpack("far_relu", seed, far), "conv2d"),
-        "renamed": _verdict(ns, xnnpack("renamed", seed, renamed), "linear_90"),
+        "relu_unlabelled": _rejects(ns, lambda: xnnpack("conv_relu", seed), relu_unlabelled, "conv2d"),
+        "adjacent": _rejects(ns, lambda: xnnpack("conv_relu_pool", seed), adjacent, "conv2d"),
+        "far": _rejects(ns, lambda: xnnpack("far_relu", seed), far, "conv2d"),
+        "renamed": _rejects(ns, lambda: xnnpack("renamed", seed), renamed, "linear_90"),
     }
 
 
@@ -475,19 +547,19 @@ def validate_bad_range(ns: Namespace, seed: int) -> Any:
         )
 
     return {
-        "channel_weight": _verdict(ns, xnnpack("conv_relu", seed, channel_weight), "conv2d"),
-        "too_wide": _verdict(ns, xnnpack("linear_add", seed, too_wide), "add"),
-        "empty": _verdict(ns, xnnpack("conv_relu", seed, empty), "conv2d"),
-        "uint8_negative": _verdict(ns, table_net(seed, uint8_negative), "conv2d_1"),
-        "placeholder": _verdict(ns, table_net(seed, placeholder), "x"),
-        "shared_base": _verdict(ns, table_net(seed, shared_base), "cat"),
+        "channel_weight": _rejects(ns, lambda: xnnpack("conv_relu", seed), channel_weight, "conv2d"),
+        "too_wide": _rejects(ns, lambda: xnnpack("linear_add", seed), too_wide, "add"),
+        "empty": _rejects(ns, lambda: xnnpack("conv_relu", seed), empty, "conv2d"),
+        "uint8_negative": _rejects(ns, lambda: table_net(seed), uint8_negative, "conv2d_1"),
+        "placeholder": _rejects(ns, lambda: table_net(seed), placeholder, "x"),
+        "shared_base": _rejects(ns, lambda: table_net(seed), shared_base, "cat"),
     }
 
 
 EXERCISES = with_hidden_cases(
     PUBLIC,
     rule_quantizer={
-        "conv_relu": _over(("conv_relu", "conv_bn_relu", "far_relu", "renamed")),
+        "conv_relu": _over(("conv_relu", "conv_bn_relu", "far_relu", "renamed", "unrenamed")),
         "conv_alone": _over(("conv_two_users", "cat_pool", "far_relu", "look_alikes")),
         "weights": _over(("conv_relu", "mlp", "conv_relu_pool", "look_alikes", "linear_add")),
         "linear_add": _over(("mlp", "linear_add", "residual", "constant_adds", "look_alikes")),
