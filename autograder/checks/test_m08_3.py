@@ -160,12 +160,17 @@ def _kind_of(node: str, want: dict[str, Any]) -> str:
 
 
 def _layout(prepared: dict[str, Any], node: str) -> tuple[list[tuple[str, list[int]]], list[Any]]:
-    """The observer chains on ``node``'s input edges and on the edges leaving it, instances renumbered
-    by first appearance (input edges by source, then output edges by consumer), and their records."""
+    """The observers ``node`` itself reads and writes: the last instance on each of its input edges and the
+    first on each edge leaving it, renumbered by first appearance (input edges by source, then output edges by
+    consumer), and their records.
+
+    An observer earlier on an input edge is the producer's own output observer (a sigmoid's fixed qparams, say)
+    and one later on an output edge the consumer's: their labels are other checks' to judge (issue 50: one
+    mistake costs once)."""
     edges = prepared["edges"]
-    chains = sorted((f"{source} → {node}", chain) for source, chain in edges.get(node, []))
+    chains = sorted((f"{source} → {node}", chain[-1:]) for source, chain in edges.get(node, []))
     chains += sorted(
-        (f"{node} → {consumer}", chain)
+        (f"{node} → {consumer}", chain[:1])
         for consumer, inputs in edges.items()
         for source, chain in inputs
         if source == node
@@ -209,11 +214,12 @@ def compare_layout(got: dict[str, Any], want: dict[str, Any], where: str, node: 
 
 
 def _fusion_positions(want: dict[str, Any], fused: set[str]) -> Any:
-    """Every label on a relu, and the output of the conv2d / linear ops the key fused."""
+    """Every label on a relu, and the output of every conv2d / linear (none where the key fused it)."""
 
     def wanted(position: str, entry: dict[str, Any]) -> bool:
         node = _node_of(position)
-        return _kind_of(node, want) == "relu" or (node in fused and _source_of(position) is None)
+        kind = _kind_of(node, want)
+        return kind == "relu" or (kind in ("conv2d", "linear") and _source_of(position) is None)
 
     return wanted
 
@@ -255,7 +261,7 @@ def _ops_text(ops: dict[str, int]) -> str:
     "backend_quantizer",
     3,
     "conv2d 與 linear：activation 是 act_spec()（int8 affine、MinMaxObserver），weight 是 per-channel symmetric int8"
-    "（PerChannelMinMaxObserver、ch_axis=0），沒融合時輸出也標；規格書以外的 op（ConvTranspose2d、名字像 op 的輸入）不標",
+    "（PerChannelMinMaxObserver、ch_axis=0）；規格書以外的 op（ConvTranspose2d、名字像 op 的輸入）不標",
 )
 def test_weights(seen, expected):
     for case in ("lowered", "crowded"):
@@ -264,8 +270,9 @@ def test_weights(seen, expected):
 
 
 def _weight_positions(want: dict[str, Any]) -> Any:
-    """conv2d / linear: the activation and weight edges, the output unless fused; and any label on other ops."""
-    bias, fused = _bias_sources(want), _fused(want)
+    """conv2d / linear: the activation and weight edges; and any label on other ops. Their outputs (labelled
+    unless fused) are ``test_fusion``'s, their bias ``test_bias``'s (issue 50: one mistake costs once)."""
+    bias = _bias_sources(want)
 
     def wanted(position: str, entry: dict[str, Any]) -> bool:
         node, source = _node_of(position), _source_of(position)
@@ -274,7 +281,7 @@ def _weight_positions(want: dict[str, Any]) -> Any:
             return True
         if kind not in ("conv2d", "linear") or (source, node) in bias:
             return False
-        return source is not None or node not in fused
+        return source is not None
 
     return wanted
 
@@ -349,7 +356,7 @@ def test_sigmoid(seen, expected):
     "backend_quantizer",
     2,
     "融合：conv2d / linear 唯一的 user 是 relu 時，中間不貼標籤（conv 的輸出與 relu 的輸入都沒有），relu 的輸出標 act_spec()；"
-    "conv 被讀兩次時不融合，單獨的 relu 不標",
+    "conv 被讀兩次時不融合（conv 自己標輸出），單獨的 relu 不標",
 )
 def test_fusion(seen, expected):
     for case in ("lowered", "crowded"):
@@ -385,7 +392,8 @@ consumer ``relu`` is claimed, so it labels its own output); ``add_1`` carries a 
 def test_claimed(seen, expected):
     got, want = _case(seen, expected, "claimed")
     where = WHERE["claimed"]
-    compare_positions(got, want, where, lambda p, e: _node_of(p) in CLAIMED)
+    # the claimed nodes' labels, but not the stem conv's weight and bias (test_weights and test_bias judge those)
+    compare_positions(got, want, where, lambda p, e: _node_of(p) in CLAIMED and not e.get("constant"))
     table_spec = {"qmin": -30, "qmax": 30}
     for position, entry in sorted(_positions(got).items()):
         spec = entry.get("spec")
@@ -579,9 +587,10 @@ def non_activation_operand(seen: Any, expected: Any) -> bool:
     return raised(seen, ("EvidenceError", "Exception"), says="float") or raised(seen, ("EvidenceError",), says="int")
 
 
-@detects("backend_quantizer", "weighted_op_skipped", explains=WEIGHT_CHECKS)
+@detects("backend_quantizer", "weighted_op_skipped", explains=(*WEIGHT_CHECKS, "test_fusion"))
 def weighted_op_skipped(seen: Any, expected: Any) -> bool:
-    """Every conv2d, or every linear, the key labels carries no label at all."""
+    """Every conv2d, or every linear, the key labels carries no label at all (nor, then, its output or the
+    relu fused with it: ``test_fusion``)."""
     for _, got, want, case_want in _labelled(seen, expected, ("lowered", "crowded")):
         for kind in ("conv2d", "linear"):
             nodes = {n for n in _nodes_of(want) if _kind(case_want, n) == kind}
@@ -600,7 +609,23 @@ def per_tensor_weights(seen: Any, expected: Any) -> bool:
 
 @detects("backend_quantizer", "uint8_activations")
 def uint8_activations(seen: Any, expected: Any) -> bool:
-    return any(_dtype(key) == "int8" and _dtype(mine) == "uint8" for mine, key in _specs(seen, expected, "x"))
+    """uint8 where the backend's activations are int8: a conv / linear input, or a sigmoid's fixed qparams
+    (uint8, zero point 0, where the backend's are int8 with zero point −128). XNNPACK takes no uint8 q/dq: they
+    stay in the portable runtime, and the program may not even save, so the runtime checks fail with the labels'
+    own check; the backend's int8 underlies them all (no ``explains``)."""
+    if any(_dtype(key) == "int8" and _dtype(mine) == "uint8" for mine, key in _specs(seen, expected, "x")):
+        return True
+    for _, got, want, case_want in _labelled(seen, expected, ("lowered", "crowded")):
+        for position, entry in want["positions"].items():
+            mine = got["positions"].get(position)
+            if (
+                _kind(case_want, _node_of(position)) == "sigmoid"
+                and _source_of(position) is None
+                and _dtype(entry.get("spec")) == "int8"
+                and _dtype(mine.get("spec") if isinstance(mine, dict) else None) == "uint8"
+            ):
+                return True
+    return False
 
 
 @detects("backend_quantizer", "bias_left_fp32", explains=("test_bias",))
