@@ -111,6 +111,73 @@ def test_the_handed_out_stub_gets_zero(notebook: str, exercise: str) -> None:
     assert verdicts and all(v["score"] == 0 for v in verdicts), [v for v in verdicts if v["score"]]
 
 
+COSTS_MORE_THAN_ONCE: dict[str, str] = {
+    "M01-1/neighbors_no_dedup": "test_neighbors_op fail too: M01-1's checks not rewritten for issue 50 yet",
+    "M01-1/neighbors_ops_only": "test_neighbors_op fail too: M01-1's checks not rewritten for issue 50 yet",
+    "M01-1/neighbors_users_with_guard": "test_neighbors_op fail too: M01-1's checks not rewritten for issue 50 yet",
+    "M01-1/targets_erases_dead_code": "test_targets_objects, test_targets_order fail too: M01-1's checks not rewritten for issue 50 yet",
+    "M01-2/find_exact_only": "test_find_order fail too: M01-2's checks not rewritten for issue 50 yet",
+    "M01-2/find_graph_find_nodes": "test_find_order fail too: M01-2's checks not rewritten for issue 50 yet",
+    "M01-2/find_name_in_string": "test_find_overload fail too: M01-2's checks not rewritten for issue 50 yet",
+    "M01-2/find_recompiles_clean": "test_find_order fail too: M01-2's checks not rewritten for issue 50 yet",
+    "M01-3/clamp_excludes_output": "test_clamp_fan_out fail too: M01-3's checks not rewritten for issue 50 yet",
+    "M01-3/clamp_skips_output": "test_clamp_fan_out fail too: M01-3's checks not rewritten for issue 50 yet",
+    "M01-3/replace_rewrites_args_tuple": "test_replace_numerics fail too: M01-3's checks not rewritten for issue 50 yet",
+    "M02-1/quantize_per_tensor_api": "test_errors_default fail too: M02-1's checks not rewritten for issue 50 yet",
+    "M02-1/range_from_dtype": "test_errors_default fail too: M02-1's checks not rewritten for issue 50 yet",
+    "M02-2/copies_observer": "test_node_all_users fail too: M02-2's checks not rewritten for issue 50 yet",
+    "M02-2/edge_replaces_all_uses": "test_xnnpack_conv_relu fail too: M02-2's checks not rewritten for issue 50 yet",
+    "M02-2/first_argument_only": "test_node_all_users, test_xnnpack_conv_relu fail too: M02-2's checks not rewritten for issue 50 yet",
+    "M02-2/name_by_observer_count": "test_node_all_users, test_xnnpack_conv_relu fail too: M02-2's checks not rewritten for issue 50 yet",
+    "M02-2/node_self_loop": "test_edge_one_consumer fail too: M02-2's checks not rewritten for issue 50 yet",
+    "M02-2/one_node_per_argument": "test_node_all_users, test_xnnpack_conv_relu fail too: M02-2's checks not rewritten for issue 50 yet",
+    "M02-2/returns_nothing": "test_node_all_users fail too: M02-2's checks not rewritten for issue 50 yet",
+    "M02-2/rewires_args_only": "test_xnnpack_conv_relu fail too: M02-2's checks not rewritten for issue 50 yet",
+    "M04-2/folds_the_graph": "test_linear_rank, test_not_directly_after, test_shared_output fail too: M04-2's checks not rewritten for issue 50 yet",
+    "M05-2/bias_act_scale_only": "test_same_as_key fail too: M05-2's checks not rewritten for issue 50 yet",
+    "M05-2/bias_act_zero_point": "test_no_bias, test_same_as_key fail too: M05-2's checks not rewritten for issue 50 yet",
+    "M05-2/bias_max_scale": "test_same_as_key fail too: M05-2's checks not rewritten for issue 50 yet",
+    "M05-2/bias_sum_of_scales": "test_same_as_key fail too: M05-2's checks not rewritten for issue 50 yet",
+    "M05-2/bias_weight_scale_only": "test_same_as_key fail too: M05-2's checks not rewritten for issue 50 yet",
+    "M05-3/einsum_2d_only": "test_dtype_shape fail too: M05-3's checks not rewritten for issue 50 yet",
+    "M05-3/mm_2d_only": "test_dtype_shape fail too: M05-3's checks not rewritten for issue 50 yet",
+    "M06-2/direct_inputs_only": "test_leaves_graph fail too: M06-2's checks not rewritten for issue 50 yet",
+    "M06-2/sqnr_assumed_number": "test_leaves_graph fail too: M06-2's checks not rewritten for issue 50 yet",
+    "M06-3/ignores_skipped": "test_ties fail too: M06-3's checks not rewritten for issue 50 yet",
+    "M06-3/rank_once": "test_ties fail too: M06-3's checks not rewritten for issue 50 yet",
+    "M07-1/args0_only": "test_instances fail too: M07-1's checks not rewritten for issue 50 yet",
+    "M07-2/any_sixth_true": "test_statistics_frozen fail too: M07-2's checks not rewritten for issue 50 yet",
+    "M07-3/forgets_mark": "test_converted fail too: M07-3's checks not rewritten for issue 50 yet",
+    "M07-3/ignores_claimed": "test_converted fail too: M07-3's checks not rewritten for issue 50 yet",
+    "M07-3/skips_any_label": "test_converted fail too: M07-3's checks not rewritten for issue 50 yet",
+    "M07-3/updates_in_place": "test_converted fail too: M07-3's checks not rewritten for issue 50 yet",
+    "M08-1/observed_means_annotated": "test_unannotated_specs fail too: M08-1's checks not rewritten for issue 50 yet",
+    "M08-1/output_only": "test_unannotated_specs fail too: M08-1's checks not rewritten for issue 50 yet",
+    "M08-2/activation_only": "test_fuses_exactly fail too: M08-2's checks not rewritten for issue 50 yet",
+    "M08-2/any_dequantized_weight": "test_fuses_exactly fail too: M08-2's checks not rewritten for issue 50 yet",
+    "M08-2/dynamic_conv_int8": "test_fuses_exactly fail too: M08-2's checks not rewritten for issue 50 yet",
+    "M08-2/dynamic_never_int8": "test_fuses_add_linear, test_fuses_exactly, test_fuses_relu fail too: M08-2's checks not rewritten for issue 50 yet",
+    "M08-2/fp32_fuses_relu": "test_fuses_exactly fail too: M08-2's checks not rewritten for issue 50 yet",
+    "M09-1/bias_name": "test_roles_variants fail too: M09-1's checks not rewritten for issue 50 yet",
+    "M09-1/fixed_order": "test_roles_variants fail too: M09-1's checks not rewritten for issue 50 yet",
+    "M09-1/skips_no_bias": "test_roles_variants fail too: M09-1's checks not rewritten for issue 50 yet",
+    "M09-2/per_tensor_weights": "test_counts fail too: M09-2's checks not rewritten for issue 50 yet",
+    "M09-2/skips_no_bias": "test_counts, test_labels, test_observers fail too: M09-2's checks not rewritten for issue 50 yet",
+}
+"""Wrong solutions whose failed checks on seed 0 reach beyond what their misconception's detector ``explains``
+(issue 50, "one mistake costs once"), each with why it is left so (measured with ``pt2e-course diagnoses
+--once``). An entry whose checks come back under its cause fails the test: remove it."""
+
+
+def explained_checks(wrong: WrongSolution) -> set[str]:
+    """The checks ``wrong``'s misconception may fail: its hidden detector's ``explains`` (empty: not named, or
+    the detector names every check)."""
+    from autograder.checks.support import detectors_of
+
+    detector = {d.key: d for d in detectors_of(wrong.notebook).get(wrong.exercise, [])}.get(wrong.misconception)
+    return set(detector.explains) if detector is not None else set()
+
+
 @pytest.mark.parametrize(
     ("seed", "wrong"), wrong_on_seeds(), ids=lambda p: p.id if isinstance(p, WrongSolution) else str(p)
 )
@@ -122,6 +189,20 @@ def test_wrong_solution_loses_points(wrong: WrongSolution, seed: int) -> None:
     assert failed, f"{wrong.description}: no check caught it"
     assert set(wrong.expect_fail) <= failed, f"{wrong.description}: expected {wrong.expect_fail} to fail, got {failed}"
     assert all(v["message"] for v in verdicts if not v["passed"]), "every failed check says what it saw"
+    # one mistake costs once (issue 50): a wrong solution of one cause fails only the checks its misconception's
+    # detector explains; the other checks of the exercise judge what they name (on seed 0, as the report measures)
+    explains = explained_checks(wrong)
+    if seed == 0 and explains:
+        stray = sorted(failed - explains)
+        if wrong.id in COSTS_MORE_THAN_ONCE:
+            assert stray, (
+                f"{wrong.id} now fails only what {wrong.misconception!r} explains: remove it from COSTS_MORE_THAN_ONCE"
+            )
+        else:
+            assert not stray, (
+                f"{wrong.description}: {stray} fail too, beyond what {wrong.misconception!r} explains "
+                f"({sorted(explains)}): make those checks judge their own idea, or name them in the detector's explains"
+            )
     # the feedback names the misconception the fixture encodes as the most likely cause (issue 37)
     named = next(v["causes"] for v in verdicts if not v["passed"])
     top = named[0] if named else None
