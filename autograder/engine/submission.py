@@ -227,14 +227,19 @@ def prepare(student: nbformat.NotebookNode, source: nbformat.NotebookNode, noteb
         elif cell.get("cell_type") == "code":
             prepared.cells.append(RunCell("code", _source(cell), f"第 {index} 格"))
     put_back_missing(None)
-    prepared.cells = with_practices(prepared.cells, source, notebook) if notebook else through_last_collect(prepared.cells)
+    prepared.cells = (
+        with_practices(prepared.cells, source, notebook) if notebook else through_last_collect(prepared.cells)
+    )
     return prepared
 
 
 def _defines(code: str, name: str) -> bool:
     """Whether ``code`` defines ``name`` at the top level (``def``, ``class`` or an assignment), read as text:
     the grader never parses a submission's code."""
-    return re.search(rf"^(?:def|class)\s+{re.escape(name)}\b|^{re.escape(name)}\s*(?::[^=\n]*)?=(?!=)", code, re.M) is not None
+    return (
+        re.search(rf"^(?:def|class)\s+{re.escape(name)}\b|^{re.escape(name)}\s*(?::[^=\n]*)?=(?!=)", code, re.M)
+        is not None
+    )
 
 
 def practice_names(notebook: str, source: nbformat.NotebookNode) -> list[str]:
