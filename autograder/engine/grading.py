@@ -10,6 +10,8 @@ Chinese; nothing a submission does stops the batch.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import random
 import threading
@@ -494,6 +496,33 @@ def new_seed() -> int:
     return random.SystemRandom().randrange(1, 2**31)
 
 
+def import_for_grading(notebooks: Iterable[str]) -> None:
+    """Import, on this thread, every module grading ``notebooks`` imports later (its checks, answer key,
+    cases and public cases).
+
+    ``grade_class`` grades on threads, and CPython 3.11 keeps the AST constructor's recursion depth per
+    interpreter, not per thread (gh-106905): two threads compiling modules at once (a first import without
+    a ``.pyc``, or pytest rewriting ``test_*.py`` checks) fail with ``SystemError``.
+    """
+    import autograder.engine.diagnose
+    import autograder.engine.reference_evidence
+    import autograder.sandboxed.replay_job  # noqa: F401
+    import selfcheck.misconceptions
+    import selfcheck.practice  # noqa: F401
+    from autograder.sandboxed.cases.base import exercises_of, module_name
+    from selfcheck.preview import PreviewUnavailable, public_exercises
+
+    for notebook in sorted(notebooks):
+        try:
+            exercises_of(notebook)
+        except KeyError:  # not a course notebook: grade_notebook says so
+            continue
+        checks_of(notebook)
+        importlib.import_module(f"autograder.keys.{module_name(notebook)}")
+        with contextlib.suppress(PreviewUnavailable):
+            public_exercises(notebook)
+
+
 def grade_class(
     module: str,
     folders: dict[str, Path | None],
@@ -520,6 +549,7 @@ def grade_class(
             notes = {nb: [*n, f"{student} 沒有交 {module} 的任何 notebook"] for nb, n in notes.items()}
         tasks += [(student, nb, path, notes[nb]) for nb, path in found.items()]
     fork_context()
+    import_for_grading({nb for _, nb, _, _ in tasks})
     from autograder.engine.sandbox import hide_also
 
     hide_also({folder.parent.parent.absolute() for folder in folders.values() if folder is not None})

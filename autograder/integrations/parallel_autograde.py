@@ -135,7 +135,7 @@ class ParallelAutograde(Autograde):
     # --- grading them ----------------------------------------------------------------------------------
 
     def _prefetch(self) -> None:
-        from autograder.engine.grading import fork_context
+        from autograder.engine.grading import fork_context, import_for_grading
         from autograder.integrations.nbgrader_bridge import META_KEY, SandboxedExecute, _source_notebook, run_seed
         from autograder.reports.progress import Progress
         from autograder.sandboxed.limits import Limits, described
@@ -170,6 +170,7 @@ class ParallelAutograde(Autograde):
         progress = Progress(len(tasks), sys.stderr)
         self.log.info("平行評分：%d 本 notebook，同時 %d 本（--ParallelAutograde.jobs=N 可改）", len(tasks), jobs)
         fork_context()
+        import_for_grading({task[1] for task in tasks})
 
         def work(task: tuple[str, str, NotebookNode, NotebookNode, Any, str]) -> None:
             student, notebook, nb, source, recorded, print_ = task

@@ -216,7 +216,17 @@ HIDDEN = (
 
 
 def build(name: str, seed: int) -> GraphModule:
-    """Export a named model (from common.models, or one of the hidden ones here)."""
+    """Export a named model (from common.models, or one of the hidden ones here).
+
+    The weights come from ``seed`` alone, not from what the case drew before: the same name gives the
+    same model (and the warmed export) whatever the student's code did first.
+    """
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return _build(name, seed)
+
+
+def _build(name: str, seed: int) -> GraphModule:
     from common.models import example_inputs, get_model
 
     if name not in HIDDEN:
