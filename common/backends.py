@@ -1,6 +1,7 @@
 """M08's backends: ExecuTorch (XNNPACK delegate and its runtime) and x86 (oneDNN through Inductor).
 
-ExecuTorch is the ``backends`` extra (``pip install "pt2e-course[backends]"``, about 525 MB); it
+ExecuTorch is the ``backends`` extra (``pip install "pt2e-course[backends]"``: about 40 packages, 180 MB, as
+M08-1 measures); it
 is imported only when a function here needs it, so ``import common.backends`` is cheap.
 
 - ``executorch_xnnpack_quantizer``: ExecuTorch's own XNNPACKQuantizer (annotates ``cat`` and
