@@ -26,7 +26,8 @@ from torch import nn
 from torch.fx import GraphModule
 
 from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
-from selfcheck.public.m07_1 import PUBLIC, describe_answers, qat_graph
+from selfcheck.evidence import EvidenceError
+from selfcheck.public.m07_1 import PUBLIC, describe_answers, graph_change, module_kinds, qat_graph, structure
 
 
 class ConvBn(nn.Module):
@@ -81,7 +82,7 @@ class Operands(nn.Module):
         return out + nn.functional.linear(x, y)  # y sits where a weight goes, and is an activation
 
 
-def case_operands(ns: Namespace, seed: int) -> Any:
+def _operands_graph(seed: int) -> GraphModule:
     features = seed_size(seed, 3, 6)
     gm = qat_graph(Operands(features), seeded_inputs(seed, (2, features), (4, features)))
     for node in gm.graph.nodes:
@@ -90,7 +91,28 @@ def case_operands(ns: Namespace, seed: int) -> Any:
             node.args = (node.args[0],)
     gm.graph.lint()
     gm.recompile()
-    return describe_answers(ns, gm)
+    return gm
+
+
+def case_operands(ns: Namespace, seed: int) -> Any:
+    return describe_answers(ns, _operands_graph(seed))
+
+
+def case_operands_count(ns: Namespace, seed: int) -> Any:
+    """``fake_quant_instances`` alone on the operands graph: the count is judged even when
+    ``fake_quant_roles`` raises there (a walk that follows ``args[0]`` into cat's list), so a wrong
+    walk is not charged again as a wrong count. ``roles`` stays empty: this case asks for none."""
+    gm = _operands_graph(seed)
+    before = structure(gm)
+    count = ns["fake_quant_instances"](gm)
+    if type(count) is not int:
+        raise EvidenceError(f"fake_quant_instances 應該回傳 int，看到 {type(count).__name__}")
+    return {
+        "roles": {},
+        "instances": count,
+        "modules": module_kinds(gm),
+        "changed": graph_change(before, structure(gm)),
+    }
 
 
 def case_conv_bn(ns: Namespace, seed: int) -> Any:
@@ -146,5 +168,6 @@ EXERCISES = with_hidden_cases(
         "computed": case_computed,
         "inserted": case_inserted,
         "operands": case_operands,
+        "operands_count": case_operands_count,
     },
 )
