@@ -30,26 +30,41 @@ GRAPHS = {
     "leftover": "十幾個 relu → add 串起來，其中一個 relu 被 pass 換成 hardtanh、consumer 改接了，"
     "舊的 relu 還沒刪（沒有 consumer，但還在圖上）的圖",
 }
-NOT_GRAPHS = ("changed", "unused")
-"""Entries of a case's value that are no graph's answers: how the calls changed the graphs, the unused nodes."""
+NOT_GRAPHS = ("changed", "unused", "ops", "erased")
+"""Entries of a case's value that are no graph's answers: how the calls changed the graphs, the unused nodes,
+each op node's OpOverloadPacket, the nodes the calls erased."""
 
 
-def _compare(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
-    got_case, want_case = value(seen, case), value(expected, case)
+def _is_packet(query: str) -> bool:
+    """``aten.conv2d`` (namespace and name) is a packet, ``aten.conv2d.default`` one of its overloads."""
+    return query.count(".") == 1
+
+
+def _answers(got_case: dict[str, Any], want_case: dict[str, Any]) -> list[tuple[str, str, Any, list[Any]]]:
+    """``(graph, query, got, want)`` for every query of the key's case."""
+    found = []
     for graph, queries in want_case.items():
         if graph in NOT_GRAPHS:
             continue
         got_queries = got_case.get(graph, {})
         for query, want in queries.items():
-            got = got_queries.get(query)
-            if got == want:
-                continue
-            hint = ""
-            if got is not None and sorted(got) == sorted(want):
-                hint = "。node 都對，順序卻不是圖上的順序"
-            elif got is not None and set(want) < set(got):
-                hint = f"。你多找到了 {[g for g in got if g not in want]}：要比的是 node.target，不是名字或字串"
-            raise Fail(f"{GRAPHS[graph]}：find_nodes(gm, {query}) 應該找到 {want}，你的找到 {got}{hint}")
+            found.append((graph, query, got_queries.get(query), want))
+    return found
+
+
+def _fail(graph: str, query: str, got: Any, want: list[Any]) -> Fail:
+    hint = ""
+    if isinstance(got, list) and sorted(got) == sorted(want):
+        hint = "。node 都對，順序卻不是圖上的順序"
+    elif isinstance(got, list) and set(want) < set(got):
+        hint = f"。你多找到了 {[g for g in got if g not in want]}：要比的是 node.target，不是名字或字串"
+    return Fail(f"{GRAPHS[graph]}：find_nodes(gm, {query}) 應該找到 {want}，你的找到 {got}{hint}")
+
+
+def _compare(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
+    for graph, query, got, want in _answers(value(seen, case), value(expected, case)):
+        if got != want:
+            raise _fail(graph, query, got, want)
 
 
 @check(
@@ -67,7 +82,23 @@ def test_find_packet(seen, expected):
 
 @check("find_nodes", 1, "OpOverload（例如 torch.ops.aten.conv2d.default）只找這一個 overload")
 def test_find_overload(seen, expected):
-    _compare(seen, expected, "overloads")
+    # extra nodes of another op (dequantize for quantize, addmm for add) are test_find_similar's to judge,
+    # the order test_find_order's: here every node of the overload, and no other overload of the same op
+    got_case, want_case = value(seen, "overloads"), value(expected, "overloads")
+    ops = want_case.get("ops", {})
+    for graph, query, got, want in _answers(got_case, want_case):
+        if not isinstance(got, list) or not all(isinstance(node, str) for node in got):
+            raise _fail(graph, query, got, want)
+        missing = [node for node in want if node not in got]
+        if missing:
+            raise Fail(f"{GRAPHS[graph]}：find_nodes(gm, {query}) 應該找到 {want}，你的找到 {got}，少了 {missing}")
+        packet = query.rsplit(".", 1)[0]
+        others = [node for node in got if node not in want and ops.get(graph, {}).get(node) == packet]
+        if others:
+            raise Fail(
+                f"{GRAPHS[graph]}：find_nodes(gm, {query}) 應該找到 {want}，你的找到 {got}：{others} 是 "
+                f"{packet} 的其他 overload，OpOverload 只找這一個 overload"
+            )
 
 
 @check(
@@ -82,7 +113,19 @@ def test_find_similar(seen, expected):
 
 @check("find_nodes", 1, "十幾個相同的 op：依圖上順序回傳圖上的 Node")
 def test_find_order(seen, expected):
-    _compare(seen, expected, "order")
+    # an OpOverloadPacket's answers are test_find_packet's to judge (here only their order), and the nodes the
+    # student's own call erased (test_find_packet judges changing the graph) are not asked for again
+    got_case, want_case = value(seen, "order"), value(expected, "order")
+    erased = got_case.get("erased", {})
+    for graph, query, got, want in _answers(got_case, want_case):
+        if not isinstance(got, list):
+            raise _fail(graph, query, got, want)
+        if _is_packet(query):
+            asked = [node for node in want if node in got]
+        else:
+            asked = [node for node in want if node not in erased.get(graph, [])]
+        if got != asked:
+            raise _fail(graph, query, got, want)
 
 
 # --- misconceptions: what recognises each (the record, with its words, is selfcheck/public/m01_2.py) --------

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch._ops import OpOverload
 from torch.fx import GraphModule
 
 from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
@@ -140,14 +141,21 @@ def _renamed(seed: int) -> GraphModule:
 
 
 def searched(ns: Namespace, graphs: dict[str, tuple[GraphModule, dict[str, Any]]]) -> dict[str, Any]:
-    """``find_all`` on each graph (key → (graph, queries)), and under ``changed`` how the calls changed each graph."""
-    found: dict[str, Any] = {"changed": {}}
+    """``find_all`` on each graph (key → (graph, queries)), under ``changed`` how the calls changed each graph,
+    under ``erased`` the nodes they removed from it, and under ``ops`` each op node's OpOverloadPacket (before
+    the calls)."""
+    found: dict[str, Any] = {"changed": {}, "ops": {}, "erased": {}}
     for key, (gm, queries) in graphs.items():
         before = graph_state(gm)
+        found["ops"][key] = {
+            n.name: str(n.target.overloadpacket) for n in gm.graph.nodes if isinstance(n.target, OpOverload)
+        }
         found[key] = find_all(ns, gm, queries)
         changes = graph_changes(before, gm)
         if changes:
             found["changed"][key] = changes
+            after = {n.name for n in gm.graph.nodes}
+            found["erased"][key] = [name for name in before["nodes"] if name not in after]
     return found
 
 
