@@ -36,6 +36,18 @@ def compare_flags(seen: Any, expected: Any, case: str) -> None:
 
 def compare_statistics(seen: Any, expected: Any, case: str) -> None:
     got = _result(seen, case)
+    alone = got.get("statistics_alone")
+    if got.get("run_error") and isinstance(alone, dict) and got.get("others") != _result(expected, case).get("others"):
+        # another node edited left the graph unrunnable (test_others_untouched judges that): the running stats
+        # are measured on the graph as it was, with only the student's batch_norm arguments
+        if alone.get("run_error"):
+            raise Fail(f"{WHERE[case]}：只換上你的 batch_norm 引數，這張圖還是跑不起來（{alone['run_error']}）")
+        if alone.get("changed"):
+            raise Fail(
+                f"{WHERE[case]}：只看你改的 batch_norm（其他 node 還原）再跑兩個 batch 訓練資料，仍有 "
+                f"{alone['changed']} 個 running_mean / running_var 改變了"
+            )
+        return
     if got.get("run_error"):
         raise Fail(f"{WHERE[case]}：凍結之後這張圖跑不起來（{got['run_error']}）：batch_norm 以外的 node 被改到了嗎？")
     if got["statistics_changed"]:

@@ -27,8 +27,9 @@ from torch import nn
 from torch.fx import GraphModule
 
 from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
+from selfcheck.evidence import safe_text
 from selfcheck.public.m07_1 import QAT_CASE_SECONDS, qat_graph
-from selfcheck.public.m07_2 import PUBLIC, describe_frozen, export_train, freeze
+from selfcheck.public.m07_2 import BATCH_NORM, PUBLIC, describe_frozen, export_train, freeze
 
 
 class ConvBn(nn.Module):
@@ -102,14 +103,59 @@ def _bn_arguments(gm: GraphModule) -> list[str]:
     ]
 
 
+def _statistics(gm: GraphModule) -> list[torch.Tensor]:
+    return [b.detach().clone() for name, b in gm.named_buffers() if name.endswith(("running_mean", "running_var"))]
+
+
+def _statistics_alone(
+    original: GraphModule, answered: GraphModule, batches: list[tuple[torch.Tensor, ...]]
+) -> dict[str, Any] | None:
+    """The student's batch_norm nodes alone: ``original`` (a copy taken before the call, its running stats
+    untouched) with each batch_norm given the arguments the student's has, every other node as it was, run on
+    ``batches``: whether the running stats still move. For a graph the answer left unrunnable by editing
+    another node (test_others_untouched judges that), so its BN freezing is still judged on its own. ``None``
+    when the student's batch_norm nodes do not map onto the original's (replaced, renamed, added, removed)."""
+    mine = list(answered.graph.find_nodes(op="call_function", target=BATCH_NORM))
+    theirs = list(original.graph.find_nodes(op="call_function", target=BATCH_NORM))
+    by_name = {node.name: node for node in original.graph.nodes}
+    if len(mine) != len(theirs) or any(a.name != b.name for a, b in zip(mine, theirs, strict=True)):
+        return None
+    missing = []
+
+    def mapped(node: torch.fx.Node) -> torch.fx.Node:
+        if node.name not in by_name:
+            missing.append(node.name)
+            return node
+        return by_name[node.name]
+
+    for answer, node in zip(mine, theirs, strict=True):
+        node.args = torch.fx.node.map_arg(answer.args, mapped)
+        node.kwargs = torch.fx.node.map_arg(answer.kwargs, mapped)
+    if missing:
+        return None
+    original.recompile()
+    before = _statistics(original)
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                original(*batch)
+    except Exception as exc:
+        return {"changed": 0, "run_error": f"{type(exc).__name__}: {safe_text(exc, 160)}"}
+    after = _statistics(original)
+    return {"changed": sum(not torch.equal(a, b) for a, b in zip(before, after, strict=True)), "run_error": None}
+
+
 def case_mixed(ns: Namespace, seed: int) -> Any:
     channels = seed_size(seed, 2, 4)
     model = Mixed(channels).train()
     model.side.eval()  # exported with training=False: already frozen
     shapes = ((4, 3, 5, 5), (4, 6))
     gm = export_train(model, seeded_inputs(seed, *shapes))
+    original = copy.deepcopy(gm)
     result = describe_frozen(ns, gm, _batches(seed, *shapes))
     result["bn_arguments"] = _bn_arguments(gm)
+    if result["run_error"] is not None:
+        result["statistics_alone"] = _statistics_alone(original, gm, _batches(seed, *shapes))
     if result["run_error"] is None:
         with torch.no_grad():  # dropout still active: the same input twice gives different outputs
             x = seeded_inputs(seed + 7, *shapes)
