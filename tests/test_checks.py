@@ -119,8 +119,6 @@ COSTS_MORE_THAN_ONCE: dict[str, str] = {
     "M01-3/clamp_excludes_output": "test_clamp_fan_out fail too: M01-3's checks not rewritten for issue 50 yet",
     "M01-3/clamp_skips_output": "test_clamp_fan_out fail too: M01-3's checks not rewritten for issue 50 yet",
     "M01-3/replace_rewrites_args_tuple": "test_replace_numerics fail too: M01-3's checks not rewritten for issue 50 yet",
-    "M02-2/first_argument_only": "test_node_all_users, test_xnnpack_conv_relu fail too: M02-2's checks not rewritten for issue 50 yet",
-    "M02-2/node_self_loop": "test_edge_one_consumer fail too: M02-2's checks not rewritten for issue 50 yet",
     "M04-2/folds_the_graph": "test_linear_rank, test_not_directly_after, test_shared_output fail too: M04-2's checks not rewritten for issue 50 yet",
     "M05-2/bias_act_scale_only": "test_same_as_key fail too: M05-2's checks not rewritten for issue 50 yet",
     "M05-2/bias_act_zero_point": "test_no_bias, test_same_as_key fail too: M05-2's checks not rewritten for issue 50 yet",

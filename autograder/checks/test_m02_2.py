@@ -118,7 +118,7 @@ def test_node_all_users(seen, expected):
     got, want = value(seen, "nodes"), value(expected, "nodes")
     compare_case(got["branches"], want["branches"], "x 有三個 consumer、conv 接 mean、cat 與 add 的模型")
     compare_case(got["two_outputs"], want["two_outputs"], "relu 同時是輸出與 sigmoid 的輸入")
-    compare_case(value(seen, "keywords")["node"], value(expected, "keywords")["node"], KEYWORDS)
+    compare_case(value(seen, "keyword_nodes")["node"], value(expected, "keyword_nodes")["node"], KEYWORDS)
 
 
 @check("insert_observer", 1, "同一個 consumer 讀兩次同一個 producer（r * r）：兩個引數都經過同一個 observer node")

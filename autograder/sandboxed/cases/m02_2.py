@@ -313,32 +313,37 @@ def case_shared(ns: Namespace, seed: int) -> Any:
     return run_positions(ns, seed, AddTwo(), inputs, positions, {"s": _minmax()})
 
 
-def case_keywords(ns: Namespace, seed: int) -> Any:
-    """KeywordGates after a pass moved each mul's second tensor into ``kwargs`` (``other``): an edge tanh → mul_1
-    (mul reads tanh too, in ``args``) and the nodes linear and sigmoid (mul reads the sigmoid as ``other``).
+def _keyword_case(ns: Namespace, seed: int, positions: list[tuple[Position, str]], specs: dict[str, Any]) -> Any:
+    """KeywordGates after a pass moved each mul's second tensor into ``kwargs`` (``other``), with ``positions``.
     ``keyword_reads``: the (consumer, producer) pairs read through a keyword."""
     features = seed_size(seed, 4, 12)
     inputs = seeded_inputs(seed, (4, features), scales=(2.0,))
     reads = [["mul", "sigmoid"], ["mul_1", "tanh"]]
-    edge = run_positions(
+    found = run_positions(ns, seed, KeywordGates(features), inputs, positions, specs, edit=keyword_reads)
+    return {**found, "keyword_reads": reads}
+
+
+def case_keywords(ns: Namespace, seed: int) -> Any:
+    """KeywordGates: an edge tanh → mul_1 (mul reads tanh too, in ``args``). The nodes are ``keyword_nodes``'s,
+    a case of their own so that an edge that stops the run does not take the nodes' answer with it."""
+    edge = _keyword_case(
         ns,
         seed,
-        KeywordGates(features),
-        inputs,
         [(("edge", "x", "linear"), "a"), (("edge", "tanh", "mul_1"), "b")],
         {"a": _minmax(), "b": _moving(0.5)},
-        edit=keyword_reads,
     )
-    node = run_positions(
+    return {"edge": edge}
+
+
+def case_keyword_nodes(ns: Namespace, seed: int) -> Any:
+    """KeywordGates: the nodes linear and sigmoid (mul reads the sigmoid as ``other``)."""
+    node = _keyword_case(
         ns,
         seed,
-        KeywordGates(features),
-        inputs,
         [(("node", "linear"), "a"), (("node", "sigmoid"), "b")],
         {"a": _minmax(), "b": _symmetric_minmax()},
-        edit=keyword_reads,
     )
-    return {"edge": {**edge, "keyword_reads": reads}, "node": {**node, "keyword_reads": reads}}
+    return {"node": node}
 
 
 def case_prepared(ns: Namespace, seed: int) -> Any:
@@ -363,5 +368,6 @@ EXERCISES = with_hidden_cases(
         "shared": case_shared,
         "prepared": case_prepared,
         "keywords": case_keywords,
+        "keyword_nodes": case_keyword_nodes,
     },
 )
