@@ -125,8 +125,6 @@ COSTS_MORE_THAN_ONCE: dict[str, str] = {
     "M05-2/bias_max_scale": "test_same_as_key fail too: M05-2's checks not rewritten for issue 50 yet",
     "M05-2/bias_sum_of_scales": "test_same_as_key fail too: M05-2's checks not rewritten for issue 50 yet",
     "M05-2/bias_weight_scale_only": "test_same_as_key fail too: M05-2's checks not rewritten for issue 50 yet",
-    "M05-3/einsum_2d_only": "test_dtype_shape fail too: M05-3's checks not rewritten for issue 50 yet",
-    "M05-3/mm_2d_only": "test_dtype_shape fail too: M05-3's checks not rewritten for issue 50 yet",
     "M06-2/direct_inputs_only": "test_leaves_graph fail too: M06-2's checks not rewritten for issue 50 yet",
     "M06-2/sqnr_assumed_number": "test_leaves_graph fail too: M06-2's checks not rewritten for issue 50 yet",
     "M06-3/ignores_skipped": "test_ties fail too: M06-3's checks not rewritten for issue 50 yet",

@@ -116,9 +116,10 @@ def weight_not_transposed(seen: Any, expected: Any) -> bool:
     return public.shapes_mismatch(seen, expected) or raised(seen, ("RuntimeError",), cases=TWO_D, says="size mismatch")
 
 
-@detects("int8_linear", "two_d_only", explains=("test_batched",))
+@detects("int8_linear", "two_d_only", explains=("test_batched", "test_dtype_shape"))
 def two_d_only(seen: Any, expected: Any) -> bool:
-    """Only the 3-d input stops."""
+    """Only the 3-d input stops. test_dtype_shape asks the 3-d input's output shape, (2, 3, out_features): the
+    same belief (linear only over a 2-d input) gets it wrong, whether it stops there or returns another shape."""
     return raised(seen, cases=("batched",)) and not raised(seen, cases=TWO_D)
 
 
