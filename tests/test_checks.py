@@ -124,8 +124,6 @@ COSTS_MORE_THAN_ONCE: dict[str, str] = {
     "M05-2/bias_weight_scale_only": "test_same_as_key fail too: M05-2's checks not rewritten for issue 50 yet",
     "M06-2/direct_inputs_only": "test_leaves_graph fail too: M06-2's checks not rewritten for issue 50 yet",
     "M06-2/sqnr_assumed_number": "test_leaves_graph fail too: M06-2's checks not rewritten for issue 50 yet",
-    "M06-3/ignores_skipped": "test_ties fail too: M06-3's checks not rewritten for issue 50 yet",
-    "M06-3/rank_once": "test_ties fail too: M06-3's checks not rewritten for issue 50 yet",
     "M07-3/forgets_mark": "test_converted fail too: M07-3's checks not rewritten for issue 50 yet",
     "M07-3/ignores_claimed": "test_converted fail too: M07-3's checks not rewritten for issue 50 yet",
     "M07-3/skips_any_label": "test_converted fail too: M07-3's checks not rewritten for issue 50 yet",
