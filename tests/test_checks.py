@@ -112,10 +112,9 @@ def test_the_handed_out_stub_gets_zero(notebook: str, exercise: str) -> None:
 
 
 COSTS_MORE_THAN_ONCE: dict[str, str] = {
-    "M01-1/neighbors_no_dedup": "test_neighbors_op fail too: M01-1's checks not rewritten for issue 50 yet",
-    "M01-1/neighbors_ops_only": "test_neighbors_op fail too: M01-1's checks not rewritten for issue 50 yet",
-    "M01-1/neighbors_users_with_guard": "test_neighbors_op fail too: M01-1's checks not rewritten for issue 50 yet",
-    "M01-1/targets_erases_dead_code": "test_targets_objects, test_targets_order fail too: M01-1's checks not rewritten for issue 50 yet",
+    "M01-1/neighbors_no_dedup": "test_neighbors_op fail too: a second mistake in the fixture, not a consequence of its cause: it lists consumers in node.users order (users_order), which differs from graph order on the edited graph; the fixture should sort them by graph order as neighbors_sorted_users_with_guard does",
+    "M01-1/neighbors_ops_only": "test_neighbors_op fail too: a second mistake in the fixture, not a consequence of its cause: it lists consumers in node.users order (users_order), which differs from graph order on the edited graph; the fixture should sort them by graph order as neighbors_sorted_users_with_guard does",
+    "M01-1/neighbors_users_with_guard": "test_neighbors_op fail too: a second mistake in the fixture, not a consequence of its cause: it lists consumers in node.users order (users_order), which differs from graph order on the edited graph; the fixture should sort them by graph order as neighbors_sorted_users_with_guard does",
     "M04-2/folds_the_graph": "test_linear_rank, test_not_directly_after, test_shared_output fail too: M04-2's checks not rewritten for issue 50 yet",
     "M05-2/bias_act_scale_only": "test_same_as_key fail too: M05-2's checks not rewritten for issue 50 yet",
     "M05-2/bias_act_zero_point": "test_no_bias, test_same_as_key fail too: M05-2's checks not rewritten for issue 50 yet",

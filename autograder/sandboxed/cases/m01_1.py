@@ -146,10 +146,14 @@ def edited_graph(seed: int) -> GraphModule:
 
 
 def _targets(ns: Namespace, gm: GraphModule) -> dict[str, Any]:
-    """``op_targets(gm)`` described, and how the call changed ``gm`` (it must not)."""
+    """``op_targets(gm)`` described, how the call changed ``gm`` (it must not), and under ``erased`` the
+    positions (among the call_function nodes, in graph order) of the op nodes the call removed."""
     before = graph_state(gm)
+    ops = [n.name for n in gm.graph.nodes if n.op == "call_function"]
     described = describe_targets(gm, ns["op_targets"](gm))
-    return {**described, "changed": graph_changes(before, gm)}
+    after = {n.name for n in gm.graph.nodes}
+    erased = [index for index, name in enumerate(ops) if name not in after]
+    return {**described, "changed": graph_changes(before, gm), "erased": erased}
 
 
 def targets_gated(ns: Namespace, seed: int) -> Any:
