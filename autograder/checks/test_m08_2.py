@@ -74,9 +74,14 @@ def compare(
     pick: Callable[[str, dict[str, Any], dict[str, Any]], bool],
     field: Callable[[dict[str, Any], dict[str, Any]], Any],
     what: str,
+    same_kernel: bool = False,
 ) -> None:
-    """For every node the key's table has and ``pick(target, record, nodes)`` selects: the same ``field``."""
-    found = 0
+    """For every node the key's table has and ``pick(target, record, nodes)`` selects: the same ``field``.
+
+    ``same_kernel``: only the nodes whose kernel the student got right (what a kernel eats is judged where the
+    kernel is; a wrong kernel is the kernel checks' to judge). Then at least one node the key fuses something
+    on must be judged: a table of wrong kernels does not pass by having nothing to compare."""
+    found = judged = 0
     for case, where in CASES.items():
         got_table = _case(seen, case)["table"]
         want = _case(expected, case)
@@ -88,12 +93,17 @@ def compare(
             mine = got_table.get(name, _MISSING)
             if mine is _MISSING:
                 raise Fail(f"{where}：表裡少了 {name}（{_what(nodes, name)}）；每個 conv / linear 都要有一列")
+            if same_kernel and (not isinstance(mine, dict) or mine.get("kernel") != record.get("kernel")):
+                continue
+            judged += bool(field(record, nodes))
             if field(mine, nodes) != field(record, nodes):
                 raise Fail(
                     f"{where}：{name}（{_what(nodes, name)}）{what} 應該是 {_text(field(record, nodes))}，"
                     f"你的是 {_text(field(mine, nodes))}"
                 )
     expect(found > 0, "證據格式不對")
+    if same_kernel and not judged:
+        raise Fail(f"會吃掉{what.removeprefix('吃掉的')}的 int8 kernel，你的表一個都沒有判對，無從比較{what}")
 
 
 def _text(item: Any) -> str:
@@ -156,6 +166,7 @@ def test_fuses_relu(seen, expected):
         lambda t, r, n: r["kernel"] == "int8",
         _fuses_part("relu"),
         "吃掉的 relu",
+        same_kernel=True,
     )
 
 
@@ -165,7 +176,7 @@ def test_fuses_relu(seen, expected):
     "conv 吃掉的 add：add 是唯一的 consumer、另一個運算元是同樣 shape 的 dequantize（寫在前面或後面都一樣）",
 )
 def test_fuses_add_conv(seen, expected):
-    compare(seen, expected, _int8("conv"), _fuses_part("add"), "吃掉的 add")
+    compare(seen, expected, _int8("conv"), _fuses_part("add"), "吃掉的 add", same_kernel=True)
 
 
 @check(
@@ -174,7 +185,7 @@ def test_fuses_add_conv(seen, expected):
     "linear 吃掉的 add：add 是唯一的 consumer，另一個運算元是同樣 shape 的 tensor（dequantize 也可以）",
 )
 def test_fuses_add_linear(seen, expected):
-    compare(seen, expected, _int8("linear"), _fuses_part("add"), "吃掉的 add")
+    compare(seen, expected, _int8("linear"), _fuses_part("add"), "吃掉的 add", same_kernel=True)
 
 
 @check(
@@ -189,6 +200,7 @@ def test_fuses_quantize(seen, expected):
         lambda t, r, n: r["kernel"] == "int8",
         _fuses_part("quantize"),
         "吃掉的 quantize",
+        same_kernel=True,
     )
 
 
@@ -198,7 +210,32 @@ def test_fuses_quantize(seen, expected):
     "fuses 依圖的順序列出 add、relu、quantize，沒有別的 node（不列 kernel 自己、輸入、dequantize）",
 )
 def test_fuses_exactly(seen, expected):
-    compare(seen, expected, lambda t, r, n: True, lambda r, n: r.get("fuses"), "吃掉的 node")
+    # judged where the student already has the key's kernel and the key's add / relu / quantize (which kernel,
+    # and which of those it eats, are the other checks' ideas): the list itself, its order and nothing else in it
+    judged = 0
+    for case, where in CASES.items():
+        got_table = _case(seen, case)["table"]
+        want = _case(expected, case)
+        nodes = want.get("nodes", {})
+        for name, record in want["table"].items():
+            mine = got_table.get(name)
+            if not isinstance(mine, dict) or mine.get("kernel") != record.get("kernel"):
+                continue
+            if any(
+                sorted(_part(mine.get("fuses"), nodes, part)) != sorted(_part(record.get("fuses"), nodes, part))
+                for part in PARTS
+            ):
+                continue
+            judged += bool(record.get("fuses"))
+            if mine.get("fuses") != record.get("fuses"):
+                raise Fail(
+                    f"{where}：{name}（{_what(nodes, name)}）吃掉的 node 應該是 {_text(record.get('fuses'))}，"
+                    f"你的是 {_text(mine.get('fuses'))}：只列 add、relu、quantize，依圖的順序"
+                )
+    if not judged:
+        raise Fail(
+            "會吃掉 node 的 int8 kernel，你的表沒有一個 kernel 與吃掉的 add、relu、quantize 都判對，無從比較順序"
+        )
 
 
 @check("predict_kernels", 1, "表裡只有 conv / linear 的 node（key 是 node 名稱），傳進來的圖原封不動")
