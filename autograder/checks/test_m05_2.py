@@ -198,6 +198,13 @@ def spec_key(spec: Any) -> Any:
     }
 
 
+def _spec_key(spec: Any, bias_scheme: bool) -> Any:
+    key = spec_key(spec)
+    if not bias_scheme and isinstance(key, dict) and key.get("kind") == "derived":
+        return {**key, "per_channel": None, "ch_axis": None}
+    return key
+
+
 def normalize(annotations: Any, where: str) -> dict[str, dict[str, Any]]:
     """Per node: claimed, the spec of each labelled input edge, the output spec (a None spec is no label;
     an unclaimed annotation without any spec is no annotation)."""
@@ -216,8 +223,11 @@ def normalize(annotations: Any, where: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def compare_annotations(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
-    """The labels right after the student's annotate: the same nodes, edges and specs as the answer key's."""
+def compare_annotations(seen: dict[str, Any], expected: dict[str, Any], case: str, *, bias_scheme: bool = True) -> None:
+    """The labels right after the student's annotate: the same nodes, edges and specs as the answer key's.
+
+    ``bias_scheme=False``: a bias's derived spec is compared without whether it is per channel (one scale or one
+    per channel is test_bias_scale_per_channel's to judge)."""
     got, want = value(seen, case), value(expected, case)
     where = f"{WHERE[case]}（你的 annotate 之後）"
     if not isinstance(got, dict) or "annotations" not in got:
@@ -237,7 +247,7 @@ def compare_annotations(seen: dict[str, Any], expected: dict[str, Any], case: st
                 f"{where}：{node} 貼標籤的輸入邊應該來自 {sorted(theirs['inputs'])}，你的來自 {sorted(mine['inputs'])}"
             )
         for source, spec in theirs["inputs"].items():
-            if spec_key(mine["inputs"][source]) != spec_key(spec):
+            if _spec_key(mine["inputs"][source], bias_scheme) != _spec_key(spec, bias_scheme):
                 raise Fail(
                     f"{where}：邊 {source} → {node} 的規格應該是 {spec_text(spec)}，你的是 {spec_text(mine['inputs'][source])}"
                 )
@@ -270,11 +280,67 @@ def check_bias_spec_range(seen: dict[str, Any], expected: dict[str, Any], case: 
                     )
 
 
-def check_paths(seen: dict[str, Any], expected: dict[str, Any], case: str) -> None:
+def _same_numbers(a: Any, b: Any) -> bool:
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_numbers(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-12)
+    return a == b
+
+
+def _edge_steps(edge: Any, numbers: bool, bias_scheme: bool = True) -> list[Any] | None:
+    """An edge of ``ops`` as what is compared: the constant's dtype and every q/dq step's kind and dtype; with
+    ``numbers`` also its scale, zero point and range; without ``bias_scheme`` the kind without per tensor / per
+    channel."""
+    if not isinstance(edge, dict) or not isinstance(edge.get("steps"), list):
+        return None
+    steps: list[Any] = [edge.get("source_dtype")]
+    for step in edge["steps"]:
+        if not isinstance(step, dict):
+            return None
+        kind = str(step.get("op"))
+        steps.append(
+            [kind if bias_scheme else kind.split("_per_")[0], step.get("dtype")]
+            + ([step.get(k) for k in ("scale", "zero_point", "qmin", "qmax")] if numbers else [])
+        )
+    return steps
+
+
+def check_paths(seen: dict[str, Any], expected: dict[str, Any], case: str, *, bias_scheme: bool = True) -> None:
+    """The converted graph's q/dq steps as the key's on every edge. The edges from constants (a conv / linear's
+    weight and bias) are compared op by op (``ops``): convert names a constant after its quantize op, so one
+    bias quantized per tensor instead of per channel renumbers the others. On a bias edge only the kinds and
+    dtypes (``bias_scheme=False``: not per tensor or per channel either): its scale and zero point are
+    test_bias_scale_* 's and test_bias_int32's to judge."""
     got, want = value(seen, case), value(expected, case)
     try:
-        compare_paths(got["converted"], want["converted"], WHERE[case])
-    except (KeyError, TypeError):
+        for name, theirs in want["ops"].items():
+            mine = (got.get("ops") or {}).get(name)
+            if not isinstance(mine, dict):
+                raise Fail(f"{WHERE[case]}：convert 之後圖上找不到 {name}")
+            for edge in ("weight", "bias"):
+                if theirs.get(edge) is None:
+                    continue
+                same = (
+                    _same_numbers(_edge_steps(mine.get(edge), True), _edge_steps(theirs[edge], True))
+                    if edge == "weight"
+                    else _edge_steps(mine.get(edge), False, bias_scheme)
+                    == _edge_steps(theirs[edge], False, bias_scheme)
+                )
+                if not same:
+                    raise Fail(
+                        f"{WHERE[case]}：{name} 的 {edge} 應該是 {_steps_text(theirs[edge])}，"
+                        f"你的是 {_steps_text(mine.get(edge))}"
+                    )
+        constants = set(want["converted"].get("constants") or {})
+        others = {
+            "paths": {
+                consumer: [[source, steps] for source, steps in inputs if source not in constants]
+                for consumer, inputs in want["converted"]["paths"].items()
+            }
+        }
+        compare_paths(got["converted"], others, WHERE[case])
+    except (KeyError, TypeError, IndexError, AttributeError):
         raise Fail(f"{WHERE[case]}：證據格式不對") from None
 
 
@@ -314,9 +380,10 @@ def test_bias_values(seen, expected):
     "設了 _annotated，之後再跑的 Quantizer 不會改掉",
 )
 def test_same_as_key(seen, expected):
+    # the bias edge's scale, zero point and per-channel-ness are the bias checks' (test_bias_scale_*, test_bias_int32)
     for case in ("conv_per_tensor", "linear_per_channel", "late_quantizer"):
-        compare_annotations(seen, expected, case)
-        check_paths(seen, expected, case)
+        compare_annotations(seen, expected, case, bias_scheme=False)
+        check_paths(seen, expected, case, bias_scheme=False)
 
 
 @check(
