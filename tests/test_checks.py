@@ -118,9 +118,6 @@ COSTS_MORE_THAN_ONCE: dict[str, str] = {
     "M04-2/folds_the_graph": "test_linear_rank, test_not_directly_after, test_shared_output fail too: folding in place adds the folded bias as a new get_attr, the replay refuses that graph and a refusal scores the whole exercise zero (autograder/sandboxed/replay.py, _check_attributes / Replay.refusal); needs a per-case refusal there",
     "M06-2/direct_inputs_only": "test_leaves_graph fail too: M06-2's checks not rewritten for issue 50 yet",
     "M06-2/sqnr_assumed_number": "test_leaves_graph fail too: M06-2's checks not rewritten for issue 50 yet",
-    "M09-1/bias_name": "test_roles_variants fail too: M09-1's checks not rewritten for issue 50 yet",
-    "M09-1/fixed_order": "test_roles_variants fail too: M09-1's checks not rewritten for issue 50 yet",
-    "M09-1/skips_no_bias": "test_roles_variants fail too: M09-1's checks not rewritten for issue 50 yet",
     "M09-2/per_tensor_weights": "test_counts fail too: M09-2's checks not rewritten for issue 50 yet",
     "M09-2/skips_no_bias": "test_counts, test_labels, test_observers fail too: M09-2's checks not rewritten for issue 50 yet",
 }
