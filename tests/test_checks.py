@@ -126,8 +126,6 @@ COSTS_MORE_THAN_ONCE: dict[str, str] = {
         "expect-fail header requires it: drop test_leaves_graph from the header, then judge test_leaves_graph "
         "only on the cases whose calls returned"
     ),
-    "M09-2/per_tensor_weights": "test_counts fail too: M09-2's checks not rewritten for issue 50 yet",
-    "M09-2/skips_no_bias": "test_counts, test_labels, test_observers fail too: M09-2's checks not rewritten for issue 50 yet",
 }
 """Wrong solutions whose failed checks on seed 0 reach beyond what their misconception's detector ``explains``
 (issue 50, "one mistake costs once"), each with why it is left so (measured with ``pt2e-course diagnoses
