@@ -116,16 +116,6 @@ COSTS_MORE_THAN_ONCE: dict[str, str] = {
     "M01-1/neighbors_ops_only": "test_neighbors_op fail too: a second mistake in the fixture, not a consequence of its cause: it lists consumers in node.users order (users_order), which differs from graph order on the edited graph; the fixture should sort them by graph order as neighbors_sorted_users_with_guard does",
     "M01-1/neighbors_users_with_guard": "test_neighbors_op fail too: a second mistake in the fixture, not a consequence of its cause: it lists consumers in node.users order (users_order), which differs from graph order on the edited graph; the fixture should sort them by graph order as neighbors_sorted_users_with_guard does",
     "M04-2/folds_the_graph": "test_linear_rank, test_not_directly_after, test_shared_output fail too: folding in place adds the folded bias as a new get_attr, the replay refuses that graph and a refusal scores the whole exercise zero (autograder/sandboxed/replay.py, _check_attributes / Replay.refusal); needs a per-case refusal there",
-    "M06-2/direct_inputs_only": (
-        "test_leaves_graph fails too: it reads every case, so a call that raised fails it with that error; judging it "
-        "only on the cases whose calls returned (ready, issue 50) also clears sqnr_assumed_number, whose expect-fail "
-        "header requires test_leaves_graph: that header must drop it first"
-    ),
-    "M06-2/sqnr_assumed_number": (
-        "test_leaves_graph fails too (it reads every case: the split case's error fails it), and the fixture's "
-        "expect-fail header requires it: drop test_leaves_graph from the header, then judge test_leaves_graph "
-        "only on the cases whose calls returned"
-    ),
 }
 """Wrong solutions whose failed checks on seed 0 reach beyond what their misconception's detector ``explains``
 (issue 50, "one mistake costs once"), each with why it is left so (measured with ``pt2e-course diagnoses
