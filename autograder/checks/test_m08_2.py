@@ -10,7 +10,7 @@ it and that the graph came back unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from autograder.checks.support import Fail, check, detects, expect, raised, value
@@ -68,6 +68,22 @@ def _shown(names: Any) -> str:
 _MISSING = object()
 
 
+def _rows(seen: Any, expected: Any) -> Iterator[tuple[str, str, dict[str, Any], Any, dict[str, Any]]]:
+    """Every row of the key's tables, case by case: where, the node's name, the key's record, the student's row
+    (``_MISSING`` when the table has none) and what each node is."""
+    for case, where in CASES.items():
+        got_table = _case(seen, case)["table"]
+        want = _case(expected, case)
+        nodes = want.get("nodes", {})
+        for name, record in want["table"].items():
+            yield where, name, record, got_table.get(name, _MISSING), nodes
+
+
+def _kernel_agrees(mine: Any, record: dict[str, Any]) -> bool:
+    """The student's row names the key's kernel: only there is what the kernel eats judged."""
+    return isinstance(mine, dict) and mine.get("kernel") == record.get("kernel")
+
+
 def compare(
     seen: Any,
     expected: Any,
@@ -82,25 +98,20 @@ def compare(
     kernel is; a wrong kernel is the kernel checks' to judge). Then at least one node the key fuses something
     on must be judged: a table of wrong kernels does not pass by having nothing to compare."""
     found = judged = 0
-    for case, where in CASES.items():
-        got_table = _case(seen, case)["table"]
-        want = _case(expected, case)
-        nodes = want.get("nodes", {})
-        for name, record in want["table"].items():
-            if not pick(str(nodes.get(name)), record, nodes):
-                continue
-            found += 1
-            mine = got_table.get(name, _MISSING)
-            if mine is _MISSING:
-                raise Fail(f"{where}：表裡少了 {name}（{_what(nodes, name)}）；每個 conv / linear 都要有一列")
-            if same_kernel and (not isinstance(mine, dict) or mine.get("kernel") != record.get("kernel")):
-                continue
-            judged += bool(field(record, nodes))
-            if field(mine, nodes) != field(record, nodes):
-                raise Fail(
-                    f"{where}：{name}（{_what(nodes, name)}）{what} 應該是 {_text(field(record, nodes))}，"
-                    f"你的是 {_text(field(mine, nodes))}"
-                )
+    for where, name, record, mine, nodes in _rows(seen, expected):
+        if not pick(str(nodes.get(name)), record, nodes):
+            continue
+        found += 1
+        if mine is _MISSING:
+            raise Fail(f"{where}：表裡少了 {name}（{_what(nodes, name)}）；每個 conv / linear 都要有一列")
+        if same_kernel and not _kernel_agrees(mine, record):
+            continue
+        judged += bool(field(record, nodes))
+        if field(mine, nodes) != field(record, nodes):
+            raise Fail(
+                f"{where}：{name}（{_what(nodes, name)}）{what} 應該是 {_text(field(record, nodes))}，"
+                f"你的是 {_text(field(mine, nodes))}"
+            )
     expect(found > 0, "證據格式不對")
     if same_kernel and not judged:
         raise Fail(f"會吃掉{what.removeprefix('吃掉的')}的 int8 kernel，你的表一個都沒有判對，無從比較{what}")
@@ -213,25 +224,18 @@ def test_fuses_exactly(seen, expected):
     # judged where the student already has the key's kernel and the key's add / relu / quantize (which kernel,
     # and which of those it eats, are the other checks' ideas): the list itself, its order and nothing else in it
     judged = 0
-    for case, where in CASES.items():
-        got_table = _case(seen, case)["table"]
-        want = _case(expected, case)
-        nodes = want.get("nodes", {})
-        for name, record in want["table"].items():
-            mine = got_table.get(name)
-            if not isinstance(mine, dict) or mine.get("kernel") != record.get("kernel"):
-                continue
-            if any(
-                sorted(_part(mine.get("fuses"), nodes, part)) != sorted(_part(record.get("fuses"), nodes, part))
-                for part in PARTS
-            ):
-                continue
-            judged += bool(record.get("fuses"))
-            if mine.get("fuses") != record.get("fuses"):
-                raise Fail(
-                    f"{where}：{name}（{_what(nodes, name)}）吃掉的 node 應該是 {_text(record.get('fuses'))}，"
-                    f"你的是 {_text(mine.get('fuses'))}：只列 add、relu、quantize，依圖的順序"
-                )
+    for where, name, record, mine, nodes in _rows(seen, expected):
+        if not _kernel_agrees(mine, record) or any(
+            sorted(_part(mine.get("fuses"), nodes, part)) != sorted(_part(record.get("fuses"), nodes, part))
+            for part in PARTS
+        ):
+            continue
+        judged += bool(record.get("fuses"))
+        if mine.get("fuses") != record.get("fuses"):
+            raise Fail(
+                f"{where}：{name}（{_what(nodes, name)}）吃掉的 node 應該是 {_text(record.get('fuses'))}，"
+                f"你的是 {_text(mine.get('fuses'))}：只列 add、relu、quantize，依圖的順序"
+            )
     if not judged:
         raise Fail(
             "會吃掉 node 的 int8 kernel，你的表沒有一個 kernel 與吃掉的 add、relu、quantize 都判對，無從比較順序"
