@@ -28,7 +28,14 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
-from autograder.sandboxed.cases.base import Namespace, evidence_is_kept, seed_size, seeded_inputs, with_hidden_cases
+from autograder.sandboxed.cases.base import (
+    Namespace,
+    evidence_is_kept,
+    seed_size,
+    seeded_inputs,
+    seeded_model,
+    with_hidden_cases,
+)
 from autograder.sandboxed.cases.probes import (
     ADD,
     CAT,
@@ -141,14 +148,8 @@ class ClaimedAdds(nn.Module):
         return torch.flatten(torch.max_pool2d(y, 2), 1)
 
 
-def _build(cls: type[nn.Module], seed: int, *args: Any) -> nn.Module:
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        return cls(*args).eval()
-
-
 def backbone(seed: int) -> nn.Module:
-    return _build(Backbone, seed, seed_size(seed, 4, 7), seed_size(seed + 1, 12, 24), seed_size(seed + 2, 5, 10))
+    return seeded_model(seed, Backbone, seed_size(seed, 4, 7), seed_size(seed + 1, 12, 24), seed_size(seed + 2, 5, 10))
 
 
 def backbone_data(seed: int) -> tuple[list[tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
@@ -230,7 +231,7 @@ def reference(ns: Namespace, seed: int) -> Any:
 
 
 def crowded(ns: Namespace, seed: int) -> Any:
-    model = _build(Crowded, seed, seed_size(seed, 2, 5))
+    model = seeded_model(seed, Crowded, seed_size(seed, 2, 5))
     shape = (4, 3, 8, 8)
     calibration = [seeded_inputs(seed * 1000 + step, shape) for step in range(3)]
     evidence, _ = run_student(ns, model, calibration)
@@ -238,7 +239,7 @@ def crowded(ns: Namespace, seed: int) -> Any:
 
 
 def claimed(ns: Namespace, seed: int) -> Any:
-    model = _build(ClaimedAdds, seed, seed_size(seed, 3, 6))
+    model = seeded_model(seed, ClaimedAdds, seed_size(seed, 3, 6))
     shape = (4, 3, 8, 8)
     calibration = [seeded_inputs(seed * 1000 + step, shape) for step in range(3)]
     before = (
