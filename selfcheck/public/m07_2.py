@@ -72,14 +72,11 @@ def _statistics(gm: GraphModule) -> list[torch.Tensor]:
     return [b.detach().clone() for name, b in gm.named_buffers() if name.endswith(("running_mean", "running_var"))]
 
 
-def describe_frozen(ns: Namespace, gm: GraphModule, batches: list[tuple[torch.Tensor, ...]]) -> dict[str, Any]:
-    """Call ``freeze_bn_stats(gm)``, then read the graph and run it on ``batches`` (grad off)."""
-    freeze(ns, gm)
-    flags = [
-        bool(node.args[5]) if len(node.args) > 5 else "（沒有 training 引數）"
-        for node in gm.graph.nodes
-        if node.op == "call_function" and node.target == BATCH_NORM
-    ]
+def run_on_batches(
+    gm: GraphModule, batches: list[tuple[torch.Tensor, ...]]
+) -> tuple[int, list[int] | None, str | None]:
+    """Run ``gm`` on ``batches`` (grad off): how many running_mean / running_var buffers changed, the shape of the
+    last output, and the error when the graph does not run (``None`` when it does)."""
     before = _statistics(gm)
     shape, problem = None, None
     try:
@@ -89,7 +86,18 @@ def describe_frozen(ns: Namespace, gm: GraphModule, batches: list[tuple[torch.Te
     except Exception as exc:  # the graph the answer left does not run (e.g. a shape changed elsewhere)
         problem = f"{type(exc).__name__}: {safe_text(exc, 160)}"
     after = _statistics(gm)
-    changed = sum(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    return sum(not torch.equal(a, b) for a, b in zip(before, after, strict=True)), shape, problem
+
+
+def describe_frozen(ns: Namespace, gm: GraphModule, batches: list[tuple[torch.Tensor, ...]]) -> dict[str, Any]:
+    """Call ``freeze_bn_stats(gm)``, then read the graph and run it on ``batches`` (grad off)."""
+    freeze(ns, gm)
+    flags = [
+        bool(node.args[5]) if len(node.args) > 5 else "（沒有 training 引數）"
+        for node in gm.graph.nodes
+        if node.op == "call_function" and node.target == BATCH_NORM
+    ]
+    changed, shape, problem = run_on_batches(gm, batches)
     return {
         "training_flags": flags,
         "statistics_changed": changed,

@@ -27,9 +27,8 @@ from torch import nn
 from torch.fx import GraphModule
 
 from autograder.sandboxed.cases.base import Namespace, seed_size, seeded_inputs, with_hidden_cases
-from selfcheck.evidence import safe_text
 from selfcheck.public.m07_1 import QAT_CASE_SECONDS, qat_graph
-from selfcheck.public.m07_2 import BATCH_NORM, PUBLIC, describe_frozen, export_train, freeze
+from selfcheck.public.m07_2 import BATCH_NORM, PUBLIC, describe_frozen, export_train, freeze, run_on_batches
 
 
 class ConvBn(nn.Module):
@@ -103,10 +102,6 @@ def _bn_arguments(gm: GraphModule) -> list[str]:
     ]
 
 
-def _statistics(gm: GraphModule) -> list[torch.Tensor]:
-    return [b.detach().clone() for name, b in gm.named_buffers() if name.endswith(("running_mean", "running_var"))]
-
-
 def _statistics_alone(
     original: GraphModule, answered: GraphModule, batches: list[tuple[torch.Tensor, ...]]
 ) -> dict[str, Any] | None:
@@ -134,15 +129,8 @@ def _statistics_alone(
     if missing:
         return None
     original.recompile()
-    before = _statistics(original)
-    try:
-        with torch.no_grad():
-            for batch in batches:
-                original(*batch)
-    except Exception as exc:
-        return {"changed": 0, "run_error": f"{type(exc).__name__}: {safe_text(exc, 160)}"}
-    after = _statistics(original)
-    return {"changed": sum(not torch.equal(a, b) for a, b in zip(before, after, strict=True)), "run_error": None}
+    changed, _, problem = run_on_batches(original, batches)
+    return {"changed": 0 if problem else changed, "run_error": problem}
 
 
 def case_mixed(ns: Namespace, seed: int) -> Any:
