@@ -237,9 +237,10 @@ def path_text(steps: list[list[Any]]) -> str:
     return "經過 " + " → ".join(step_text(s) for s in steps) if steps else "沒有 q/dq"
 
 
-def _close(a: Any, b: Any, rel: float) -> bool:
+def close_numbers(a: Any, b: Any, rel: float) -> bool:
+    """``a`` and ``b`` equal, their floats within ``rel`` (relative), lists item by item."""
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_close(x, y, rel) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(close_numbers(x, y, rel) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=rel, abs_tol=1e-12)
     return a == b
@@ -255,7 +256,7 @@ def compare_paths(got: dict[str, Any], want: dict[str, Any], where: str, consume
         got_inputs = {src: steps for src, steps in got_paths.get(consumer, [])}
         for source, want_steps in want_paths[consumer]:
             got_steps = got_inputs.get(source)
-            if got_steps is None or not _close(got_steps, want_steps, 1e-5):
+            if got_steps is None or not close_numbers(got_steps, want_steps, 1e-5):
                 seen = path_text(got_steps) if got_steps is not None else "這條邊不見了"
                 raise Fail(f"{where}：{source} → {consumer} 應該{path_text(want_steps)}，你的{seen}")
 

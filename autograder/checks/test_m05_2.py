@@ -12,6 +12,7 @@ from typing import Any
 from autograder.checks.support import (
     Fail,
     check,
+    close_numbers,
     compare_paths,
     derived_edges,
     detects,
@@ -280,14 +281,6 @@ def check_bias_spec_range(seen: dict[str, Any], expected: dict[str, Any], case: 
                     )
 
 
-def _same_numbers(a: Any, b: Any) -> bool:
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same_numbers(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, float) and isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-12)
-    return a == b
-
-
 def _edge_steps(edge: Any, numbers: bool, bias_scheme: bool = True) -> list[Any] | None:
     """An edge of ``ops`` as what is compared: the constant's dtype and every q/dq step's kind and dtype; with
     ``numbers`` also its scale, zero point and range; without ``bias_scheme`` the kind without per tensor / per
@@ -322,7 +315,7 @@ def check_paths(seen: dict[str, Any], expected: dict[str, Any], case: str, *, bi
                 if theirs.get(edge) is None:
                     continue
                 same = (
-                    _same_numbers(_edge_steps(mine.get(edge), True), _edge_steps(theirs[edge], True))
+                    close_numbers(_edge_steps(mine.get(edge), True), _edge_steps(theirs[edge], True), 1e-5)
                     if edge == "weight"
                     else _edge_steps(mine.get(edge), False, bias_scheme)
                     == _edge_steps(theirs[edge], False, bias_scheme)
