@@ -184,8 +184,13 @@ def box(request: pytest.FixtureRequest):
     sandbox.stop()
 
 
+CHROMIUM_SHM = ".org.chromium."
+"""The prefix of the /dev/shm files Chromium makes: the browser tests on the other xdist worker run it meanwhile."""
+
+
 def shm_files() -> set[str]:
-    return set(os.listdir("/dev/shm"))
+    """The /dev/shm files now, but Chromium's (another test's browser, never a job's)."""
+    return {name for name in os.listdir("/dev/shm") if not name.startswith(CHROMIUM_SHM)}
 
 
 def sysv_segments() -> set[str]:
